@@ -1,0 +1,403 @@
+"""Configuration: frozen models with their defaults, and ``load()``.
+
+Unknown keys are errors, ``${ENV}`` is expanded in strings, and a key ``X_file`` reads the
+value of ``X`` from a file (for Kubernetes secrets). Every error is one line naming the file
+and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from monitor import __version__
+from monitor.errors import ConfigError
+
+DEFAULT_DATABASE_URL = "sqlite:///./sitemap-monitor.db"
+DEFAULT_USER_AGENT = f"sitemap-monitor/{__version__} (+https://github.com/sitemap-monitor/sitemap-monitor)"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
+_SIZE_UNITS = {
+    None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9,
+    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30,
+}
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def parse_duration(value: object) -> float:
+    """``15m``, ``30s``, ``1.5h``, ``250ms`` or a number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError(f"not a duration: {value!r} (use e.g. 30s, 15m, 1h)")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def parse_size(value: object) -> int:
+    """``50MiB``, ``10MB`` or a number of bytes -> bytes."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"not a size: {value!r} (use e.g. 50MiB, 10MB)")
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
+
+
+def parse_ratio(value: object) -> float:
+    """``10%`` or a fraction ``0.1`` -> a fraction."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a ratio: {value!r}")
+    text = str(value).strip()
+    number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    if not 0 <= number <= 1:
+        raise ValueError(f"ratio out of range 0..1: {value!r}")
+    return number
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+Size = Annotated[int, BeforeValidator(parse_size), Field(gt=0)]
+Ratio = Annotated[float, BeforeValidator(parse_ratio)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Limits(_Frozen):
+    """Per-document limits (SPEC 3.4); the protocol's values are the defaults."""
+
+    max_bytes: Size = 50 * 2**20
+    max_urls: int = Field(50_000, gt=0)
+    max_children: int = Field(50_000, gt=0)
+    max_depth: int = Field(3, ge=1)
+    max_redirects: int = Field(5, ge=0)
+
+
+class Defaults(_Frozen):
+    """Settings every target inherits unless it sets its own."""
+
+    interval: Duration = 900.0
+    jitter: Ratio = 0.1
+    timeout: Duration = 30.0
+    connect_timeout: Duration = 10.0
+    read_timeout: Duration = 20.0
+    retry_after_max: Duration = 30.0
+    max_bytes: Size = 50 * 2**20
+    max_urls: int = Field(50_000, gt=0)
+    max_children: int = Field(50_000, gt=0)
+    max_depth: int = Field(3, ge=1)
+    max_redirects: int = Field(5, ge=0)
+    user_agent: str = DEFAULT_USER_AGENT
+    allow_private: bool = False
+    allow_cross_host_children: bool = False
+
+    @field_validator("user_agent")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        return value.replace("VERSION", __version__)
+
+
+_TARGET_OVERRIDES = tuple(Defaults.model_fields)
+
+
+class TargetSpec(_Frozen):
+    """A target as written in the file; ``resolve`` merges it with the defaults."""
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+    url: str | None = None
+    site: str | None = None
+    interval: Duration | None = None
+    jitter: Ratio | None = None
+    timeout: Duration | None = None
+    connect_timeout: Duration | None = None
+    read_timeout: Duration | None = None
+    retry_after_max: Duration | None = None
+    max_bytes: Size | None = None
+    max_urls: int | None = Field(None, gt=0)
+    max_children: int | None = Field(None, gt=0)
+    max_depth: int | None = Field(None, ge=1)
+    max_redirects: int | None = Field(None, ge=0)
+    user_agent: str | None = None
+    allow_private: bool | None = None
+    allow_cross_host_children: bool | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TargetSpec:
+        if (self.url is None) == (self.site is None):
+            raise ValueError("a target needs exactly one of url: or site:")
+        _check_http_url(self.url or self.site or "")
+        return self
+
+
+def _check_http_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an absolute http(s) URL: {url!r}")
+
+
+class Target(_Frozen):
+    """One monitored sitemap with every setting resolved."""
+
+    name: str
+    url: str
+    site: bool = False
+    settings: Defaults = Defaults()
+
+    @property
+    def limits(self) -> Limits:
+        """The document limits of this target."""
+        s = self.settings
+        return Limits(
+            max_bytes=s.max_bytes,
+            max_urls=s.max_urls,
+            max_children=s.max_children,
+            max_depth=s.max_depth,
+            max_redirects=s.max_redirects,
+        )
+
+
+def resolve(spec: TargetSpec, defaults: Defaults) -> Target:
+    """Merge a target's own settings over the defaults."""
+    overrides = {
+        key: getattr(spec, key) for key in _TARGET_OVERRIDES if getattr(spec, key) is not None
+    }
+    settings = defaults.model_copy(update=overrides)
+    if spec.site is not None:
+        return Target(name=spec.name, url=spec.site, site=True, settings=settings)
+    assert spec.url is not None
+    return Target(name=spec.name, url=spec.url, settings=settings)
+
+
+def adhoc_target(url: str, defaults: Defaults | None = None) -> Target:
+    """A target named by its URL, for ``check URL`` without a configured target."""
+    try:
+        _check_http_url(url)
+    except ValueError as exc:
+        raise ConfigError(f"target: {exc}") from None
+    return Target(name=url, url=url, settings=defaults or Defaults())
+
+
+ChannelType = Literal["webhook", "slack", "alertmanager", "email"]
+RuleWhen = Literal[
+    "added", "removed", "changed", "invalid", "check_failed", "recovered", "stale",
+    "url_count_below",
+]
+
+
+class Channel(_Frozen):
+    """One alert destination (SPEC 9)."""
+
+    name: str = Field(min_length=1)
+    type: ChannelType
+    url: str | None = None
+    secret: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: Duration = 10.0
+    # email
+    smtp_host: str | None = None
+    smtp_port: int = 587
+    smtp_starttls: bool = True
+    smtp_username: str | None = None
+    smtp_password: str | None = None
+    email_from: str | None = Field(None, alias="from")
+    email_to: list[str] = Field(default_factory=list, alias="to")
+
+    @model_validator(mode="after")
+    def _needs(self) -> Channel:
+        if self.type == "email":
+            if not self.smtp_host or not self.email_from or not self.email_to:
+                raise ValueError("an email channel needs smtp_host, from and to")
+        elif not self.url:
+            raise ValueError(f"a {self.type} channel needs url")
+        return self
+
+
+class Rule(_Frozen):
+    """When to notify whom (SPEC 9)."""
+
+    name: str = Field(min_length=1)
+    when: RuleWhen
+    targets: list[str] = Field(default_factory=lambda: ["*"])
+    severity: Literal["info", "warning", "critical"] = "warning"
+    channels: list[str] = Field(min_length=1)
+    threshold: int | None = Field(None, ge=1)
+    ratio: Ratio | None = None
+    consecutive: int = Field(1, ge=1)
+    duration: Duration | None = None
+    count: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _needs(self) -> Rule:
+        if self.when == "stale" and self.duration is None:
+            raise ValueError("a stale rule needs duration")
+        if self.when == "url_count_below" and self.count is None:
+            raise ValueError("a url_count_below rule needs count")
+        return self
+
+
+class Delivery(_Frozen):
+    """How the outbox delivers (SPEC 9)."""
+
+    max_age: Duration = 86400.0
+    initial_backoff: Duration = 5.0
+    max_backoff: Duration = 600.0
+    examples: int = Field(20, ge=0, le=1000)
+    api_base_url: str | None = None
+
+
+class Alerts(_Frozen):
+    """The ``alerts:`` section."""
+
+    channels: list[Channel] = Field(default_factory=list)
+    rules: list[Rule] = Field(default_factory=list)
+    delivery: Delivery = Delivery()
+
+    @model_validator(mode="after")
+    def _references(self) -> Alerts:
+        names = [c.name for c in self.channels]
+        if len(names) != len(set(names)):
+            raise ValueError("channel names must be unique")
+        for rule in self.rules:
+            for name in rule.channels:
+                if name not in names:
+                    raise ValueError(f"rule {rule.name!r} names unknown channel {name!r}")
+        return self
+
+
+class Scheduler(_Frozen):
+    """How the daemon runs checks (SPEC 3.7, 10)."""
+
+    concurrency: int = Field(8, ge=1)
+    per_host: int = Field(2, ge=1)
+    shutdown_grace: Duration = 20.0
+    lease: Duration = 60.0
+
+
+class Config(_Frozen):
+    """The whole configuration file."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    listen: str = "0.0.0.0:8080"
+    defaults: Defaults = Defaults()
+    scheduler: Scheduler = Scheduler()
+    targets: list[TargetSpec] = Field(default_factory=list)
+    alerts: Alerts = Alerts()
+
+    @model_validator(mode="after")
+    def _unique(self) -> Config:
+        seen: set[str] = set()
+        for spec in self.targets:
+            if spec.name in seen:
+                raise ValueError(f"duplicate target name {spec.name!r}")
+            seen.add(spec.name)
+        return self
+
+    def resolved_targets(self) -> list[Target]:
+        """Every configured target with its settings resolved."""
+        return [resolve(spec, self.defaults) for spec in self.targets]
+
+    def target(self, name: str) -> Target | None:
+        """The configured target of that name, or None."""
+        for spec in self.targets:
+            if spec.name == name:
+                return resolve(spec, self.defaults)
+        return None
+
+
+def _expand(value: Any, where: str, env: Mapping[str, str], base: Path) -> Any:
+    """Expand ``${ENV}`` in strings and ``X_file`` keys, recursively."""
+    if isinstance(value, str):
+        def sub(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in env:
+                raise ConfigError(f"{where}: environment variable {name} is not set")
+            return env[name]
+        return _ENV.sub(sub, value)
+    if isinstance(value, list):
+        return [_expand(v, f"{where}[{i}]", env, base) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            key = str(key)
+            path = f"{where}.{key}" if where else key
+            if key.endswith("_file") and isinstance(item, str):
+                plain = key[: -len("_file")]
+                if plain in value:
+                    raise ConfigError(f"{path}: set either {plain} or {key}, not both")
+                file = (base / _expand(item, path, env, base)).expanduser()
+                try:
+                    out[plain] = file.read_text(encoding="utf-8").strip()
+                except OSError as exc:
+                    raise ConfigError(f"{path}: cannot read {file}: {exc.strerror}") from None
+            else:
+                out[key] = _expand(item, path, env, base)
+        return out
+    return value
+
+
+def _location(error: dict[str, Any]) -> str:
+    parts = [str(p) for p in error["loc"] if not str(p).startswith("function-")]
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if part.isdigit() else (f".{part}" if text else part)
+    return text or "(top level)"
+
+
+def parse(data: object, *, source: str = "<config>", env: Mapping[str, str] | None = None,
+          base: Path | None = None) -> Config:
+    """Build a Config from parsed YAML; errors name ``source`` and the key."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the configuration must be a mapping")
+    try:
+        expanded = _expand(data, "", os.environ if env is None else env, base or Path("."))
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    try:
+        return Config.model_validate(expanded)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            message = "unknown key"
+        raise ConfigError(f"{source}: {_location(first)}: {message}") from None
+
+
+def load(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Config:
+    """Read and validate a YAML configuration file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read configuration: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{file}:{where}: {problem}") from None
+    return parse(data, source=str(file), env=env, base=file.parent)

@@ -1,0 +1,79 @@
+"""The exception tree of sitemap-monitor.
+
+Callers catch ``MonitorError``; a failed check is a value (``model.CheckResult``),
+so these are raised only where the caller cannot go on::
+
+    MonitorError
+    ├── ConfigError          bad configuration or usage: exit code 2, names the key and the file
+    ├── FetchError           one document could not be fetched; ``kind`` is stable,
+    │                        ``permanent`` says whether a retry can help
+    ├── StoreError           the database refused or is unreachable
+    │   └── SchemaError      the schema is not at the newest migration
+    └── DeliveryError        an alert channel refused a notification; ``permanent`` and
+                             ``retry_after`` steer the outbox
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DeliveryError",
+    "FetchError",
+    "MonitorError",
+    "SchemaError",
+    "StoreError",
+]
+
+
+class MonitorError(Exception):
+    """The base of every error this package raises on purpose."""
+
+
+class ConfigError(MonitorError):
+    """Configuration or usage that cannot be used; the message is one line naming where."""
+
+
+class FetchError(MonitorError):
+    """A document could not be fetched completely.
+
+    ``kind`` is one of: ``timeout``, ``connect``, ``http-status``, ``too-large``, ``redirects``,
+    ``address-blocked``, ``invalid-url``, ``decode``, ``protocol``.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status: int | None = None,
+        permanent: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.permanent = permanent
+
+
+class StoreError(MonitorError):
+    """The database could not do what was asked."""
+
+
+class SchemaError(StoreError):
+    """The database schema is missing or behind the newest migration."""
+
+
+class DeliveryError(MonitorError):
+    """A channel did not accept a notification."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        permanent: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.permanent = permanent
+        self.retry_after = retry_after

@@ -1,0 +1,218 @@
+"""Value types shared by the stages: what flows from fetch to alerts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning"]
+ChangeKind = Literal["added", "removed", "changed", "invalid"]
+DocumentKind = Literal["urlset", "sitemapindex", "text", "rss", "atom"]
+DocumentOutcome = Literal["ok", "not_modified", "unchanged", "failed"]
+CheckOutcome = Literal["ok", "unchanged", "failed"]
+
+CHANGE_KINDS: tuple[ChangeKind, ...] = ("added", "removed", "changed", "invalid")
+DOCUMENT_OUTCOMES: tuple[DocumentOutcome, ...] = ("ok", "not_modified", "unchanged", "failed")
+CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "failed")
+
+# Every rule id of SPEC section 4 with its default severity. Stable: used in JSON, metrics, alerts.
+RULES: dict[str, Severity] = {
+    "xml-malformed": "error",
+    "xml-doctype": "error",
+    "root-unknown": "error",
+    "namespace-wrong": "error",
+    "encoding-not-utf8": "error",
+    "size-too-large": "error",
+    "urls-too-many": "error",
+    "index-too-many": "error",
+    "index-nested": "error",
+    "index-cycle": "error",
+    "index-child-out-of-scope": "warning",
+    "child-fetch-failed": "error",
+    "loc-missing": "error",
+    "loc-not-absolute": "error",
+    "loc-too-long": "error",
+    "loc-out-of-scope": "warning",
+    "loc-duplicate": "error",
+    "lastmod-invalid": "error",
+    "lastmod-future": "warning",
+    "changefreq-invalid": "error",
+    "priority-invalid": "error",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One validation finding with a stable rule id."""
+
+    rule: str
+    message: str
+    loc: str | None = None
+    document: str | None = None
+
+    @property
+    def severity(self) -> Severity:
+        """The rule's severity (SPEC section 4)."""
+        return RULES[self.rule]
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON shape of SPEC section 5."""
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "loc": self.loc,
+            "document": self.document,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One URL of a document as the parser read it: raw, stripped strings.
+
+    ``extensions`` is canonical JSON (sorted keys, no spaces) of the extension data
+    (``image``, ``video``, ``news``, ``alternates``), or None when there is none.
+    """
+
+    loc: str
+    lastmod: str | None = None
+    changefreq: str | None = None
+    priority: str | None = None
+    extensions: str | None = None
+
+
+@dataclass(slots=True)
+class ParsedDocument:
+    """What the parser made of one document.
+
+    ``failure`` is set when the document could not be read completely (malformed, truncated,
+    DOCTYPE, unknown root, over a limit): then ``entries`` and ``children`` must not be used,
+    so that a broken document never looks like a shorter one (SPEC 3.1).
+    """
+
+    kind: DocumentKind | None
+    entries: list[Entry] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+    issues: list[Issue] = field(default_factory=list)
+    failure: Issue | None = None
+    # Occurrences that cannot be entries (no loc): counted as invalid (SPEC 4).
+    unkeyed_invalid: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EntryState:
+    """An entry as the diff compares it: its attributes and whether it is valid."""
+
+    lastmod: str | None = None
+    changefreq: str | None = None
+    priority: str | None = None
+    extensions: str | None = None
+    valid: bool = True
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``before``/``after`` shape of a change in JSON."""
+        return {
+            "lastmod": self.lastmod,
+            "changefreq": self.changefreq,
+            "priority": self.priority,
+            "extensions": self.extensions,
+            "valid": self.valid,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One difference between two snapshots of a target."""
+
+    kind: ChangeKind
+    loc: str
+    before: EntryState | None
+    after: EntryState | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON shape of SPEC section 5."""
+        return {
+            "kind": self.kind,
+            "loc": self.loc,
+            "before": None if self.before is None else self.before.as_json(),
+            "after": None if self.after is None else self.after.as_json(),
+        }
+
+
+@dataclass(slots=True)
+class DocumentResult:
+    """The fingerprint and outcome of one fetched document in one check."""
+
+    url: str
+    outcome: DocumentOutcome
+    kind: DocumentKind | None = None
+    parent: str | None = None
+    http_status: int | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    sha256: str | None = None
+    urls: int = 0
+    invalid: int = 0
+    bytes: int = 0
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON shape of SPEC section 5."""
+        return {
+            "url": self.url,
+            "outcome": self.outcome,
+            "kind": self.kind,
+            "parent": self.parent,
+            "http_status": self.http_status,
+            "urls": self.urls,
+            "invalid": self.invalid,
+            "error": self.error,
+        }
+
+
+@dataclass(slots=True)
+class CheckResult:
+    """The outcome of one check of one target: what the CLI prints and the daemon reports."""
+
+    target: str
+    url: str
+    outcome: CheckOutcome
+    snapshot_id: int | None = None
+    urls: int = 0
+    invalid: int = 0
+    added: int = 0
+    removed: int = 0
+    changed: int = 0
+    invalid_new: int = 0
+    documents: list[DocumentResult] = field(default_factory=list)
+    issues: list[Issue] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    changes_truncated: bool = False
+    error_kind: str | None = None
+    error_message: str | None = None
+    duration_seconds: float = 0.0
+    fetched_bytes: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``check --json`` object of SPEC section 5."""
+        return {
+            "target": self.target,
+            "url": self.url,
+            "snapshot_id": self.snapshot_id,
+            "outcome": self.outcome,
+            "urls": self.urls,
+            "invalid": self.invalid,
+            "added": self.added,
+            "removed": self.removed,
+            "changed": self.changed,
+            "documents": [d.as_json() for d in self.documents],
+            "issues": [i.as_json() for i in self.issues],
+            "changes": [c.as_json() for c in self.changes],
+            "changes_truncated": self.changes_truncated,
+            "error": (
+                None
+                if self.error_kind is None
+                else {"kind": self.error_kind, "message": self.error_message}
+            ),
+            "duration_seconds": round(self.duration_seconds, 3),
+        }

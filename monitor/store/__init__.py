@@ -1,0 +1,1 @@
+"""The database: schema (the Alembic target) and the queries of every stage."""

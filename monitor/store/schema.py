@@ -1,0 +1,190 @@
+"""SQLAlchemy tables: the single source of the schema and the target of Alembic migrations.
+
+History model (SPEC 2): ``entries`` holds versions. A version is current while
+``removed_snapshot_id`` is NULL; the URL set of a target at snapshot S is every version with
+``first_snapshot_id <= S`` and (``removed_snapshot_id`` NULL or ``> S``). A document that did not
+change writes no entry rows at all.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+# Named constraints so that migrations are reproducible on every backend (alembic naming.rst).
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# SQLite only autoincrements INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT identity.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+UTC = DateTime(timezone=True)
+
+targets = Table(
+    "targets",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("url", Text, nullable=False),
+    Column("created_at", UTC, nullable=False),
+    # Scheduling across replicas (SPEC 10): a replica claims a due target with a lease.
+    Column("next_due_at", UTC, nullable=True),
+    Column("lease_owner", String(200), nullable=True),
+    Column("lease_until", UTC, nullable=True),
+)
+
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("target_id", Id, ForeignKey("targets.id", ondelete="CASCADE"), nullable=False),
+    Column("started_at", UTC, nullable=False),
+    Column("finished_at", UTC, nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("urls", Integer, nullable=False, server_default=text("0")),
+    Column("invalid", Integer, nullable=False, server_default=text("0")),
+    Column("added", Integer, nullable=False, server_default=text("0")),
+    Column("removed", Integer, nullable=False, server_default=text("0")),
+    Column("changed", Integer, nullable=False, server_default=text("0")),
+    Column("invalid_new", Integer, nullable=False, server_default=text("0")),
+    Column("documents_ok", Integer, nullable=False, server_default=text("0")),
+    Column("documents_failed", Integer, nullable=False, server_default=text("0")),
+    Column("fetched_bytes", BigInteger, nullable=False, server_default=text("0")),
+    Column("duration_seconds", Float, nullable=False, server_default=text("0")),
+    # JSON object rule id -> count of the target's current issues after this check.
+    Column("issue_counts", Text, nullable=False, server_default=text("'{}'")),
+    Column("error_kind", String(64), nullable=True),
+    Column("error_message", Text, nullable=True),
+    Index("ix_snapshots_target_id_id", "target_id", "id"),
+)
+
+# One row per document per check: its fingerprint and outcome (O(documents), never O(URLs)).
+documents = Table(
+    "documents",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("snapshot_id", Id, ForeignKey("snapshots.id", ondelete="CASCADE"), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("parent_url", Text, nullable=True),
+    Column("kind", String(16), nullable=True),
+    Column("outcome", String(16), nullable=False),
+    Column("http_status", Integer, nullable=True),
+    Column("etag", Text, nullable=True),
+    Column("last_modified", Text, nullable=True),
+    Column("sha256", String(64), nullable=True),
+    Column("urls", Integer, nullable=False, server_default=text("0")),
+    Column("invalid", Integer, nullable=False, server_default=text("0")),
+    Column("bytes", BigInteger, nullable=False, server_default=text("0")),
+    Column("error", Text, nullable=True),
+    Index("ix_documents_snapshot_id", "snapshot_id"),
+)
+
+# The current state of each document of a target: what conditional GET and skipping need.
+target_documents = Table(
+    "target_documents",
+    metadata,
+    Column("target_id", Id, ForeignKey("targets.id", ondelete="CASCADE"), primary_key=True),
+    Column("url", Text, primary_key=True),
+    Column("parent_url", Text, nullable=True),
+    Column("kind", String(16), nullable=True),
+    Column("etag", Text, nullable=True),
+    Column("last_modified", Text, nullable=True),
+    Column("sha256", String(64), nullable=True),
+    Column("urls", Integer, nullable=False, server_default=text("0")),
+    Column("invalid", Integer, nullable=False, server_default=text("0")),
+    # JSON list of child URLs (an index), so a 304 of an index still knows its children.
+    Column("children", Text, nullable=True),
+    # JSON list of document-level issues ({rule, message, loc}) and JSON rule -> count.
+    Column("issues", Text, nullable=False, server_default=text("'[]'")),
+    Column("issue_counts", Text, nullable=False, server_default=text("'{}'")),
+    Column("last_snapshot_id", Id, nullable=True),
+)
+
+entries = Table(
+    "entries",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("target_id", Id, ForeignKey("targets.id", ondelete="CASCADE"), nullable=False),
+    Column("document_url", Text, nullable=False),
+    Column("loc", Text, nullable=False),
+    Column("lastmod", Text, nullable=True),
+    Column("changefreq", Text, nullable=True),
+    Column("priority", Text, nullable=True),
+    Column("extensions", Text, nullable=True),
+    Column("valid", Boolean, nullable=False),
+    # Space-separated rule ids of the entry's issues, or NULL.
+    Column("issues", Text, nullable=True),
+    Column("first_snapshot_id", Id, nullable=False),
+    Column("removed_snapshot_id", Id, nullable=True),
+    Index("ix_entries_target_id_document_url", "target_id", "document_url"),
+    Index("ix_entries_target_id_loc", "target_id", "loc"),
+)
+
+changes = Table(
+    "changes",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("snapshot_id", Id, ForeignKey("snapshots.id", ondelete="CASCADE"), nullable=False),
+    Column("target_id", Id, ForeignKey("targets.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("loc", Text, nullable=False),
+    Column("before", Text, nullable=True),
+    Column("after", Text, nullable=True),
+    Index("ix_changes_target_id_id", "target_id", "id"),
+    Index("ix_changes_snapshot_id", "snapshot_id"),
+)
+
+# The durable outbox (SPEC 9): written in the snapshot's transaction, delivered later.
+notifications = Table(
+    "notifications",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("snapshot_id", Id, ForeignKey("snapshots.id", ondelete="CASCADE"), nullable=True),
+    Column("target_name", String(200), nullable=False),
+    Column("rule", String(200), nullable=False),
+    Column("channel", String(200), nullable=False),
+    # firing | resolved | test
+    Column("state", String(16), nullable=False),
+    Column("idempotency_key", String(128), nullable=False, unique=True),
+    Column("payload", Text, nullable=False),
+    Column("created_at", UTC, nullable=False),
+    # pending | delivered | failed
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("next_attempt_at", UTC, nullable=False),
+    Column("lease_owner", String(200), nullable=True),
+    Column("lease_until", UTC, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("delivered_at", UTC, nullable=True),
+    Index("ix_notifications_status_next_attempt_at", "status", "next_attempt_at"),
+)
+
+# Which (target, rule) conditions are firing, so a rule notifies once and resolves once.
+alert_states = Table(
+    "alert_states",
+    metadata,
+    Column("target_name", String(200), primary_key=True),
+    Column("rule", String(200), primary_key=True),
+    Column("firing", Boolean, nullable=False),
+    Column("since", UTC, nullable=False),
+    Column("last_notification_id", Id, nullable=True),
+)
