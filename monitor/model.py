@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
 ChangeKind = Literal["added", "removed", "changed", "invalid"]
-DocumentKind = Literal["urlset", "sitemapindex", "text", "rss", "atom"]
+DocumentKind = Literal["urlset", "sitemapindex", "text", "rss", "atom", "robots"]
 DocumentOutcome = Literal["ok", "not_modified", "unchanged", "failed"]
 CheckOutcome = Literal["ok", "unchanged", "failed"]
 

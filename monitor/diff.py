@@ -1,0 +1,60 @@
+"""(previous, current) -> changes: pure, never touches the database.
+
+Both sides map ``loc`` to ``EntryState``. The kinds (SPEC 2):
+
+- ``added``: a loc that was not there and is valid now;
+- ``invalid``: a loc that is invalid now and was absent or valid before;
+- ``changed``: a loc on both sides whose attributes or validity differ otherwise;
+- ``removed``: a loc that is gone.
+
+``apply(previous, diff(previous, current)) == current`` for any two maps (property-tested).
+A loc present on both sides with equal state is no change, whichever document it sits in,
+so a URL that moves between two children of an index is neither added nor removed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from monitor.model import Change, ChangeKind, EntryState
+
+__all__ = ["apply", "count", "diff"]
+
+
+def diff(previous: Mapping[str, EntryState], current: Mapping[str, EntryState]) -> list[Change]:
+    """Every change from ``previous`` to ``current``: additions first, removals last."""
+    changes: list[Change] = []
+    append = changes.append
+    get = previous.get
+    kept = 0
+    for loc, after in current.items():
+        before = get(loc)
+        if before is None:
+            append(Change("added" if after.valid else "invalid", loc, None, after))
+            continue
+        kept += 1
+        if before != after:
+            kind: ChangeKind = "invalid" if before.valid and not after.valid else "changed"
+            append(Change(kind, loc, before, after))
+    if kept < len(previous):  # some loc of previous is not in current
+        for loc, before in previous.items():
+            if loc not in current:
+                append(Change("removed", loc, before, None))
+    return changes
+
+
+def apply(previous: Mapping[str, EntryState], changes: Iterable[Change]) -> dict[str, EntryState]:
+    """``previous`` with ``changes`` applied: the inverse of ``diff``."""
+    result = dict(previous)
+    for change in changes:
+        if change.after is None:
+            del result[change.loc]
+        else:
+            result[change.loc] = change.after
+    return result
+
+
+def count(changes: Iterable[Change]) -> Counter[str]:
+    """How many changes of each kind."""
+    return Counter(change.kind for change in changes)

@@ -1,0 +1,384 @@
+"""The queries of one check: load a target's state, write a snapshot in one transaction.
+
+The pipeline opens the transaction (``transaction``), so that the snapshot, its entries,
+its changes and the alerts it raises commit together (SPEC 3.2). Transient database errors
+are retried here and nowhere else (STYLE 5).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, bindparam, delete, insert, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from monitor.errors import StoreError
+from monitor.model import Change, CheckResult, DocumentResult, EntryState
+from monitor.store.db import redact
+from monitor.store.schema import (
+    changes,
+    documents,
+    entries,
+    snapshots,
+    target_documents,
+    targets,
+)
+
+__all__ = [
+    "DocumentState",
+    "PreviousEntry",
+    "TargetState",
+    "load_entries",
+    "load_state",
+    "transaction",
+    "write_check",
+]
+
+T = TypeVar("T")
+_BATCH = 5_000  # rows per executemany: bounded memory, few round trips
+
+
+@dataclass(slots=True)
+class DocumentState:
+    """The stored state of one document of a target (conditional GET, skipping, carrying)."""
+
+    url: str
+    parent_url: str | None = None
+    kind: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    sha256: str | None = None
+    urls: int = 0
+    invalid: int = 0
+    children: list[str] = field(default_factory=list)
+    issues: list[dict[str, Any]] = field(default_factory=list)
+    issue_counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TargetState:
+    """What a check needs to know of the past: the target's id and its current documents."""
+
+    target_id: int
+    documents: dict[str, DocumentState]
+    previous_snapshot_id: int | None
+    previous_outcome: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousEntry:
+    """A current entry row: its id (to close it), its document and its state."""
+
+    id: int
+    document_url: str
+    state: EntryState
+
+
+def transaction(engine: Engine, work: Callable[[Connection], T], *, attempts: int = 3) -> T:
+    """Run ``work`` in one transaction, retrying transient errors a bounded number of times."""
+    for attempt in range(1, attempts + 1):
+        try:
+            with engine.begin() as conn:
+                return work(conn)
+        except IntegrityError:
+            raise
+        except OperationalError as exc:
+            transient = _transient(exc)
+            if not transient or attempt == attempts:
+                raise StoreError(
+                    f"database {redact(str(engine.url))}: {_first_line(exc)}"
+                ) from exc
+            time.sleep(0.2 * 2**attempt)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated or attempt == attempts:
+                raise StoreError(
+                    f"database {redact(str(engine.url))}: {_first_line(exc)}"
+                ) from exc
+    raise AssertionError("unreachable")
+
+
+def _transient(exc: OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    return exc.connection_invalidated or any(
+        word in text for word in ("locked", "busy", "could not serialize", "deadlock",
+                                  "connection", "terminating")
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return (str(orig).strip().splitlines() or [orig.__class__.__name__])[0]
+
+
+def load_state(conn: Connection, name: str, url: str, now: datetime) -> TargetState:
+    """The target's id (created on first sight) and its current documents."""
+    row = conn.execute(select(targets.c.id, targets.c.url).where(targets.c.name == name)).first()
+    if row is None:
+        try:
+            with conn.begin_nested():
+                target_id = conn.execute(
+                    insert(targets).values(name=name, url=url, created_at=now)
+                    .returning(targets.c.id)
+                ).scalar_one()
+        except IntegrityError:  # another replica created it first
+            target_id = conn.execute(
+                select(targets.c.id).where(targets.c.name == name)
+            ).scalar_one()
+    else:
+        target_id = row.id
+        if row.url != url:
+            conn.execute(update(targets).where(targets.c.id == target_id).values(url=url))
+    docs: dict[str, DocumentState] = {}
+    query = select(target_documents).where(target_documents.c.target_id == target_id)
+    for d in conn.execute(query):
+        docs[d.url] = DocumentState(
+            url=d.url,
+            parent_url=d.parent_url,
+            kind=d.kind,
+            etag=d.etag,
+            last_modified=d.last_modified,
+            sha256=d.sha256,
+            urls=d.urls,
+            invalid=d.invalid,
+            children=json.loads(d.children) if d.children else [],
+            issues=json.loads(d.issues),
+            issue_counts=json.loads(d.issue_counts),
+        )
+    last = conn.execute(
+        select(snapshots.c.id, snapshots.c.outcome)
+        .where(snapshots.c.target_id == target_id)
+        .order_by(snapshots.c.id.desc())
+        .limit(1)
+    ).first()
+    return TargetState(
+        target_id=target_id,
+        documents=docs,
+        previous_snapshot_id=None if last is None else last.id,
+        previous_outcome=None if last is None else last.outcome,
+    )
+
+
+def load_entries(
+    conn: Connection, target_id: int, document_urls: Collection[str]
+) -> dict[str, PreviousEntry]:
+    """The current entries of these documents of a target, by loc."""
+    result: dict[str, PreviousEntry] = {}
+    if not document_urls:
+        return result
+    e = entries.c
+    query = select(
+        e.id, e.document_url, e.loc, e.lastmod, e.changefreq, e.priority, e.extensions, e.valid
+    ).where(
+        e.target_id == target_id,
+        e.removed_snapshot_id.is_(None),
+        e.document_url.in_(bindparam("urls", expanding=True)),
+    )
+    urls = list(document_urls)
+    for start in range(0, len(urls), 500):
+        rows = conn.execute(query, {"urls": urls[start : start + 500]})
+        for row in rows:
+            result[row.loc] = PreviousEntry(
+                row.id,
+                row.document_url,
+                EntryState(row.lastmod, row.changefreq, row.priority, row.extensions,
+                           bool(row.valid)),
+            )
+    return result
+
+
+@dataclass(slots=True)
+class CheckWrite:
+    """Everything one check writes; the pipeline fills it, ``write_check`` stores it."""
+
+    target_id: int
+    started_at: datetime
+    finished_at: datetime
+    result: CheckResult
+    issue_counts: dict[str, int]
+    # New state of documents that were read this check (upserted) and documents gone (deleted).
+    document_states: list[DocumentState]
+    dropped_documents: list[str]
+    # Documents answered 304 or with an unchanged body: only their last_snapshot_id moves.
+    untouched_documents: list[str]
+    # The diff's inputs and output for the documents read this check.
+    previous: Mapping[str, PreviousEntry]
+    current: Mapping[str, tuple[str, EntryState, str | None]]  # loc -> (document, state, rules)
+    changes: list[Change]
+
+
+def write_check(conn: Connection, w: CheckWrite) -> int:
+    """Write a snapshot with its documents, entry versions and changes; return its id."""
+    r = w.result
+    snapshot_id: int = conn.execute(
+        insert(snapshots).values(
+            target_id=w.target_id,
+            started_at=w.started_at,
+            finished_at=w.finished_at,
+            outcome=r.outcome,
+            urls=r.urls,
+            invalid=r.invalid,
+            added=r.added,
+            removed=r.removed,
+            changed=r.changed,
+            invalid_new=r.invalid_new,
+            documents_ok=sum(d.outcome != "failed" for d in r.documents),
+            documents_failed=sum(d.outcome == "failed" for d in r.documents),
+            fetched_bytes=r.fetched_bytes,
+            duration_seconds=r.duration_seconds,
+            issue_counts=json.dumps(w.issue_counts, sort_keys=True),
+            error_kind=r.error_kind,
+            error_message=r.error_message,
+        ).returning(snapshots.c.id)
+    ).scalar_one()
+    _write_documents(conn, snapshot_id, r.documents)
+    _write_document_states(conn, w, snapshot_id)
+    _write_entries(conn, w, snapshot_id)
+    _bulk(conn, changes, (
+        {
+            "snapshot_id": snapshot_id,
+            "target_id": w.target_id,
+            "kind": c.kind,
+            "loc": c.loc,
+            "before": None if c.before is None else _state_json(c.before),
+            "after": None if c.after is None else _state_json(c.after),
+        }
+        for c in w.changes
+    ))
+    return snapshot_id
+
+
+def _write_documents(conn: Connection, snapshot_id: int, docs: Iterable[DocumentResult]) -> None:
+    _bulk(conn, documents, (
+        {
+            "snapshot_id": snapshot_id,
+            "url": d.url,
+            "parent_url": d.parent,
+            "kind": d.kind,
+            "outcome": d.outcome,
+            "http_status": d.http_status,
+            "etag": d.etag,
+            "last_modified": d.last_modified,
+            "sha256": d.sha256,
+            "urls": d.urls,
+            "invalid": d.invalid,
+            "bytes": d.bytes,
+            "error": d.error,
+        }
+        for d in docs
+    ))
+
+
+def _write_document_states(conn: Connection, w: CheckWrite, snapshot_id: int) -> None:
+    td = target_documents.c
+    replaced = [s.url for s in w.document_states] + list(w.dropped_documents)
+    for start in range(0, len(replaced), 500):
+        conn.execute(
+            delete(target_documents).where(
+                td.target_id == w.target_id, td.url.in_(replaced[start : start + 500])
+            )
+        )
+    _bulk(conn, target_documents, (
+        {
+            "target_id": w.target_id,
+            "url": s.url,
+            "parent_url": s.parent_url,
+            "kind": s.kind,
+            "etag": s.etag,
+            "last_modified": s.last_modified,
+            "sha256": s.sha256,
+            "urls": s.urls,
+            "invalid": s.invalid,
+            "children": json.dumps(s.children) if s.kind in ("sitemapindex", "robots") else None,
+            "issues": json.dumps(s.issues),
+            "issue_counts": json.dumps(s.issue_counts, sort_keys=True),
+            "last_snapshot_id": snapshot_id,
+        }
+        for s in w.document_states
+    ))
+    if w.untouched_documents:
+        conn.execute(
+            update(target_documents)
+            .where(td.target_id == w.target_id, td.url == bindparam("doc"))
+            .values(last_snapshot_id=snapshot_id),
+            [{"doc": url} for url in w.untouched_documents],
+        )
+
+
+def _write_entries(conn: Connection, w: CheckWrite, snapshot_id: int) -> None:
+    """Close the versions that changed or went, insert the new ones, move the moved ones."""
+    closed: list[dict[str, Any]] = []
+    opened: list[str] = []
+    for c in w.changes:
+        before = w.previous.get(c.loc)
+        if before is not None:
+            closed.append({"row": before.id})
+        if c.after is not None:
+            opened.append(c.loc)
+    moved = [
+        {"row": prev.id, "doc": w.current[loc][0]}
+        for loc, prev in w.previous.items()
+        if loc in w.current and w.current[loc][0] != prev.document_url
+        and w.current[loc][1] == prev.state
+    ]
+    e = entries.c
+    if closed:
+        conn.execute(
+            update(entries).where(e.id == bindparam("row")).values(removed_snapshot_id=snapshot_id),
+            closed,
+        )
+    if moved:
+        conn.execute(
+            update(entries).where(e.id == bindparam("row")).values(document_url=bindparam("doc")),
+            moved,
+        )
+    current = w.current
+    _bulk(conn, entries, (
+        {
+            "target_id": w.target_id,
+            "document_url": current[loc][0],
+            "loc": loc,
+            "lastmod": current[loc][1].lastmod,
+            "changefreq": current[loc][1].changefreq,
+            "priority": current[loc][1].priority,
+            "extensions": current[loc][1].extensions,
+            "valid": current[loc][1].valid,
+            "issues": current[loc][2],
+            "first_snapshot_id": snapshot_id,
+            "removed_snapshot_id": None,
+        }
+        for loc in opened
+    ))
+
+
+def _state_json(state: EntryState) -> str:
+    data: dict[str, object] = {
+        key: value
+        for key, value in (
+            ("lastmod", state.lastmod),
+            ("changefreq", state.changefreq),
+            ("priority", state.priority),
+            ("extensions", state.extensions),
+        )
+        if value is not None
+    }
+    if not state.valid:
+        data["valid"] = False
+    return json.dumps(data, separators=(",", ":"))
+
+
+def _bulk(conn: Connection, table: Any, rows: Iterable[dict[str, Any]]) -> None:
+    """executemany in batches, so memory stays bounded whatever the row count."""
+    batch: list[dict[str, Any]] = []
+    statement = insert(table)
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= _BATCH:
+            conn.execute(statement, batch)
+            batch = []
+    if batch:
+        conn.execute(statement, batch)
