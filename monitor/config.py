@@ -212,15 +212,21 @@ class Channel(_Frozen):
     name: str = Field(min_length=1)
     type: ChannelType
     url: str | None = None
-    secret: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    # repr=False: a Channel in a log line or traceback must not show credentials.
+    secret: str | None = Field(None, repr=False)
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
     timeout: Duration = 10.0
+    # alertmanager: a firing alert is re-sent on every check while it fires and stays active
+    # this long after each send, so it expires on its own if the daemon is gone; keep it above
+    # the longest check interval.
+    alert_ttl: Duration = Field(3600.0, gt=0)
     # email
+    smtp_ca_file: str | None = None
     smtp_host: str | None = None
     smtp_port: int = 587
     smtp_starttls: bool = True
     smtp_username: str | None = None
-    smtp_password: str | None = None
+    smtp_password: str | None = Field(None, repr=False)
     email_from: str | None = Field(None, alias="from")
     email_to: list[str] = Field(default_factory=list, alias="to")
 

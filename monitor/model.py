@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
@@ -216,3 +218,37 @@ class CheckResult:
             ),
             "duration_seconds": round(self.duration_seconds, 3),
         }
+
+
+NotificationState = Literal["firing", "resolved", "test"]
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One alert message for one channel, as rules produce it and the outbox stores it.
+
+    ``idempotency_key`` is derived from (target, rule, channel, snapshot, state), so writing or
+    delivering the same notification twice is recognisable as one alert.
+    """
+
+    target_name: str
+    rule: str
+    channel: str
+    state: NotificationState
+    severity: str
+    idempotency_key: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleContext:
+    """What alert rules need to know about a target's history before the current check.
+
+    ``firing`` maps the name of each rule firing for the target to when it started.
+    """
+
+    previous_urls: int | None = None
+    consecutive_failures: int = 0
+    last_content_change_at: datetime | None = None
+    first_check_at: datetime | None = None
+    firing: Mapping[str, datetime] = field(default_factory=dict)
