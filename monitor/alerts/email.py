@@ -1,0 +1,77 @@
+"""The email channel: SMTP with STARTTLS and authentication, run in a thread.
+
+smtplib blocks, so each message is sent from ``asyncio.to_thread``. The server certificate is
+verified (against ``smtp_ca_file`` when set, else the system's trust store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import smtplib
+import ssl
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
+
+from monitor.alerts.payload import text_lines, title
+from monitor.config import Channel
+from monitor.errors import DeliveryError
+from monitor.model import Notification
+
+__all__ = ["EmailNotifier", "compose"]
+
+
+def compose(notification: Notification, channel: Channel) -> EmailMessage:
+    """The message: a subject that says it all, the details as plain text."""
+    payload = {**notification.payload, "state": notification.state}
+    message = EmailMessage()
+    message["Subject"] = f"{title(payload)}: {payload.get('summary', '')}"[:250]
+    message["From"] = channel.email_from or ""
+    message["To"] = ", ".join(channel.email_to)
+    message["Date"] = formatdate(localtime=False, usegmt=True)
+    message["Message-ID"] = make_msgid(idstring=notification.idempotency_key[:32],
+                                       domain="sitemap-monitor")
+    message["X-Sitemap-Monitor-Idempotency-Key"] = notification.idempotency_key
+    message.set_content("\n".join(text_lines(payload)) + "\n")
+    return message
+
+
+class EmailNotifier:
+    """Sends one email per notification."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+
+    async def send(self, notification: Notification) -> None:
+        """Deliver or raise ``DeliveryError``."""
+        await asyncio.to_thread(self._send, compose(notification, self.channel))
+
+    def _send(self, message: EmailMessage) -> None:
+        c = self.channel
+        assert c.smtp_host is not None  # the config requires it
+        where = f"channel {c.name} (smtp {c.smtp_host}:{c.smtp_port})"
+        try:
+            with smtplib.SMTP(c.smtp_host, c.smtp_port, timeout=c.timeout) as smtp:
+                smtp.ehlo()
+                if c.smtp_starttls:
+                    context = ssl.create_default_context(cafile=c.smtp_ca_file)
+                    smtp.starttls(context=context)
+                    smtp.ehlo()
+                if c.smtp_username:
+                    smtp.login(c.smtp_username, c.smtp_password or "")
+                smtp.send_message(message)
+        except smtplib.SMTPAuthenticationError as exc:
+            raise DeliveryError(f"{where}: authentication refused ({exc.smtp_code})",
+                                permanent=True) from None
+        except smtplib.SMTPRecipientsRefused as exc:
+            raise DeliveryError(f"{where}: recipients refused: {sorted(exc.recipients)}",
+                                permanent=True) from None
+        except smtplib.SMTPResponseException as exc:
+            raise DeliveryError(f"{where}: SMTP {exc.smtp_code}",
+                                permanent=500 <= exc.smtp_code < 600) from None
+        except smtplib.SMTPNotSupportedError as exc:
+            raise DeliveryError(f"{where}: {exc}", permanent=True) from None
+        except ssl.SSLCertVerificationError as exc:
+            raise DeliveryError(f"{where}: TLS certificate refused: {exc.verify_message}",
+                                permanent=True) from None
+        except (smtplib.SMTPException, OSError) as exc:
+            raise DeliveryError(f"{where}: {exc.__class__.__name__}: {exc}") from None

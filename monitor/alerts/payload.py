@@ -1,0 +1,114 @@
+"""What a notification says, independent of the channel: payload, summary, links, redaction.
+
+The payload is a plain JSON object (stored in the outbox, posted as-is by the webhook channel)::
+
+    {"version": 1, "target": "shop", "url": "...", "rule": "mass-removal", "when": "removed",
+     "severity": "critical", "state": "firing", "event": false, "snapshot_id": 42,
+     "checked_at": "...Z", "since": "...Z", "summary": "shop: 250 URLs removed (5.0% of 5000)",
+     "counts": {"urls": ..., "invalid": ..., "added": ..., "removed": ..., "changed": ...,
+                "invalid_new": ..., "previous_urls": ...},
+     "examples": {"removed": ["https://..."]}, "examples_truncated": false,
+     "error": null | {"kind": ..., "message": ...}, "link": "https://.../changes?since=..."}
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+__all__ = [
+    "describe_duration",
+    "idempotency_key",
+    "iso",
+    "redact_url",
+    "text_lines",
+]
+
+PAYLOAD_VERSION = 1
+
+
+def idempotency_key(target: str, rule: str, channel: str, snapshot_id: int | None,
+                    state: str) -> str:
+    """A stable key for one notification: the same inputs always give the same key."""
+    raw = "\x1f".join([target, rule, channel, str(snapshot_id), state])
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def iso(moment: datetime) -> str:
+    """RFC 3339 UTC with a ``Z``, as Alertmanager and most receivers expect."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def redact_url(url: str | None) -> str:
+    """``scheme://host[:port]/…``: webhook URLs carry tokens in their path and query."""
+    if not url:
+        return "<no url>"
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    port = f":{parts.port}" if parts.port else ""
+    tail = "/…" if (parts.path not in ("", "/") or parts.query) else ""
+    return f"{parts.scheme}://{host}{port}{tail}"
+
+
+def changes_link(api_base_url: str | None, target: str, since: datetime,
+                 kind: str | None = None) -> str | None:
+    """The JSON API URL listing the changes of a target since a time (None without a base)."""
+    if not api_base_url:
+        return None
+    query: dict[str, str] = {"since": iso(since.replace(microsecond=0))}
+    if kind is not None:
+        query["kind"] = kind
+    return (f"{api_base_url.rstrip('/')}/api/v1/targets/{quote(target, safe='')}/changes?"
+            f"{urlencode(query)}")
+
+
+def describe_duration(seconds: float) -> str:
+    """``3d 4h``, ``2h 5m``, ``45s``: for people reading a message."""
+    seconds = int(max(seconds, 0))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m"
+    return f"{secs}s"
+
+
+def title(payload: dict[str, Any]) -> str:
+    """One line: state, severity, target and rule."""
+    state = str(payload.get("state", "firing")).upper()
+    severity = str(payload.get("severity", "warning")).upper()
+    return f"[{state}] [{severity}] {payload.get('target')}: {payload.get('rule')}"
+
+
+def text_lines(payload: dict[str, Any]) -> list[str]:
+    """The notification as plain text lines (email body, Slack fallback, test output)."""
+    lines = [str(payload.get("summary", "")), ""]
+    lines.append(f"Target:   {payload.get('target')} ({payload.get('url')})")
+    lines.append(f"Rule:     {payload.get('rule')} (when: {payload.get('when')}, "
+                 f"severity: {payload.get('severity')}, state: {payload.get('state')})")
+    if payload.get("checked_at"):
+        lines.append(f"Checked:  {payload['checked_at']}  (snapshot {payload.get('snapshot_id')})")
+    counts = payload.get("counts") or {}
+    if counts:
+        shown = ", ".join(f"{k} {v}" for k, v in counts.items() if v is not None)
+        lines.append(f"Counts:   {shown}")
+    error = payload.get("error")
+    if error:
+        lines.append(f"Error:    {error.get('kind')}: {error.get('message')}")
+    for kind, urls in (payload.get("examples") or {}).items():
+        lines.append("")
+        lines.append(f"{kind} (examples):")
+        lines.extend(f"  {u}" for u in urls)
+    if payload.get("examples_truncated"):
+        lines.append("  (more not shown)")
+    if payload.get("link"):
+        lines.extend(["", f"Full list: {payload['link']}"])
+    return lines
