@@ -64,7 +64,8 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
             folder = Path(database).expanduser().parent
             if not folder.is_dir():
                 raise ConfigError(f"database_url: folder {folder} does not exist")
-        kwargs.setdefault("connect_args", {"timeout": 30})
+        # A check uses its connection from worker threads, one at a time.
+        kwargs.setdefault("connect_args", {"timeout": 30, "check_same_thread": False})
     elif not parsed.drivername.startswith("postgresql"):
         raise ConfigError(f"database_url: unsupported database {parsed.drivername!r}")
     else:

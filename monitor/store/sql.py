@@ -31,12 +31,16 @@ from monitor.store.schema import (
 
 __all__ = [
     "DocumentState",
+    "EntryWrite",
     "PreviousEntry",
+    "SnapshotWrite",
     "TargetState",
+    "close_snapshot",
     "load_entries",
     "load_state",
+    "open_snapshot",
     "transaction",
-    "write_check",
+    "write_entries",
 ]
 
 T = TypeVar("T")
@@ -191,33 +195,104 @@ def load_entries(
     return result
 
 
+def open_snapshot(conn: Connection, target_id: int, started_at: datetime) -> int:
+    """Insert the check's snapshot row (completed by ``close_snapshot``); return its id."""
+    snapshot_id: int = conn.execute(
+        insert(snapshots).values(
+            target_id=target_id, started_at=started_at, finished_at=started_at, outcome="failed"
+        ).returning(snapshots.c.id)
+    ).scalar_one()
+    return snapshot_id
+
+
 @dataclass(slots=True)
-class CheckWrite:
-    """Everything one check writes; the pipeline fills it, ``write_check`` stores it."""
+class EntryWrite:
+    """Entry versions to close, open or move, and the changes they make."""
 
     target_id: int
-    started_at: datetime
-    finished_at: datetime
-    result: CheckResult
-    issue_counts: dict[str, int]
-    # New state of documents that were read this check (upserted) and documents gone (deleted).
-    document_states: list[DocumentState]
-    dropped_documents: list[str]
-    # Documents answered 304 or with an unchanged body: only their last_snapshot_id moves.
-    untouched_documents: list[str]
-    # The diff's inputs and output for the documents read this check.
+    snapshot_id: int
     previous: Mapping[str, PreviousEntry]
     current: Mapping[str, tuple[str, EntryState, str | None]]  # loc -> (document, state, rules)
     changes: list[Change]
 
 
-def write_check(conn: Connection, w: CheckWrite) -> int:
-    """Write a snapshot with its documents, entry versions and changes; return its id."""
+def write_entries(conn: Connection, w: EntryWrite) -> None:
+    """Close the versions that changed or went, insert the new ones, move the moved ones."""
+    closed: list[dict[str, Any]] = []
+    opened: list[str] = []
+    for c in w.changes:
+        before = w.previous.get(c.loc)
+        if before is not None:
+            closed.append({"row": before.id})
+        if c.after is not None:
+            opened.append(c.loc)
+    current = w.current
+    moved = [
+        {"row": prev.id, "doc": current[loc][0]}
+        for loc, prev in w.previous.items()
+        if loc in current and current[loc][0] != prev.document_url
+        and current[loc][1] == prev.state
+    ]
+    e = entries.c
+    if closed:
+        conn.execute(
+            update(entries).where(e.id == bindparam("row"))
+            .values(removed_snapshot_id=w.snapshot_id),
+            closed,
+        )
+    if moved:
+        conn.execute(
+            update(entries).where(e.id == bindparam("row")).values(document_url=bindparam("doc")),
+            moved,
+        )
+    _bulk(conn, entries, (
+        {
+            "target_id": w.target_id,
+            "document_url": current[loc][0],
+            "loc": loc,
+            "lastmod": current[loc][1].lastmod,
+            "changefreq": current[loc][1].changefreq,
+            "priority": current[loc][1].priority,
+            "extensions": current[loc][1].extensions,
+            "valid": current[loc][1].valid,
+            "issues": current[loc][2],
+            "first_snapshot_id": w.snapshot_id,
+            "removed_snapshot_id": None,
+        }
+        for loc in opened
+    ))
+    _bulk(conn, changes, (
+        {
+            "snapshot_id": w.snapshot_id,
+            "target_id": w.target_id,
+            "kind": c.kind,
+            "loc": c.loc,
+            "before": None if c.before is None else _state_json(c.before),
+            "after": None if c.after is None else _state_json(c.after),
+        }
+        for c in w.changes
+    ))
+
+
+@dataclass(slots=True)
+class SnapshotWrite:
+    """The end of a check: its outcome, counts, documents and their new states."""
+
+    snapshot_id: int
+    target_id: int
+    finished_at: datetime
+    result: CheckResult
+    issue_counts: dict[str, int]
+    document_states: list[DocumentState]  # documents read (or revalidated) this check
+    dropped_documents: list[str]  # documents no longer listed by a complete index
+    untouched_documents: list[str]  # 304 or same body: only last_snapshot_id moves
+
+
+def close_snapshot(conn: Connection, w: SnapshotWrite) -> None:
+    """Complete the snapshot row and record each document's fingerprint and state."""
     r = w.result
-    snapshot_id: int = conn.execute(
-        insert(snapshots).values(
-            target_id=w.target_id,
-            started_at=w.started_at,
+    conn.execute(
+        update(snapshots).where(snapshots.c.id == w.snapshot_id).values(
             finished_at=w.finished_at,
             outcome=r.outcome,
             urls=r.urls,
@@ -233,23 +308,10 @@ def write_check(conn: Connection, w: CheckWrite) -> int:
             issue_counts=json.dumps(w.issue_counts, sort_keys=True),
             error_kind=r.error_kind,
             error_message=r.error_message,
-        ).returning(snapshots.c.id)
-    ).scalar_one()
-    _write_documents(conn, snapshot_id, r.documents)
-    _write_document_states(conn, w, snapshot_id)
-    _write_entries(conn, w, snapshot_id)
-    _bulk(conn, changes, (
-        {
-            "snapshot_id": snapshot_id,
-            "target_id": w.target_id,
-            "kind": c.kind,
-            "loc": c.loc,
-            "before": None if c.before is None else _state_json(c.before),
-            "after": None if c.after is None else _state_json(c.after),
-        }
-        for c in w.changes
-    ))
-    return snapshot_id
+        )
+    )
+    _write_documents(conn, w.snapshot_id, r.documents)
+    _write_document_states(conn, w)
 
 
 def _write_documents(conn: Connection, snapshot_id: int, docs: Iterable[DocumentResult]) -> None:
@@ -273,7 +335,8 @@ def _write_documents(conn: Connection, snapshot_id: int, docs: Iterable[Document
     ))
 
 
-def _write_document_states(conn: Connection, w: CheckWrite, snapshot_id: int) -> None:
+def _write_document_states(conn: Connection, w: SnapshotWrite) -> None:
+    snapshot_id = w.snapshot_id
     td = target_documents.c
     replaced = [s.url for s in w.document_states] + list(w.dropped_documents)
     for start in range(0, len(replaced), 500):
@@ -307,52 +370,6 @@ def _write_document_states(conn: Connection, w: CheckWrite, snapshot_id: int) ->
             .values(last_snapshot_id=snapshot_id),
             [{"doc": url} for url in w.untouched_documents],
         )
-
-
-def _write_entries(conn: Connection, w: CheckWrite, snapshot_id: int) -> None:
-    """Close the versions that changed or went, insert the new ones, move the moved ones."""
-    closed: list[dict[str, Any]] = []
-    opened: list[str] = []
-    for c in w.changes:
-        before = w.previous.get(c.loc)
-        if before is not None:
-            closed.append({"row": before.id})
-        if c.after is not None:
-            opened.append(c.loc)
-    moved = [
-        {"row": prev.id, "doc": w.current[loc][0]}
-        for loc, prev in w.previous.items()
-        if loc in w.current and w.current[loc][0] != prev.document_url
-        and w.current[loc][1] == prev.state
-    ]
-    e = entries.c
-    if closed:
-        conn.execute(
-            update(entries).where(e.id == bindparam("row")).values(removed_snapshot_id=snapshot_id),
-            closed,
-        )
-    if moved:
-        conn.execute(
-            update(entries).where(e.id == bindparam("row")).values(document_url=bindparam("doc")),
-            moved,
-        )
-    current = w.current
-    _bulk(conn, entries, (
-        {
-            "target_id": w.target_id,
-            "document_url": current[loc][0],
-            "loc": loc,
-            "lastmod": current[loc][1].lastmod,
-            "changefreq": current[loc][1].changefreq,
-            "priority": current[loc][1].priority,
-            "extensions": current[loc][1].extensions,
-            "valid": current[loc][1].valid,
-            "issues": current[loc][2],
-            "first_snapshot_id": snapshot_id,
-            "removed_snapshot_id": None,
-        }
-        for loc in opened
-    ))
 
 
 def _state_json(state: EntryState) -> str:

@@ -1,0 +1,372 @@
+"""The command line (SPEC 5): parses arguments, calls the pipeline or the daemon, prints.
+
+Exit codes: 0 done; 1 the check failed; 2 usage or configuration error; 3 a ``--fail-on``
+condition held (or, for ``validate``, an error-level issue was found).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from monitor import __version__
+from monitor.config import Config, ConfigError, Target, adhoc_target, load, parse_duration
+from monitor.errors import MonitorError
+from monitor.model import CHANGE_KINDS, CheckResult
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAIL_ON = 0, 1, 2, 3
+_URL = re.compile(r"^https?://", re.IGNORECASE)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits with code 2 and one line, as every usage error here does."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise ConfigError(f"usage: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    root = _Parser(prog="sitemap-monitor", description="Watch XML sitemaps and report changes.")
+    root.add_argument("--version", action="version", version=f"sitemap-monitor {__version__}")
+    commands = root.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def with_config(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", help="configuration file (default: $SITEMAP_MONITOR_CONFIG)")
+
+    def with_db(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--database-url", help="overrides $SITEMAP_MONITOR_DATABASE_URL and "
+                       "the config's database_url")
+
+    run = commands.add_parser("run", help="the daemon")
+    with_config(run)
+    with_db(run)
+    commands.add_parser("demo", help="a self-contained demonstration on 127.0.0.1")
+
+    check = commands.add_parser("check", help="check one target now and store a snapshot")
+    check.add_argument("target", help="a configured target's name, or a sitemap URL")
+    with_config(check)
+    with_db(check)
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument("--fail-on", default="", metavar="KINDS",
+                       help="exit 3 when any of these change kinds occurred, e.g. removed,invalid")
+    check.add_argument("--max-changes", type=int, default=1000, metavar="N",
+                       help="list at most N changes and N issues (default 1000)")
+
+    validate = commands.add_parser("validate", help="lint a sitemap URL or file; stores nothing")
+    validate.add_argument("source", metavar="URL_OR_FILE")
+    validate.add_argument("--json", action="store_true")
+    with_config(validate)
+
+    changes = commands.add_parser("changes", help="a target's recorded changes")
+    changes.add_argument("target")
+    changes.add_argument("--since", help="ISO time or a duration back from now, e.g. 24h")
+    changes.add_argument("--kind", choices=CHANGE_KINDS)
+    changes.add_argument("--limit", type=int, default=1000)
+    changes.add_argument("--json", action="store_true")
+    with_config(changes)
+    with_db(changes)
+
+    history = commands.add_parser("history", help="a target's snapshots, newest first")
+    history.add_argument("target")
+    history.add_argument("--limit", type=int, default=20)
+    history.add_argument("--json", action="store_true")
+    with_config(history)
+    with_db(history)
+
+    db = commands.add_parser("db", help="database maintenance")
+    db_commands = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
+    upgrade = db_commands.add_parser("upgrade", help="apply migrations")
+    with_config(upgrade)
+    with_db(upgrade)
+
+    cfg = commands.add_parser("config", help="configuration")
+    cfg_commands = cfg.add_subparsers(dest="config_command", required=True, parser_class=_Parser)
+    with_config(cfg_commands.add_parser("check", help="validate a configuration file"))
+
+    alerts = commands.add_parser("alerts", help="alert channels")
+    alert_commands = alerts.add_subparsers(dest="alerts_command", required=True,
+                                           parser_class=_Parser)
+    test = alert_commands.add_parser("test", help="send a test notification")
+    test.add_argument("channel")
+    with_config(test)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``sitemap-monitor`` console script."""
+    try:
+        args = _parser().parse_args(argv)
+        return _dispatch(args)
+    except ConfigError as exc:
+        print(f"sitemap-monitor: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MonitorError as exc:
+        print(f"sitemap-monitor: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    command = args.command
+    if command == "run":
+        from monitor import app  # imported here: the daemon's web stack is not needed by the CLI
+
+        return app.run(_config_path(args), args.database_url)
+    if command == "demo":
+        from monitor import demo
+
+        return demo.run()
+    if command == "check":
+        return _check(args)
+    if command == "validate":
+        return _validate(args)
+    if command in ("changes", "history"):
+        return _read(args)
+    if command == "db":
+        from monitor.store import db
+
+        engine = db.make_engine(_database_url(args, _config(args)))
+        db.upgrade(engine)
+        print(f"database {db.redact(str(engine.url))} is at {db.head_revision()}")
+        return EXIT_OK
+    if command == "config":
+        path = _config_path(args)
+        if path is None:
+            raise ConfigError("config check: no file given (--config or SITEMAP_MONITOR_CONFIG)")
+        cfg = load(path)
+        print(f"{path}: ok: {len(cfg.targets)} targets, {len(cfg.alerts.channels)} channels, "
+              f"{len(cfg.alerts.rules)} rules")
+        return EXIT_OK
+    return _alerts_test(args)
+
+
+def _config_path(args: argparse.Namespace) -> str | None:
+    return getattr(args, "config", None) or os.environ.get("SITEMAP_MONITOR_CONFIG") or None
+
+
+def _config(args: argparse.Namespace) -> Config:
+    path = _config_path(args)
+    return load(path) if path else Config()
+
+
+def _database_url(args: argparse.Namespace, cfg: Config) -> str:
+    return (getattr(args, "database_url", None)
+            or os.environ.get("SITEMAP_MONITOR_DATABASE_URL") or cfg.database_url)
+
+
+def _target(name: str, cfg: Config, args: argparse.Namespace) -> Target:
+    target = cfg.target(name)
+    if target is not None:
+        return target
+    if _URL.match(name):
+        return adhoc_target(name, cfg.defaults)
+    where = _config_path(args) or "no configuration file"
+    raise ConfigError(f"target {name!r} is not configured ({where}) and is not a URL")
+
+
+def _open_engine(url: str) -> Any:
+    """An engine whose schema is at head: SQLite is migrated here, PostgreSQL must be."""
+    from monitor.store import db
+
+    engine = db.make_engine(url)
+    if db.is_sqlite(engine):
+        if db.current_revision(engine) != db.head_revision():
+            db.upgrade(engine)
+    else:
+        try:
+            db.require_head(engine)
+        except MonitorError as exc:
+            raise ConfigError(str(exc)) from None
+    return engine
+
+
+def _check(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    target = _target(args.target, cfg, args)
+    kinds = {k.strip() for k in args.fail_on.split(",") if k.strip()}
+    unknown = kinds - set(CHANGE_KINDS)
+    if unknown:
+        raise ConfigError(f"--fail-on: unknown kind {sorted(unknown)[0]!r} "
+                          f"(use {', '.join(CHANGE_KINDS)})")
+    engine = _open_engine(_database_url(args, cfg))
+    try:
+        result = asyncio.run(_run_check(target, engine, cfg, args.max_changes))
+    finally:
+        engine.dispose()
+    _print_result(result, as_json=args.json)
+    if result.outcome == "failed":
+        return EXIT_FAILED
+    counts = {"added": result.added, "removed": result.removed, "changed": result.changed,
+              "invalid": result.invalid_new}
+    return EXIT_FAIL_ON if any(counts[k] for k in kinds) else EXIT_OK
+
+
+async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int) -> CheckResult:
+    from monitor.fetch import Fetcher
+    from monitor.pipeline import run_check
+
+    fetcher = Fetcher(user_agent=target.settings.user_agent, per_host=cfg.scheduler.per_host)
+    try:
+        return await run_check(target, engine=engine, fetcher=fetcher, alerts=cfg.alerts,
+                               max_changes=max_changes)
+    finally:
+        await fetcher.aclose()
+
+
+def _print_result(result: CheckResult, *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result.as_json(), ensure_ascii=False))
+        return
+    print(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid} "
+          f"added={result.added} removed={result.removed} changed={result.changed} "
+          f"newly-invalid={result.invalid_new}  ({result.duration_seconds:.2f}s, "
+          f"snapshot {result.snapshot_id})")
+    if result.error_kind:
+        print(f"  error: {result.error_kind}: {result.error_message}")
+    _table(["DOCUMENT", "OUTCOME", "HTTP", "URLS", "ERROR"],
+           [[d.url, d.outcome, d.http_status or "", d.urls, d.error or ""]
+            for d in result.documents])
+    if result.issues:
+        _table(["SEVERITY", "RULE", "LOC", "MESSAGE"],
+               [[i.severity, i.rule, i.loc or i.document or "", i.message]
+                for i in result.issues])
+    if result.changes:
+        _table(["CHANGE", "LOC"], [[c.kind, c.loc] for c in result.changes])
+        if result.changes_truncated:
+            print("  (more changes: sitemap-monitor changes TARGET)")
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> None:
+    cells = [header, *[[str(c) for c in row] for row in rows]]
+    widths = [min(max(len(r[i]) for r in cells), 80) for i in range(len(header))]
+    for row in cells:
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _validate(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    source: str = args.source
+    if _URL.match(source):
+        target = adhoc_target(source, cfg.defaults)
+        with tempfile.TemporaryDirectory(prefix="sitemap-monitor-validate-") as folder:
+            engine = _open_engine(f"sqlite:///{folder}/validate.db")
+            try:
+                result = asyncio.run(_run_check(target, engine, cfg, 10_000))
+            finally:
+                engine.dispose()
+    else:
+        result = _validate_file(Path(source), cfg)
+    output = result.as_json()
+    for key in ("snapshot_id", "added", "removed", "changed", "changes", "changes_truncated"):
+        output.pop(key)
+    if args.json:
+        print(json.dumps(output, ensure_ascii=False))
+    else:
+        _print_result(result, as_json=False)
+    if result.outcome == "failed":
+        return EXIT_FAILED
+    return EXIT_FAIL_ON if any(i.severity == "error" for i in result.issues) else EXIT_OK
+
+
+def _validate_file(path: Path, cfg: Config) -> CheckResult:
+    from monitor import parse, validate
+    from monitor.model import DocumentResult
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise ConfigError(f"{path}: not a valid gzip file: {exc}") from None
+    url = path.resolve().as_uri()
+    d = cfg.defaults
+    parsed = parse.parse_document(data, url, max_bytes=d.max_bytes, max_urls=d.max_urls,
+                                  max_children=d.max_children)
+    result = CheckResult(target=str(path), url=url, outcome="ok")
+    doc = DocumentResult(url=url, outcome="ok", kind=parsed.kind, bytes=len(data))
+    result.documents.append(doc)
+    if parsed.failure is not None:
+        result.outcome, doc.outcome, doc.error = "failed", "failed", parsed.failure.message
+        result.error_kind, result.error_message = parsed.failure.rule, parsed.failure.message
+        result.issues.append(parsed.failure)
+        return result
+    result.issues.extend(parsed.issues)
+    checked = validate.validate_document(parsed.entries, url, now=datetime.now(UTC))
+    result.issues.extend(checked.issues)
+    doc.urls = result.urls = sum(1 for s in checked.entries.values() if s.valid)
+    doc.invalid = result.invalid = checked.invalid + parsed.unkeyed_invalid
+    return result
+
+
+def _since(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        try:
+            return datetime.now(UTC) - timedelta(seconds=parse_duration(value))
+        except ValueError:
+            raise ConfigError(f"--since: not an ISO time or a duration: {value!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _read(args: argparse.Namespace) -> int:
+    from monitor.store import read
+
+    cfg = _config(args)
+    engine = _open_engine(_database_url(args, cfg))
+    try:
+        with engine.connect() as conn:
+            if args.command == "history":
+                rows = read.target_history(conn, args.target, args.limit)
+            else:
+                rows = read.target_changes(conn, args.target, since=_since(args.since),
+                                           kind=args.kind, limit=args.limit)
+    finally:
+        engine.dispose()
+    if rows is None:
+        raise ConfigError(f"target {args.target!r} has no snapshots in this database")
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False))
+    elif args.command == "history":
+        _table(["SNAPSHOT", "FINISHED", "OUTCOME", "URLS", "INVALID", "ADDED", "REMOVED",
+                "CHANGED", "ERROR"],
+               [[r["snapshot_id"], r["finished_at"], r["outcome"], r["urls"], r["invalid"],
+                 r["added"], r["removed"], r["changed"],
+                 (r["error"] or {}).get("message", "")] for r in rows])
+    else:
+        _table(["SNAPSHOT", "AT", "KIND", "LOC"],
+               [[r["snapshot_id"], r["at"], r["kind"], r["loc"]] for r in rows])
+    return EXIT_OK
+
+
+def _alerts_test(args: argparse.Namespace) -> int:
+    from monitor import alerts
+
+    cfg = _config(args)
+    channel = next((c for c in cfg.alerts.channels if c.name == args.channel), None)
+    if channel is None:
+        raise ConfigError(f"alerts test: no channel named {args.channel!r} in "
+                          f"{_config_path(args) or 'the configuration'}")
+    asyncio.run(alerts.send_test(channel))
+    print(f"sent a test notification to {channel.name} ({channel.type})")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
