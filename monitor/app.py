@@ -1,0 +1,282 @@
+"""Wiring of ``sitemap-monitor run``: config, engine, fetcher, registry, scheduler, HTTP, signals.
+
+Nothing here decides when or how a check runs (scheduler, pipeline); this module only builds
+the long-lived parts once, connects them, and takes them down in order on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import secrets
+import signal
+import socket
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+import structlog
+import uvicorn
+from prometheus_client import CollectorRegistry
+from sqlalchemy import Engine, make_url
+from sqlalchemy.exc import ArgumentError
+
+from monitor import __version__, api, config, log, pipeline
+from monitor.errors import ConfigError, MonitorError, SchemaError
+from monitor.fetch import Fetcher
+from monitor.metrics import Metrics
+from monitor.model import CheckResult
+from monitor.scheduler import Scheduler, utcnow
+from monitor.store import daemon as store
+from monitor.store import db
+
+__all__ = ["parse_listen", "run"]
+
+logger = structlog.get_logger("monitor.app")
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port`` or ``:port`` -> (host, port)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"listen: not host:port: {listen!r}")
+    host = host.strip("[]") or "0.0.0.0"  # noqa: S104 (a pod must be reachable by its Service)
+    return host, int(port)
+
+
+def _bind(listen: str) -> socket.socket:
+    host, port = parse_listen(listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"listen: cannot listen on {listen}: {exc.strerror}") from None
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def _secrets_of(cfg: config.Config, database_url: str) -> list[str | None]:
+    found: list[str | None] = []
+    with contextlib.suppress(ArgumentError):
+        found.append(make_url(database_url).password)
+    for channel in cfg.alerts.channels:
+        # A webhook URL is itself the credential (Slack), so the whole URL is secret.
+        found += [channel.url, channel.secret, channel.smtp_password, *channel.headers.values()]
+    for target in cfg.resolved_targets():
+        with contextlib.suppress(ValueError):
+            found.append(_url_password(target.url))
+    return found
+
+
+def _url_password(url: str) -> str | None:
+    return urlsplit(url).password
+
+
+@contextlib.contextmanager
+def _sqlite_single_replica(engine: Engine) -> Iterator[None]:
+    """Hold an exclusive lock beside the SQLite file: one ``run`` per database file."""
+    database = engine.url.database
+    if not db.is_sqlite(engine) or not database or database == ":memory:":
+        yield
+        return
+    path = f"{database}.lock"
+    handle: IO[str] = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise ConfigError(
+                f"database {database} is in use by another 'sitemap-monitor run' "
+                f"(pid {holder}); SQLite supports one replica, use PostgreSQL for more"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+@dataclass(slots=True)
+class _State:
+    """What a reload replaces."""
+
+    cfg: config.Config
+    config_path: str | None
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the daemon handles SIGTERM itself."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def run(config_path: str | None, database_url: str | None) -> int:
+    """Run the daemon until SIGTERM or SIGINT; return the process exit code."""
+    log.configure()
+    config_path = config_path or os.environ.get("SITEMAP_MONITOR_CONFIG") or None
+    try:
+        cfg = config.load(config_path) if config_path else config.Config()
+    except ConfigError as exc:
+        logger.error("configuration refused", error=str(exc))
+        return 2
+    url = database_url or os.environ.get("SITEMAP_MONITOR_DATABASE_URL") or cfg.database_url
+    log.register_secrets(_secrets_of(cfg, url))
+    try:
+        return asyncio.run(_main(_State(cfg, config_path), url))
+    except SchemaError as exc:
+        logger.error("database schema is behind", error=str(exc))
+        return 2
+    except ConfigError as exc:
+        logger.error("cannot start", error=str(exc))
+        return 2
+    except MonitorError as exc:
+        logger.error("cannot start", error=str(exc))
+        return 1
+
+
+async def _main(state: _State, url: str) -> int:
+    cfg = state.cfg
+    loop = asyncio.get_running_loop()
+    # Database work runs in threads; enough of them that checks never queue behind the API.
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=cfg.scheduler.concurrency * 2 + 4))
+    engine = db.make_engine(url)
+    try:
+        with _sqlite_single_replica(engine):
+            if db.is_sqlite(engine):
+                await asyncio.to_thread(db.upgrade, engine)
+            else:
+                await asyncio.to_thread(db.require_head, engine)
+            sock = _bind(cfg.listen)
+            return await _serve(state, engine, sock, url)
+    finally:
+        engine.dispose()
+
+
+async def _serve(state: _State, engine: Engine, sock: socket.socket, url: str) -> int:
+    cfg = state.cfg
+    owner = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    targets = cfg.resolved_targets()
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, [t.name for t in targets], [c.name for c in cfg.alerts.channels])
+    metrics.config_reloaded(True)
+    fetcher = Fetcher(user_agent=cfg.defaults.user_agent, per_host=cfg.scheduler.per_host)
+
+    async def check(target: config.Target) -> CheckResult:
+        return await pipeline.run_check(
+            target, engine=engine, fetcher=fetcher, alerts=state.cfg.alerts, now=utcnow)
+
+    scheduler = Scheduler(
+        engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)
+    await scheduler.start(targets)
+    # After start(): the rows exist, and gauges of targets never checked stay at zero.
+    for gauges in await asyncio.to_thread(store.last_gauges, engine, scheduler.target_names()):
+        metrics.restore(
+            gauges.name, last_check=gauges.last_check, last_success=gauges.last_success,
+            urls=gauges.urls, invalid=gauges.invalid, issue_counts=gauges.issue_counts,
+            documents=gauges.documents)
+
+    app = api.create_app(
+        engine=engine, registry=registry,
+        alive=lambda: scheduler.running,
+        configured=scheduler.target_names,
+    )
+    server = _Server(uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    reloads: set[asyncio.Task[None]] = set()
+
+    def on_stop(signum: int) -> None:
+        logger.info("stopping", signal=signal.Signals(signum).name)
+        stop.set()
+
+    def on_hup() -> None:
+        task = asyncio.create_task(_reload(state, scheduler, metrics))
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_stop, signum)
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
+
+    host, port = sock.getsockname()[:2]
+    shown = "localhost" if host in ("0.0.0.0", "::") else host  # noqa: S104
+    base = f"http://{shown}:{port}"
+    logger.info(
+        "started", version=__version__, replica=owner, targets=len(targets),
+        database=db.redact(url), listen=f"{host}:{port}",
+        metrics=f"{base}/metrics", api=f"{base}/api/v1/targets",
+    )
+    stopped_by = asyncio.create_task(stop.wait())
+    await asyncio.wait({stopped_by, serving}, return_when=asyncio.FIRST_COMPLETED)
+    code = 0 if stop.is_set() else 1
+    if not stop.is_set():
+        logger.error("the HTTP server stopped unexpectedly")
+    stopped_by.cancel()
+
+    cancelled = await scheduler.stop(cfg.scheduler.shutdown_grace)
+    server.should_exit = True
+    with contextlib.suppress(asyncio.CancelledError):
+        await serving
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.remove_signal_handler(signum)
+    await fetcher.aclose()
+    logger.info("stopped", checks_cancelled=cancelled)
+    return code
+
+
+async def _reload(state: _State, scheduler: Scheduler, metrics: Metrics) -> None:
+    """SIGHUP: re-read the configuration; a bad one is refused and the old one stays."""
+    if state.config_path is None:
+        logger.warning("reload ignored: the daemon runs without a configuration file")
+        return
+    try:
+        new = await asyncio.to_thread(config.load, state.config_path)
+    except ConfigError as exc:
+        metrics.config_reloaded(False)
+        logger.error("configuration reload refused; keeping the running one", error=str(exc))
+        return
+    old = state.cfg
+    fixed = _needs_restart(old, new)
+    if fixed:
+        logger.warning("changed settings apply only after a restart", settings=fixed)
+    log.register_secrets(_secrets_of(new, ""))
+    try:
+        await scheduler.update(new.resolved_targets())
+    except MonitorError as exc:
+        metrics.config_reloaded(False)
+        logger.error("configuration reload failed", error=str(exc))
+        return
+    state.cfg = new
+    for channel in new.alerts.channels:
+        metrics.add_channel(channel.name)
+    metrics.config_reloaded(True, datetime.now().astimezone())
+    logger.info("configuration reloaded", targets=len(new.targets))
+
+
+def _needs_restart(old: config.Config, new: config.Config) -> list[str]:
+    keys: dict[str, Any] = {
+        "database_url": (old.database_url, new.database_url),
+        "listen": (old.listen, new.listen),
+        "scheduler": (old.scheduler, new.scheduler),
+        "defaults.user_agent": (old.defaults.user_agent, new.defaults.user_agent),
+        "alerts.channels": (old.alerts.channels, new.alerts.channels),
+    }
+    return [key for key, (a, b) in keys.items() if a != b]

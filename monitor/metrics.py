@@ -1,0 +1,200 @@
+"""Every metric of SPEC section 8, on an injected CollectorRegistry.
+
+Labels are configured names only (never a URL), and every label set of a configured target
+or channel exists from the start (at zero), so a dashboard or an ``increase()`` has a series
+before the first event. Gauges are restored from the database at start-up (``restore``), so
+a restart does not blank a dashboard; counters start at zero, which Prometheus reads as a reset.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from monitor import __version__
+from monitor.model import CHANGE_KINDS, CHECK_OUTCOMES, DOCUMENT_OUTCOMES, RULES, CheckResult
+
+__all__ = ["ALERT_OUTCOMES", "PREFIX", "Metrics"]
+
+PREFIX = "sitemap_monitor"
+# What the outbox reports per delivery attempt; other outcomes are accepted as they come.
+ALERT_OUTCOMES = ("delivered", "retry", "failed")
+# Checks take from milliseconds (a 304) to minutes (a 50,000-child index).
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+class Metrics:
+    """The daemon's metrics; one instance per registry."""
+
+    def __init__(
+        self, registry: CollectorRegistry, targets: Iterable[str], channels: Iterable[str]
+    ) -> None:
+        r = registry
+        p = PREFIX
+        self.checks = Counter(
+            f"{p}_checks", "Checks run, by outcome.", ["target", "outcome"], registry=r)
+        self.check_duration = Histogram(
+            f"{p}_check_duration_seconds", "Duration of a check.", ["target"],
+            buckets=DURATION_BUCKETS, registry=r)
+        self.last_check = Gauge(
+            f"{p}_last_check_timestamp_seconds", "When the last check finished (Unix time).",
+            ["target"], registry=r)
+        self.last_success = Gauge(
+            f"{p}_last_success_timestamp_seconds",
+            "When the last check that did not fail finished (Unix time).", ["target"], registry=r)
+        self.urls = Gauge(
+            f"{p}_urls", "Valid URLs of the target after its last check.", ["target"], registry=r)
+        self.invalid = Gauge(
+            f"{p}_invalid_urls", "Invalid entries of the target after its last check.",
+            ["target"], registry=r)
+        self.issues = Gauge(
+            f"{p}_issues", "Current validation issues of the target, by rule.",
+            ["target", "rule"], registry=r)
+        self.changes = Counter(
+            f"{p}_changes", "Changes found, by kind.", ["target", "kind"], registry=r)
+        self.documents = Gauge(
+            f"{p}_documents", "Documents of the target in its last check, by outcome.",
+            ["target", "outcome"], registry=r)
+        self.fetched_bytes = Counter(
+            f"{p}_fetched_bytes", "Bytes received from the target's servers.", ["target"],
+            registry=r)
+        self.alerts = Counter(
+            f"{p}_alerts", "Notification delivery attempts, by channel and outcome.",
+            ["channel", "outcome"], registry=r)
+        self.alerts_pending = Gauge(
+            f"{p}_alerts_pending", "Notifications in the outbox not yet delivered.", registry=r)
+        self.build_info = Gauge(
+            f"{p}_build_info", "Always 1; the version label says which build runs.", ["version"],
+            registry=r)
+        self.reload_ok = Gauge(
+            f"{p}_config_last_reload_successful",
+            "Whether the last configuration reload succeeded (1) or was refused (0).", registry=r)
+        self.reload_time = Gauge(
+            f"{p}_config_last_reload_success_timestamp_seconds",
+            "When the configuration was last loaded successfully (Unix time).", registry=r)
+        self.build_info.labels(__version__).set(1)
+        self._targets: set[str] = set()
+        self.set_targets(targets)
+        for channel in channels:
+            self.add_channel(channel)
+
+    def set_targets(self, names: Iterable[str]) -> None:
+        """Create the label sets of these targets and drop those of targets no longer configured."""
+        wanted = set(names)
+        for name in self._targets - wanted:
+            self._remove_target(name)
+        for name in wanted - self._targets:
+            self._add_target(name)
+        self._targets = wanted
+
+    def _add_target(self, name: str) -> None:
+        for outcome in CHECK_OUTCOMES:
+            self.checks.labels(name, outcome)
+        for kind in CHANGE_KINDS:
+            self.changes.labels(name, kind)
+        for doc_outcome in DOCUMENT_OUTCOMES:
+            self.documents.labels(name, doc_outcome)
+        for rule in RULES:
+            self.issues.labels(name, rule)
+        for metric in (self.check_duration, self.last_check, self.last_success, self.urls,
+                       self.invalid, self.fetched_bytes):
+            metric.labels(name)
+
+    def _remove_target(self, name: str) -> None:
+        for outcome in CHECK_OUTCOMES:
+            self.checks.remove(name, outcome)
+        for kind in CHANGE_KINDS:
+            self.changes.remove(name, kind)
+        for doc_outcome in DOCUMENT_OUTCOMES:
+            self.documents.remove(name, doc_outcome)
+        for rule in RULES:
+            self.issues.remove(name, rule)
+        for metric in (self.check_duration, self.last_check, self.last_success, self.urls,
+                       self.invalid, self.fetched_bytes):
+            metric.remove(name)
+
+    def add_channel(self, channel: str) -> None:
+        """Create the label sets of an alert channel."""
+        for outcome in ALERT_OUTCOMES:
+            self.alerts.labels(channel, outcome)
+
+    def observe(
+        self,
+        result: CheckResult,
+        target_name: str,
+        *,
+        issue_counts: Mapping[str, int] | None = None,
+        finished_at: datetime | None = None,
+    ) -> None:
+        """Record one check; ``issue_counts`` are the target's current issues by rule.
+
+        Without ``issue_counts`` the issues this check reported are counted instead.
+        """
+        t = target_name
+        when = (finished_at or datetime.now().astimezone()).timestamp()
+        self.checks.labels(t, result.outcome).inc()
+        self.check_duration.labels(t).observe(result.duration_seconds)
+        self.last_check.labels(t).set(when)
+        self.fetched_bytes.labels(t).inc(result.fetched_bytes)
+        for kind, count in (("added", result.added), ("removed", result.removed),
+                            ("changed", result.changed), ("invalid", result.invalid_new)):
+            if count:
+                self.changes.labels(t, kind).inc(count)
+        if result.outcome == "failed" and result.snapshot_id is None:
+            # Nothing was stored: the counts say nothing about the target, keep the last ones.
+            return
+        if result.outcome != "failed":
+            self.last_success.labels(t).set(when)
+        self.urls.labels(t).set(result.urls)
+        self.invalid.labels(t).set(result.invalid)
+        counts = issue_counts if issue_counts is not None else Tally(
+            i.rule for i in result.issues)
+        self._set_issues(t, counts)
+        self._set_documents(t, Tally(d.outcome for d in result.documents))
+
+    def restore(
+        self,
+        target_name: str,
+        *,
+        last_check: datetime | None,
+        last_success: datetime | None,
+        urls: int,
+        invalid: int,
+        issue_counts: Mapping[str, int],
+        documents: Mapping[str, int],
+    ) -> None:
+        """Set a target's gauges from its last stored snapshot (at start-up)."""
+        t = target_name
+        if last_check is not None:
+            self.last_check.labels(t).set(last_check.timestamp())
+        if last_success is not None:
+            self.last_success.labels(t).set(last_success.timestamp())
+        self.urls.labels(t).set(urls)
+        self.invalid.labels(t).set(invalid)
+        self._set_issues(t, issue_counts)
+        self._set_documents(t, documents)
+
+    def _set_issues(self, target: str, counts: Mapping[str, int]) -> None:
+        for rule in RULES:
+            self.issues.labels(target, rule).set(counts.get(rule, 0))
+
+    def _set_documents(self, target: str, counts: Mapping[str, int]) -> None:
+        for outcome in DOCUMENT_OUTCOMES:
+            self.documents.labels(target, outcome).set(counts.get(outcome, 0))
+
+    def alert_result(self, channel: str, outcome: str) -> None:
+        """Count one delivery attempt of a notification (the outbox's ``on_result``)."""
+        self.alerts.labels(channel, outcome).inc()
+
+    def set_alerts_pending(self, count: int) -> None:
+        """Set how many notifications wait in the outbox."""
+        self.alerts_pending.set(count)
+
+    def config_reloaded(self, ok: bool, when: datetime | None = None) -> None:
+        """Record a configuration (re)load: refused (False) or applied (True)."""
+        self.reload_ok.set(1 if ok else 0)
+        if ok:
+            self.reload_time.set((when or datetime.now().astimezone()).timestamp())

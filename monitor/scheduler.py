@@ -1,0 +1,302 @@
+"""WHEN checks run: one APScheduler job per target, claims in the database, graceful stop.
+
+Every replica schedules every target locally (interval plus jitter, coalesced, never two at
+once); before a check it claims the target in the database (``store.daemon.claim``), so across
+replicas each due check runs once. A replica that loses a claim moves its local job to the
+time the target is next claimable, so replicas converge on the due time instead of polling.
+A check that raises is logged with its exception and pushed one interval on; it never stops
+the other targets (STYLE 10). ``stop`` lets in-flight checks finish within a grace period and
+cancels the rest; a cancelled check writes nothing because the pipeline commits atomically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import suppress
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import structlog
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy import Engine
+
+from monitor import config
+from monitor.errors import MonitorError
+from monitor.metrics import Metrics
+from monitor.model import CheckResult
+from monitor.store import daemon as store
+
+__all__ = ["CheckFn", "Clock", "Scheduler", "utcnow"]
+
+CheckFn = Callable[[config.Target], Awaitable[CheckResult]]
+Clock = Callable[[], datetime]
+log = structlog.get_logger("monitor.scheduler")
+
+
+def utcnow() -> datetime:
+    """The current time in UTC."""
+    return datetime.now(UTC)
+
+
+def _jitter(target: config.Target) -> float:
+    return target.settings.interval * target.settings.jitter
+
+
+def _timing(target: config.Target) -> tuple[float, float]:
+    return target.settings.interval, _jitter(target)
+
+
+class Scheduler:
+    """Runs each target's checks on its schedule, claimed through the database."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        check: CheckFn,
+        metrics: Metrics,
+        owner: str,
+        settings: config.Scheduler,
+        clock: Clock = utcnow,
+    ) -> None:
+        self._engine = engine
+        self._check = check
+        self._metrics = metrics
+        self._owner = owner
+        self._lease = settings.lease
+        self._clock = clock
+        self._semaphore = asyncio.Semaphore(settings.concurrency)
+        self._aps = AsyncIOScheduler(timezone=UTC)
+        self._aps.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
+        self._targets: dict[str, config.Target] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._checking: set[asyncio.Task[Any]] = set()
+        self._stopping = False
+
+    @property
+    def running(self) -> bool:
+        """Whether checks are being scheduled (False once stopping)."""
+        return self._aps.running and not self._stopping
+
+    @property
+    def in_flight(self) -> int:
+        """How many claimed checks are running now."""
+        return len(self._checking)
+
+    def target_names(self) -> list[str]:
+        """The names of the scheduled targets."""
+        return list(self._targets)
+
+    async def start(self, targets: Iterable[config.Target]) -> None:
+        """Register the targets in the database and schedule their first checks."""
+        self._aps.start()
+        await self.update(targets)
+
+    async def update(self, targets: Iterable[config.Target]) -> None:
+        """Apply a (re)loaded target list: add, reschedule and remove jobs."""
+        new = {t.name: t for t in targets}
+        now = self._clock()
+        await asyncio.to_thread(
+            store.upsert_targets, self._engine, [(t.name, t.url) for t in new.values()], now
+        )
+        for name in set(self._targets) - set(new):
+            with suppress(LookupError):
+                self._aps.remove_job(name)
+            log.info("target removed", target=name)
+        added = [t for name, t in new.items() if name not in self._targets]
+        changed = [
+            t for name, t in new.items()
+            if name in self._targets and _timing(t) != _timing(self._targets[name])
+        ]
+        self._targets = new
+        self._metrics.set_targets(new)
+        if not added and not changed:
+            return
+        times = await asyncio.to_thread(
+            store.schedule_times, self._engine, [t.name for t in (*added, *changed)]
+        )
+        for target in (*added, *changed):
+            due = times.get(target.name)
+            first = max(now, due) if due is not None else now
+            first += timedelta(seconds=random.uniform(0, _jitter(target)))  # noqa: S311
+            interval, jitter = _timing(target)
+            self._aps.add_job(
+                self._run,
+                IntervalTrigger(seconds=interval, jitter=jitter or None, start_date=first,
+                                timezone=UTC),
+                args=[target.name],
+                id=target.name,
+                name=target.name,
+                coalesce=True,
+                max_instances=1,
+                misfire_grace_time=None,
+                replace_existing=True,
+                next_run_time=first,
+            )
+
+    def next_run_time(self, name: str) -> datetime | None:
+        """When the local job of a target fires next (for tests and the API)."""
+        job = self._aps.get_job(name)
+        return None if job is None else job.next_run_time
+
+    async def stop(self, grace: float) -> int:
+        """Start no new check; wait ``grace`` seconds for running ones, cancel the rest.
+
+        Returns how many checks were cancelled.
+        """
+        self._stopping = True
+        if self._aps.running:
+            self._aps.pause()
+        checking = set(self._checking)
+        pending: set[asyncio.Task[Any]] = set()
+        if checking:
+            log.info("waiting for running checks", checks=len(checking), grace_seconds=grace)
+            _done, pending = await asyncio.wait(checking, timeout=grace)
+            for task in pending:
+                task.cancel()
+        # Jobs still queued for a concurrency slot see the stop and return at once.
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=10)
+        if self._aps.running:
+            self._aps.shutdown(wait=False)
+        return len(pending)
+
+    def _skipped(self, event: JobSubmissionEvent) -> None:
+        # A check longer than its interval: the next one is coalesced away, which is the point.
+        log.debug("check skipped: the previous one is still running", target=event.job_id)
+
+    async def _run(self, name: str) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            async with self._semaphore:
+                target = self._targets.get(name)
+                if self._stopping or target is None:
+                    return
+                await self._claim_and_check(target, task)
+        except asyncio.CancelledError:
+            # Only stop() cancels, and the task ends here; nothing was half-written.
+            log.warning("check cancelled at shutdown", target=name)
+        finally:
+            self._tasks.discard(task)
+
+    async def _claim_and_check(self, target: config.Target, task: asyncio.Task[Any]) -> None:
+        name = target.name
+        claimed_at = self._clock()
+        try:
+            claimed = await asyncio.to_thread(
+                store.claim, self._engine, name, self._owner, claimed_at,
+                lease=self._lease, interval=target.settings.interval,
+            )
+        except MonitorError as exc:
+            log.warning("claim failed", target=name, error=str(exc))
+            return
+        if not claimed:
+            await self._follow(target)
+            return
+        self._checking.add(task)
+        heartbeat = asyncio.create_task(self._heartbeat(name))
+        next_due: datetime | None = None
+        try:
+            with structlog.contextvars.bound_contextvars(target=name):
+                next_due = await self._checked(target)
+        except asyncio.CancelledError:
+            # The check did not happen (or committed whole): due again now, for any replica.
+            next_due = claimed_at
+            raise
+        finally:
+            self._checking.discard(task)
+            heartbeat.cancel()
+            await asyncio.shield(self._release(name, next_due))
+
+    async def _checked(self, target: config.Target) -> datetime | None:
+        """Run one check and report it; return a due time only when the check raised."""
+        started = self._clock()
+        try:
+            result = await self._check(target)
+        except Exception as exc:
+            # STYLE 10: push this target one interval on and carry on with the others.
+            log.exception("check raised", error=f"{exc.__class__.__name__}: {exc}")
+            finished = self._clock()
+            failed = CheckResult(
+                target=target.name, url=target.url, outcome="failed",
+                error_kind="internal", error_message=str(exc),
+                duration_seconds=(finished - started).total_seconds(),
+            )
+            self._metrics.observe(failed, target.name, finished_at=finished)
+            return finished + timedelta(seconds=target.settings.interval)
+        await self._report(result, target.name)
+        return None
+
+    async def _report(self, result: CheckResult, name: str) -> None:
+        counts: dict[str, int] | None = None
+        if result.snapshot_id is not None:
+            try:
+                counts = await asyncio.to_thread(
+                    store.snapshot_issue_counts, self._engine, result.snapshot_id)
+            except MonitorError as exc:
+                log.warning("could not read issue counts", error=str(exc))
+        self._metrics.observe(result, name, issue_counts=counts, finished_at=self._clock())
+        fields = {
+            "outcome": result.outcome,
+            "snapshot_id": result.snapshot_id,
+            "urls": result.urls,
+            "invalid": result.invalid,
+            "added": result.added,
+            "removed": result.removed,
+            "changed": result.changed,
+            "invalid_new": result.invalid_new,
+            "documents": len(result.documents),
+            "documents_failed": sum(d.outcome == "failed" for d in result.documents),
+            "issues": len(result.issues),
+            "fetched_bytes": result.fetched_bytes,
+            "duration_seconds": round(result.duration_seconds, 3),
+        }
+        if result.outcome == "failed":
+            log.warning("check", **fields, error_kind=result.error_kind,
+                        error=result.error_message)
+        else:
+            log.info("check", **fields)
+
+    async def _heartbeat(self, name: str) -> None:
+        # Renew well before expiry so a long check is never taken over by another replica.
+        while True:
+            await asyncio.sleep(self._lease / 3)
+            try:
+                kept = await asyncio.to_thread(
+                    store.renew, self._engine, name, self._owner, self._clock(), lease=self._lease
+                )
+            except MonitorError as exc:
+                log.warning("lease renewal failed", target=name, error=str(exc))
+                continue
+            if not kept:
+                log.warning("lease lost during a check", target=name)
+                return
+
+    async def _release(self, name: str, next_due: datetime | None) -> None:
+        try:
+            await asyncio.to_thread(
+                store.release, self._engine, name, self._owner, next_due_at=next_due
+            )
+        except MonitorError as exc:
+            # The lease expires by itself; another replica takes over then.
+            log.warning("lease release failed", target=name, error=str(exc))
+
+    async def _follow(self, target: config.Target) -> None:
+        """Another replica has the target: fire next when it becomes claimable."""
+        try:
+            times = await asyncio.to_thread(store.schedule_times, self._engine, [target.name])
+        except MonitorError:
+            return
+        due = times.get(target.name)
+        if due is None or self._stopping:
+            return
+        when = max(due, self._clock()) + timedelta(
+            seconds=random.uniform(0, _jitter(target)) + 0.01)  # noqa: S311
+        with suppress(LookupError):
+            self._aps.modify_job(target.name, next_run_time=when)

@@ -1,0 +1,363 @@
+"""The daemon's queries: configured targets, claims with a lease, gauges to restore, the API.
+
+Replicas coordinate only through the ``targets`` row (SPEC 10, STYLE 9): a replica runs a
+check after a conditional ``UPDATE`` that takes a free lease on a due target has changed
+exactly one row; whoever loses the race sees ``rowcount == 0`` and leaves the check to the
+winner. The same statement runs on SQLite and PostgreSQL. Times are passed in (UTC), never
+read from the database's clock, so tests can drive them; replicas' clocks are NTP-close.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from monitor.store.schema import changes, documents, snapshots, targets
+from monitor.store.sql import transaction
+
+__all__ = [
+    "TargetGauges",
+    "claim",
+    "get_target",
+    "last_gauges",
+    "list_changes",
+    "list_snapshots",
+    "list_targets",
+    "release",
+    "renew",
+    "schedule_times",
+    "snapshot_issue_counts",
+    "upsert_targets",
+]
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes; every time this package writes is UTC.
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def _iso(value: datetime | None) -> str | None:
+    moment = _utc(value)
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+def upsert_targets(engine: Engine, configured: Sequence[tuple[str, str]], now: datetime) -> None:
+    """Create a row for every configured (name, url) that has none; follow URL changes."""
+    if not configured:
+        return
+    dialect_insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+
+    def work(conn: Connection) -> None:
+        rows = [{"name": name, "url": url, "created_at": now} for name, url in configured]
+        for start in range(0, len(rows), 500):
+            statement = dialect_insert(targets).on_conflict_do_nothing(index_elements=["name"])
+            conn.execute(statement, rows[start : start + 500])
+        urls = dict(configured)
+        stored = conn.execute(select(targets.c.name, targets.c.url)).all()
+        for name, url in stored:
+            if name in urls and urls[name] != url:
+                conn.execute(update(targets).where(targets.c.name == name).values(url=urls[name]))
+
+    transaction(engine, work)
+
+
+def claim(
+    engine: Engine,
+    name: str,
+    owner: str,
+    now: datetime,
+    *,
+    lease: float,
+    interval: float,
+) -> bool:
+    """Take the lease on a due, unleased target; True only for the one replica that got it.
+
+    The next due time moves one interval on at once, anchored at the claim: a 10-minute
+    target is checked every 10 minutes however long its checks take.
+    """
+    t = targets.c
+    statement = (
+        update(targets)
+        .where(
+            t.name == name,
+            or_(t.lease_until.is_(None), t.lease_until < now),
+            or_(t.next_due_at.is_(None), t.next_due_at <= now),
+        )
+        .values(
+            lease_owner=owner,
+            lease_until=now + timedelta(seconds=lease),
+            next_due_at=now + timedelta(seconds=interval),
+        )
+    )
+    return transaction(engine, lambda conn: conn.execute(statement).rowcount) == 1
+
+
+def renew(engine: Engine, name: str, owner: str, now: datetime, *, lease: float) -> bool:
+    """Extend a lease this replica holds (a long check); False if it was lost."""
+    t = targets.c
+    statement = (
+        update(targets)
+        .where(t.name == name, t.lease_owner == owner)
+        .values(lease_until=now + timedelta(seconds=lease))
+    )
+    return transaction(engine, lambda conn: conn.execute(statement).rowcount) == 1
+
+
+def release(engine: Engine, name: str, owner: str, *, next_due_at: datetime | None = None) -> None:
+    """Give the lease back; ``next_due_at`` overrides the due time the claim set."""
+    t = targets.c
+    values: dict[str, Any] = {"lease_owner": None, "lease_until": None}
+    if next_due_at is not None:
+        values["next_due_at"] = next_due_at
+    statement = update(targets).where(t.name == name, t.lease_owner == owner).values(**values)
+    transaction(engine, lambda conn: conn.execute(statement))
+
+
+def schedule_times(engine: Engine, names: Collection[str]) -> dict[str, datetime | None]:
+    """For each target, the earliest time it can be claimed (due and its lease expired)."""
+    t = targets.c
+
+    def work(conn: Connection) -> dict[str, datetime | None]:
+        rows = conn.execute(select(t.name, t.next_due_at, t.lease_until)).all()
+        out: dict[str, datetime | None] = {}
+        for name, due, lease_until in rows:
+            if name in names:
+                times = [x for x in (_utc(due), _utc(lease_until)) if x is not None]
+                out[name] = max(times) if times else None
+        return out
+
+    return transaction(engine, work)
+
+
+@dataclass(slots=True)
+class TargetGauges:
+    """What the gauges of one target showed after its last stored check."""
+
+    name: str
+    last_check: datetime | None = None
+    last_success: datetime | None = None
+    urls: int = 0
+    invalid: int = 0
+    issue_counts: dict[str, int] = field(default_factory=dict)
+    documents: dict[str, int] = field(default_factory=dict)
+
+
+def _last_ids(outcome_not: str | None = None) -> Any:
+    s = snapshots.c
+    query = select(s.target_id, func.max(s.id).label("id")).group_by(s.target_id)
+    if outcome_not is not None:
+        query = query.where(s.outcome != outcome_not)
+    return query.subquery()
+
+
+def last_gauges(engine: Engine, names: Iterable[str]) -> list[TargetGauges]:
+    """The last snapshot of each named target, for restoring gauges at start-up."""
+    wanted = set(names)
+    s = snapshots.c
+
+    def work(conn: Connection) -> list[TargetGauges]:
+        last = _last_ids()
+        rows = conn.execute(
+            select(targets.c.name, snapshots)
+            .join(last, last.c.target_id == targets.c.id)
+            .join(snapshots, s.id == last.c.id)
+        ).all()
+        ok = _last_ids("failed")
+        success = dict(conn.execute(
+            select(targets.c.name, s.finished_at)
+            .join(ok, ok.c.target_id == targets.c.id)
+            .join(snapshots, s.id == ok.c.id)
+        ).tuples().all())
+        by_snapshot: dict[int, dict[str, int]] = {}
+        doc_rows = conn.execute(
+            select(documents.c.snapshot_id, documents.c.outcome, func.count())
+            .join(last, last.c.id == documents.c.snapshot_id)
+            .group_by(documents.c.snapshot_id, documents.c.outcome)
+        ).tuples().all()
+        for snapshot_id, outcome, count in doc_rows:
+            by_snapshot.setdefault(snapshot_id, {})[outcome] = count
+        out = []
+        for row in rows:
+            if row.name not in wanted:
+                continue
+            out.append(TargetGauges(
+                name=row.name,
+                last_check=_utc(row.finished_at),
+                last_success=_utc(success.get(row.name)),
+                urls=row.urls,
+                invalid=row.invalid,
+                issue_counts=json.loads(row.issue_counts or "{}"),
+                documents=by_snapshot.get(row.id, {}),
+            ))
+        return out
+
+    return transaction(engine, work)
+
+
+def snapshot_issue_counts(engine: Engine, snapshot_id: int) -> dict[str, int]:
+    """The target's current issues by rule as of one snapshot."""
+    query = select(snapshots.c.issue_counts).where(snapshots.c.id == snapshot_id)
+    raw = transaction(engine, lambda conn: conn.execute(query).scalar_one_or_none())
+    counts: dict[str, int] = json.loads(raw or "{}")
+    return counts
+
+
+# ---- read side of the JSON API ----------------------------------------------------------
+
+
+def _snapshot_json(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "started_at": _iso(row.started_at),
+        "finished_at": _iso(row.finished_at),
+        "outcome": row.outcome,
+        "urls": row.urls,
+        "invalid": row.invalid,
+        "added": row.added,
+        "removed": row.removed,
+        "changed": row.changed,
+        "invalid_new": row.invalid_new,
+        "documents_ok": row.documents_ok,
+        "documents_failed": row.documents_failed,
+        "fetched_bytes": row.fetched_bytes,
+        "duration_seconds": row.duration_seconds,
+        "issues": json.loads(row.issue_counts or "{}"),
+        "error": None if row.error_kind is None
+        else {"kind": row.error_kind, "message": row.error_message},
+    }
+
+
+def _targets_json(conn: Connection, name: str | None) -> list[dict[str, Any]]:
+    t, s = targets.c, snapshots.c
+    last = _last_ids()
+    counts = (
+        select(s.target_id, func.count().label("n")).group_by(s.target_id).subquery()
+    )
+    change_counts = (
+        select(changes.c.target_id, func.count().label("n"))
+        .group_by(changes.c.target_id).subquery()
+    )
+    query = (
+        select(
+            t.id, t.name, t.url, t.next_due_at, t.lease_owner, t.lease_until,
+            counts.c.n.label("snapshot_count"), change_counts.c.n.label("change_count"),
+            last.c.id.label("last_id"),
+        )
+        .outerjoin(last, last.c.target_id == t.id)
+        .outerjoin(counts, counts.c.target_id == t.id)
+        .outerjoin(change_counts, change_counts.c.target_id == t.id)
+        .order_by(t.name)
+    )
+    if name is not None:
+        query = query.where(t.name == name)
+    rows = conn.execute(query).all()
+    ids = [r.last_id for r in rows if r.last_id is not None]
+    snaps: dict[int, dict[str, Any]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        for srow in conn.execute(select(snapshots).where(s.id.in_(chunk))):
+            snaps[srow.id] = _snapshot_json(srow)
+    return [
+        {
+            "name": r.name,
+            "url": r.url,
+            "next_due_at": _iso(r.next_due_at),
+            "leased_by": r.lease_owner if r.lease_until is not None else None,
+            "snapshots": r.snapshot_count or 0,
+            "changes": r.change_count or 0,
+            "last_snapshot": snaps.get(r.last_id) if r.last_id is not None else None,
+        }
+        for r in rows
+    ]
+
+
+def list_targets(engine: Engine) -> list[dict[str, Any]]:
+    """Every stored target with its last snapshot and its counts."""
+    return transaction(engine, lambda conn: _targets_json(conn, None))
+
+
+def get_target(engine: Engine, name: str) -> dict[str, Any] | None:
+    """One stored target with its last snapshot and counts, or None."""
+    found = transaction(engine, lambda conn: _targets_json(conn, name))
+    return found[0] if found else None
+
+
+def _target_id(conn: Connection, name: str) -> int | None:
+    found: int | None = conn.execute(
+        select(targets.c.id).where(targets.c.name == name)
+    ).scalar_one_or_none()
+    return found
+
+
+def list_snapshots(
+    engine: Engine, name: str, *, limit: int, before: int | None = None
+) -> list[dict[str, Any]] | None:
+    """A target's snapshots, newest first, with ids below ``before``; None if no such target."""
+
+    def work(conn: Connection) -> list[dict[str, Any]] | None:
+        target_id = _target_id(conn, name)
+        if target_id is None:
+            return None
+        query = select(snapshots).where(snapshots.c.target_id == target_id)
+        if before is not None:
+            query = query.where(snapshots.c.id < before)
+        rows = conn.execute(query.order_by(snapshots.c.id.desc()).limit(limit))
+        return [_snapshot_json(row) for row in rows]
+
+    return transaction(engine, work)
+
+
+def list_changes(
+    engine: Engine,
+    name: str,
+    *,
+    limit: int,
+    since: datetime | None = None,
+    kinds: Collection[str] | None = None,
+    before: int | None = None,
+) -> list[dict[str, Any]] | None:
+    """A target's changes, newest first, with ids below ``before``; None if no such target."""
+    c, s = changes.c, snapshots.c
+
+    def work(conn: Connection) -> list[dict[str, Any]] | None:
+        target_id = _target_id(conn, name)
+        if target_id is None:
+            return None
+        query = (
+            select(c.id, c.snapshot_id, c.kind, c.loc, c.before, c.after, s.started_at)
+            .join(snapshots, s.id == c.snapshot_id)
+            .where(c.target_id == target_id)
+        )
+        conditions = []
+        if since is not None:
+            conditions.append(s.started_at >= since)
+        if kinds:
+            conditions.append(c.kind.in_(sorted(kinds)))
+        if before is not None:
+            conditions.append(c.id < before)
+        if conditions:
+            query = query.where(and_(*conditions))
+        rows = conn.execute(query.order_by(c.id.desc()).limit(limit))
+        return [
+            {
+                "id": row.id,
+                "snapshot_id": row.snapshot_id,
+                "at": _iso(row.started_at),
+                "kind": row.kind,
+                "loc": row.loc,
+                "before": None if row.before is None else json.loads(row.before),
+                "after": None if row.after is None else json.loads(row.after),
+            }
+            for row in rows
+        ]
+
+    return transaction(engine, work)
+
