@@ -1,0 +1,155 @@
+{{/*
+The chart name, truncated to 63 characters (the DNS label limit).
+*/}}
+{{- define "sitemap-monitor.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+A fully qualified app name, truncated to 63 characters. When the release name already contains
+the chart name it is not repeated.
+*/}}
+{{- define "sitemap-monitor.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version, for the helm.sh/chart label.
+*/}}
+{{- define "sitemap-monitor.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Common labels. helm.sh/chart changes on every chart release, so it never goes into a selector.
+*/}}
+{{- define "sitemap-monitor.labels" -}}
+helm.sh/chart: {{ include "sitemap-monitor.chart" . }}
+{{ include "sitemap-monitor.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: sitemap-monitor
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Selector labels: stable for the life of the release.
+*/}}
+{{- define "sitemap-monitor.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "sitemap-monitor.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+The ServiceAccount the daemon runs as.
+*/}}
+{{- define "sitemap-monitor.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "sitemap-monitor.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The image reference: a digest wins over a tag; the tag defaults to the appVersion.
+*/}}
+{{- define "sitemap-monitor.image" -}}
+{{- $registry := .Values.image.registry }}
+{{- $repository := .Values.image.repository }}
+{{- $ref := ternary $repository (printf "%s/%s" $registry $repository) (empty $registry) }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $ref .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $ref (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+True ("true") when the database is SQLite: one replica, Recreate, a volume for the file.
+*/}}
+{{- define "sitemap-monitor.sqlite" -}}
+{{- if eq .Values.database.type "sqlite" }}true{{ end }}
+{{- end }}
+
+{{/*
+The Secret that holds the database URL and channel secrets.
+*/}}
+{{- define "sitemap-monitor.secretName" -}}
+{{- default (include "sitemap-monitor.fullname" .) .Values.database.existingSecret }}
+{{- end }}
+
+{{/*
+The database URL the chart stores in its own Secret: the value given, else SQLite on the volume.
+*/}}
+{{- define "sitemap-monitor.databaseUrl" -}}
+{{- if .Values.database.url }}
+{{- .Values.database.url }}
+{{- else if include "sitemap-monitor.sqlite" . }}
+{{- printf "sqlite:///%s/sitemap-monitor.db" .Values.persistence.mountPath }}
+{{- else }}
+{{- fail "database.type=postgresql needs database.url or database.existingSecret" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The body of the chart's Secret, shared by the release Secret and the migration hook's copy.
+*/}}
+{{- define "sitemap-monitor.secretData" -}}
+{{ .Values.database.existingSecretKey }}: {{ include "sitemap-monitor.databaseUrl" . | b64enc | quote }}
+{{- range $key, $value := .Values.secretEnv }}
+{{ $key }}: {{ $value | toString | b64enc | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+Environment shared by the daemon, its init container and the migration Job.
+$secret is the name of the Secret to read the database URL from.
+*/}}
+{{- define "sitemap-monitor.env" -}}
+{{- $root := index . 0 }}
+{{- $secret := index . 1 -}}
+- name: SITEMAP_MONITOR_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ $root.Values.database.existingSecretKey }}
+{{- range $key, $_ := $root.Values.secretEnv }}
+- name: {{ $key }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ $key }}
+{{- end }}
+{{- with $root.Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The daemon's configuration file, rendered from values.config. The listen address follows the
+container port so the probes and the Service always agree with the daemon.
+*/}}
+{{- define "sitemap-monitor.config" -}}
+{{- $config := deepCopy .Values.config }}
+{{- $_ := set $config "listen" (printf "0.0.0.0:%d" (int .Values.containerPort)) }}
+{{- toYaml $config }}
+{{- end }}
+
+{{/*
+The container securityContext, used by every container of the chart.
+*/}}
+{{- define "sitemap-monitor.securityContext" -}}
+{{- toYaml .Values.securityContext }}
+{{- end }}
