@@ -1,0 +1,92 @@
+"""Fixtures of the alert tests: a recording webhook receiver and outbox databases.
+
+The webhook receiver is a real threaded HTTP server on 127.0.0.1 (tests/httpserver.py) whose
+answers a test scripts; it counts accepted deliveries per idempotency key, the way a receiver
+that deduplicates would.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from databases import create_postgres_database, drop_postgres_database
+from httpserver import Reply, Request, TestServer
+from sqlalchemy import Engine
+
+from monitor.store.db import make_engine, upgrade
+
+
+@dataclass
+class Receiver:
+    """A webhook endpoint: scripted failures first, then 200; records what it accepted."""
+
+    server: TestServer
+    path: str = "/hook"
+    script: list[Reply] = field(default_factory=list)
+    accepted: list[Request] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.server.route(self.path, self._answer)
+
+    @property
+    def url(self) -> str:
+        """Where to post."""
+        return self.server.url(self.path)
+
+    def _answer(self, request: Request) -> Reply:
+        with self.lock:
+            if self.script:
+                return self.script.pop(0)
+            self.accepted.append(request)
+        return Reply(200, b'{"ok":true}', {"Content-Type": "application/json"})
+
+    def keys(self) -> Counter[str]:
+        """Accepted deliveries per idempotency key."""
+        with self.lock:
+            return Counter(r.headers.get("idempotency-key", "") for r in self.accepted)
+
+    def attempts(self) -> list[Request]:
+        """Every request that reached the endpoint, accepted or not."""
+        return self.server.requests_to(self.path)
+
+
+@pytest.fixture
+def receiver(http_server: TestServer) -> Receiver:
+    """A webhook receiver on 127.0.0.1 answering 200 unless a test scripts otherwise."""
+    return Receiver(http_server)
+
+
+def _engine(url: str) -> Engine:
+    engine = make_engine(url)
+    upgrade(engine)
+    return engine
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: object) -> Iterator[Engine]:
+    """A migrated SQLite file under tmp_path."""
+    engine = _engine(f"sqlite:///{tmp_path}/outbox.db")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def postgres_engine() -> Iterator[Engine]:
+    """A migrated, uniquely named PostgreSQL database, dropped afterwards."""
+    url = create_postgres_database()
+    engine = _engine(url)
+    yield engine
+    engine.dispose()
+    drop_postgres_database(url)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """Each outbox test once on SQLite and once on PostgreSQL."""
+    name = "sqlite_engine" if request.param == "sqlite" else "postgres_engine"
+    return request.getfixturevalue(name)  # type: ignore[no-any-return]

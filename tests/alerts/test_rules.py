@@ -1,0 +1,224 @@
+"""Rule evaluation: a table of pure cases, then sequences of checks through a real database."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from alerttools import T0, result, store_check
+from sqlalchemy import Engine, select
+
+from monitor.alerts.payload import idempotency_key
+from monitor.alerts.rules import evaluate
+from monitor.config import Alerts, Channel, Delivery, Rule
+from monitor.model import Change, EntryState, RuleContext
+from monitor.store.outbox import SqlOutbox, rule_context
+from monitor.store.schema import alert_states, notifications
+
+CHANNELS = [
+    Channel(name="hook", type="webhook", url="http://127.0.0.1:9/hook"),
+    Channel(name="am", type="alertmanager", url="http://127.0.0.1:9"),
+]
+
+
+def alerts(*rules: dict[str, Any], **delivery: Any) -> Alerts:
+    """An alerts section with the two channels and the given rules."""
+    return Alerts(
+        channels=CHANNELS,
+        rules=[Rule.model_validate({"name": "r", "channels": ["hook"], **r}) for r in rules],
+        delivery=Delivery(**delivery),
+    )
+
+
+FIRING_R = {"r": T0 - timedelta(hours=1)}
+
+# (id, rule, check counts, context, expected [(channel, state)])
+CASES: list[tuple[str, dict[str, Any], dict[str, Any], RuleContext, list[tuple[str, str]]]] = [
+    ("removed-below-threshold", {"when": "removed", "threshold": 100}, {"removed": 99},
+     RuleContext(previous_urls=10_000), []),
+    ("removed-at-threshold", {"when": "removed", "threshold": 100}, {"removed": 100},
+     RuleContext(previous_urls=10_000), [("hook", "firing")]),
+    ("removed-no-threshold-means-one", {"when": "removed"}, {"removed": 1},
+     RuleContext(previous_urls=10), [("hook", "firing")]),
+    ("removed-ratio-below", {"when": "removed", "ratio": "5%"}, {"removed": 49},
+     RuleContext(previous_urls=1000), []),
+    ("removed-ratio-at", {"when": "removed", "ratio": 0.05}, {"removed": 50},
+     RuleContext(previous_urls=1000), [("hook", "firing")]),
+    ("both-count-holds-ratio-not", {"when": "removed", "threshold": 100, "ratio": 0.05},
+     {"removed": 200}, RuleContext(previous_urls=1_000_000), []),
+    ("both-ratio-holds-count-not", {"when": "removed", "threshold": 100, "ratio": 0.05},
+     {"removed": 60}, RuleContext(previous_urls=1000), []),
+    ("both-hold", {"when": "removed", "threshold": 100, "ratio": 0.05},
+     {"removed": 150}, RuleContext(previous_urls=1000), [("hook", "firing")]),
+    ("changed-threshold", {"when": "changed", "threshold": 5}, {"changed": 5},
+     RuleContext(previous_urls=10), [("hook", "firing")]),
+    ("invalid-counts-newly-invalid", {"when": "invalid", "threshold": 3},
+     {"invalid": 50, "invalid_new": 2}, RuleContext(previous_urls=10), []),
+    ("invalid-newly-invalid-fires", {"when": "invalid", "threshold": 3},
+     {"invalid": 50, "invalid_new": 3}, RuleContext(previous_urls=10), [("hook", "firing")]),
+    ("added-not-on-first-check", {"when": "added"}, {"added": 500}, RuleContext(), []),
+    ("added-later", {"when": "added", "threshold": 10}, {"added": 10},
+     RuleContext(previous_urls=500, first_check_at=T0), [("hook", "firing")]),
+    ("failed-check-keeps-content-rule-quiet", {"when": "removed"},
+     {"outcome": "failed", "removed": 0}, RuleContext(previous_urls=10), []),
+    ("failed-check-does-not-resolve", {"when": "removed"},
+     {"outcome": "failed"}, RuleContext(previous_urls=10, firing=FIRING_R), []),
+    ("check-failed-not-yet", {"when": "check_failed", "consecutive": 3}, {"outcome": "failed"},
+     RuleContext(consecutive_failures=1), []),
+    ("check-failed-third", {"when": "check_failed", "consecutive": 3}, {"outcome": "failed"},
+     RuleContext(consecutive_failures=2), [("hook", "firing")]),
+    ("check-failed-still-firing", {"when": "check_failed", "consecutive": 3},
+     {"outcome": "failed"}, RuleContext(consecutive_failures=5, firing=FIRING_R), []),
+    ("check-failed-resolves", {"when": "check_failed", "consecutive": 3}, {"outcome": "ok"},
+     RuleContext(consecutive_failures=5, firing=FIRING_R), [("hook", "resolved")]),
+    ("recovered-after-failures", {"when": "recovered", "consecutive": 2}, {"outcome": "ok"},
+     RuleContext(consecutive_failures=2), [("hook", "firing")]),
+    ("recovered-too-few-failures", {"when": "recovered", "consecutive": 2},
+     {"outcome": "unchanged"}, RuleContext(consecutive_failures=1), []),
+    ("recovered-not-while-failing", {"when": "recovered"}, {"outcome": "failed"},
+     RuleContext(consecutive_failures=4), []),
+    ("recovered-not-when-never-failed", {"when": "recovered"}, {"outcome": "ok"},
+     RuleContext(), []),
+    ("stale-after-duration", {"when": "stale", "duration": "2d"}, {"outcome": "unchanged"},
+     RuleContext(last_content_change_at=T0 - timedelta(days=2)), [("hook", "firing")]),
+    ("stale-not-yet", {"when": "stale", "duration": "2d"}, {"outcome": "unchanged"},
+     RuleContext(last_content_change_at=T0 - timedelta(days=1, hours=23)), []),
+    ("stale-uses-first-check-without-changes", {"when": "stale", "duration": "1h"},
+     {"outcome": "unchanged"}, RuleContext(first_check_at=T0 - timedelta(hours=2)),
+     [("hook", "firing")]),
+    ("stale-cleared-by-a-change", {"when": "stale", "duration": "1h"}, {"changed": 1},
+     RuleContext(last_content_change_at=T0 - timedelta(days=9), firing=FIRING_R),
+     [("hook", "resolved")]),
+    ("stale-first-check", {"when": "stale", "duration": "1h"}, {"outcome": "ok"},
+     RuleContext(), []),
+    ("url-count-below", {"when": "url_count_below", "count": 1000}, {"urls": 999},
+     RuleContext(), [("hook", "firing")]),
+    ("url-count-at-minimum", {"when": "url_count_below", "count": 1000}, {"urls": 1000},
+     RuleContext(), []),
+    ("url-count-resolves", {"when": "url_count_below", "count": 1000}, {"urls": 1000},
+     RuleContext(firing=FIRING_R), [("hook", "resolved")]),
+    ("target-glob-matches", {"when": "removed", "targets": ["sh*"]}, {"removed": 1},
+     RuleContext(previous_urls=5), [("hook", "firing")]),
+    ("target-glob-excludes", {"when": "removed", "targets": ["blog-*", "news"]},
+     {"removed": 1}, RuleContext(previous_urls=5), []),
+    ("firing-once-not-again", {"when": "removed"}, {"removed": 7},
+     RuleContext(previous_urls=50, firing=FIRING_R), []),
+    ("alertmanager-gets-re-sends", {"when": "removed", "channels": ["hook", "am"]},
+     {"removed": 7}, RuleContext(previous_urls=50, firing=FIRING_R), [("am", "firing")]),
+    ("resolve-to-every-channel", {"when": "removed", "channels": ["hook", "am"]},
+     {"removed": 0}, RuleContext(previous_urls=50, firing=FIRING_R),
+     [("hook", "resolved"), ("am", "resolved")]),
+]
+
+
+@pytest.mark.parametrize(("rule", "counts", "context", "expected"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_evaluate(rule: dict[str, Any], counts: dict[str, Any], context: RuleContext,
+                  expected: list[tuple[str, str]]) -> None:
+    """Each rule kind fires, stays quiet or resolves exactly as the table says."""
+    check = result(**counts)
+    check.snapshot_id = 7
+    notes = evaluate(alerts(rule), "shop", check, context, T0)
+    assert [(n.channel, n.state) for n in notes] == expected
+    for n in notes:
+        assert n.idempotency_key == idempotency_key("shop", "r", n.channel, 7, n.state)
+        assert n.payload["state"] == n.state
+
+
+def test_payload_names_target_rule_counts_examples_and_link() -> None:
+    """The payload carries what a person needs, capped at delivery.examples URLs per kind."""
+    check = result(removed=30, added=2, urls=970, duration_seconds=2.5)
+    check.snapshot_id = 42
+    check.changes = [Change("removed", f"https://shop.example/p/{i}", EntryState(), None)
+                     for i in range(30)]
+    check.changes.append(Change("added", "https://shop.example/new", None, EntryState()))
+    cfg = alerts({"when": "removed", "threshold": 10, "severity": "critical"},
+                 examples=5, api_base_url="https://monitor.example/")
+    [note] = evaluate(cfg, "shop/eu", check, RuleContext(previous_urls=1000), T0)
+    p = note.payload
+    assert (p["target"], p["rule"], p["severity"], p["snapshot_id"]) == (
+        "shop/eu", "r", "critical", 42)
+    assert p["counts"]["removed"] == 30
+    assert p["counts"]["previous_urls"] == 1000
+    assert p["examples"]["removed"] == [f"https://shop.example/p/{i}" for i in range(5)]
+    assert p["examples"]["added"] == ["https://shop.example/new"]
+    assert p["examples_truncated"] is True
+    assert "30 URLs removed (3.0% of 1000)" in p["summary"]
+    assert p["link"] == ("https://monitor.example/api/v1/targets/shop%2Feu/changes"
+                         "?since=2025-01-06T11%3A59%3A57Z&kind=removed")
+
+
+def test_link_is_omitted_without_api_base_url() -> None:
+    """No api_base_url, no link (never a relative or guessed one)."""
+    check = result(removed=1)
+    [note] = evaluate(alerts({"when": "removed"}), "shop", check, RuleContext(previous_urls=3),
+                      T0)
+    assert note.payload["link"] is None
+
+
+def test_sequence_fires_once_and_resolves(engine: Engine) -> None:
+    """Through the store: fire, stay quiet while firing, resolve, fire again later."""
+    cfg = alerts({"when": "removed", "threshold": 10, "channels": ["hook", "am"]})
+    steps = [  # (removed, expected states) ; every step is one check an hour apart
+        (0, []),
+        (50, [("hook", "firing"), ("am", "firing")]),
+        (20, [("am", "firing")]),
+        (0, [("hook", "resolved"), ("am", "resolved")]),
+        (0, []),
+        (11, [("hook", "firing"), ("am", "firing")]),
+    ]
+    for i, (removed, expected) in enumerate(steps):
+        now = T0 + timedelta(hours=i)
+        notes = store_check(engine, cfg, result(urls=1000, removed=removed, added=1000 * (i == 0)),
+                            now)
+        assert [(n.channel, n.state) for n in notes] == expected, f"step {i}"
+    with engine.connect() as conn:
+        state = conn.execute(select(alert_states)).one()
+        states = [r.state for r in conn.execute(select(notifications.c.state)
+                                                .order_by(notifications.c.id))]
+    assert state.firing is True
+    assert state.since.replace(tzinfo=None) == (T0 + timedelta(hours=5)).replace(tzinfo=None)
+    assert states.count("firing") == 5
+    assert states.count("resolved") == 2
+    assert SqlOutbox(engine).pending_count() == 7
+
+
+def test_re_send_keeps_the_start_time(engine: Engine) -> None:
+    """Alertmanager re-sends carry the original startsAt, so it stays one alert."""
+    cfg = alerts({"when": "check_failed", "channels": ["am"]})
+    first = store_check(engine, cfg, result(outcome="failed"), T0)
+    again = store_check(engine, cfg, result(outcome="failed"), T0 + timedelta(minutes=15))
+    assert first[0].payload["since"] == again[0].payload["since"] == "2025-01-06T12:00:00Z"
+    assert first[0].idempotency_key != again[0].idempotency_key
+
+
+def test_rule_context_from_history(engine: Engine) -> None:
+    """Previous URL count skips failed checks; failures are counted since the last success."""
+    cfg = alerts()  # no rules: only the history matters here
+    store_check(engine, cfg, result(urls=100, added=100), T0)
+    store_check(engine, cfg, result(outcome="unchanged", urls=100), T0 + timedelta(hours=1))
+    store_check(engine, cfg, result(outcome="failed"), T0 + timedelta(hours=2))
+    store_check(engine, cfg, result(outcome="failed"), T0 + timedelta(hours=3))
+    store_check(engine, cfg, result(outcome="failed"), T0 + timedelta(hours=4))  # "current"
+    with engine.connect() as conn:
+        ctx = rule_context(conn, "shop", T0 + timedelta(hours=4))
+        earlier = rule_context(conn, "shop", T0, current_snapshot_id=2)
+        unknown = rule_context(conn, "nobody", T0)
+    assert ctx.previous_urls == 100
+    assert ctx.consecutive_failures == 2
+    assert ctx.last_content_change_at == T0
+    assert ctx.first_check_at == T0
+    assert (earlier.previous_urls, earlier.consecutive_failures) == (100, 0)
+    assert unknown == RuleContext()
+
+
+def test_write_is_idempotent_on_the_key(engine: Engine) -> None:
+    """Writing the same notification twice (a retried transaction) stores one row."""
+    cfg = alerts({"when": "removed"})
+    notes = store_check(engine, cfg, result(removed=3, urls=10), T0 + timedelta(hours=1))
+    from monitor.store.outbox import write
+
+    with engine.begin() as conn:
+        write(conn, notes[0].payload["snapshot_id"], notes, T0 + timedelta(hours=1))
+    assert SqlOutbox(engine).pending_count() == 1
