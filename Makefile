@@ -1,0 +1,52 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CONFIG ?= examples/monitor.yaml
+export SITEMAP_MONITOR_DATABASE_URL ?= sqlite:///./sitemap-monitor.db
+
+.PHONY: run demo test lint typecheck pytest bench install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed-run
+
+install: $(VENV)/.installed-run
+
+## run: install, migrate the embedded SQLite database, start the daemon on $(CONFIG)
+run: $(VENV)/.installed-run
+	$(BIN)/sitemap-monitor db upgrade
+	$(BIN)/sitemap-monitor run --config $(CONFIG)
+
+## demo: a local site whose sitemap changes every few seconds, and the daemon watching it
+demo: $(VENV)/.installed-run
+	$(BIN)/sitemap-monitor demo
+
+## test: lint, type-check, import contracts and the whole test suite
+test: $(VENV)/.installed-test lint typecheck pytest
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check monitor tests migrations
+	$(BIN)/lint-imports
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/mypy
+
+pytest: $(VENV)/.installed-test
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+## bench: the benchmark against advertools and ultimate-sitemap-parser (tests/benchmarks)
+bench:
+	bash tests/benchmarks/setup.sh
+	.venv-bench/bin/python tests/benchmarks/run.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .venv-bench .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,58 @@
+"""A sitemap site on the test HTTP server whose documents the test changes between checks."""
+
+from __future__ import annotations
+
+import hashlib
+from xml.sax.saxutils import escape
+
+from httpserver import Reply, Request, TestServer
+
+NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+
+
+def urlset(entries: dict[str, str | None]) -> bytes:
+    """A urlset document: loc -> lastmod (or None)."""
+    rows = []
+    for loc, lastmod in entries.items():
+        extra = f"<lastmod>{escape(lastmod)}</lastmod>" if lastmod else ""
+        rows.append(f"<url><loc>{escape(loc)}</loc>{extra}</url>")
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{NS}">'
+            + "".join(rows) + "</urlset>\n").encode()
+
+
+def index(children: list[str]) -> bytes:
+    """A sitemap index of these child URLs."""
+    rows = "".join(f"<sitemap><loc>{escape(c)}</loc></sitemap>" for c in children)
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="{NS}">{rows}'
+            "</sitemapindex>\n").encode()
+
+
+class Site:
+    """Documents by path, answered with an ETag and 304 to a matching If-None-Match."""
+
+    def __init__(self, server: TestServer) -> None:
+        self.server = server
+        self.docs: dict[str, bytes] = {}
+        self.status: dict[str, int] = {}
+        self.etags = True
+
+    def url(self, path: str) -> str:
+        """The absolute URL of a path on this site."""
+        return self.server.url(path)
+
+    def set(self, path: str, body: bytes) -> None:
+        """Serve ``body`` at ``path`` from now on."""
+        self.docs[path] = body
+        self.server.route(path, self._answer)
+
+    def _answer(self, request: Request) -> Reply:
+        if request.route in self.status:
+            return Reply(self.status[request.route], b"server error\n")
+        body = self.docs[request.route]
+        headers = {"Content-Type": "application/xml"}
+        if self.etags:
+            etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+            headers["ETag"] = etag
+            if request.headers.get("if-none-match") == etag:
+                return Reply(304, b"", headers)
+        return Reply(200, body, headers)

@@ -1,0 +1,183 @@
+"""`sitemap-monitor check` against a real local site, check after check, on both databases.
+
+Each step changes the site, runs the CLI exactly as a user does and asserts the exact counts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from monitor.cli import main
+from monitor.store.schema import changes, entries, targets
+from site_fixture import Site, index, urlset
+
+U = "https://example.test/"  # entries' locs: never fetched
+
+
+def check(capsys: pytest.CaptureFixture[str], url: str, db: str, *extra: str) -> tuple[int, Any]:
+    """Run the CLI's check; return its exit code and JSON."""
+    code = main(["check", url, "--database-url", db, "--json", *extra])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def counts(result: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
+    """(urls, invalid, added, removed, changed, newly invalid) of a check's JSON."""
+    new_invalid = sum(1 for c in result["changes"] if c["kind"] == "invalid")
+    return (result["urls"], result["invalid"], result["added"], result["removed"],
+            result["changed"], new_invalid)
+
+
+def outcomes(result: dict[str, Any]) -> dict[str, str]:
+    """Document path -> outcome."""
+    return {d["url"].rsplit("/", 1)[1]: d["outcome"] for d in result["documents"]}
+
+
+def rules(result: dict[str, Any]) -> set[str]:
+    """The rule ids reported by a check."""
+    return {i["rule"] for i in result["issues"]}
+
+
+def url_set_at(db: str, snapshot_id: int) -> set[str]:
+    """The target's URL set as of a snapshot, recovered from the entry versions."""
+    engine = create_engine(db)
+    e = entries.c
+    with engine.connect() as conn:
+        rows = conn.execute(select(e.loc).where(
+            e.first_snapshot_id <= snapshot_id,
+            (e.removed_snapshot_id.is_(None)) | (e.removed_snapshot_id > snapshot_id),
+        ))
+        found = {r.loc for r in rows}
+    engine.dispose()
+    return found
+
+
+def row_counts(db: str) -> tuple[int, int]:
+    """How many entry versions and change rows the database holds."""
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        result = (conn.execute(select(func.count()).select_from(entries)).scalar_one(),
+                  conn.execute(select(func.count()).select_from(changes)).scalar_one())
+    engine.dispose()
+    return result
+
+
+def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    db = database_url.replace("postgresql+psycopg://", "postgresql://")
+    a = {U + "1": "2024-01-01", U + "2": "2024-01-01"}
+    b = {U + "3": "2024-01-01"}
+    site.set("/index.xml", index([site.url("/a.xml"), site.url("/b.xml")]))
+    site.set("/a.xml", urlset(a))
+    site.set("/b.xml", urlset(b))
+    root = site.url("/index.xml")
+
+    # 1. First check: every URL is added.
+    code, r = check(capsys, root, db)
+    assert code == 0 and r["outcome"] == "ok"
+    assert counts(r) == (3, 0, 3, 0, 0, 0)
+    first = r["snapshot_id"]
+
+    # 2. An addition: the unchanged index and child answer 304.
+    a[U + "4"] = "2024-01-01"
+    site.set("/a.xml", urlset(a))
+    code, r = check(capsys, root, db)
+    assert code == 0 and counts(r) == (4, 0, 1, 0, 0, 0)
+    assert outcomes(r) == {"index.xml": "not_modified", "a.xml": "ok", "b.xml": "not_modified"}
+    assert [c["loc"] for c in r["changes"]] == [U + "4"]
+
+    # 3. A removal.
+    del a[U + "2"]
+    site.set("/a.xml", urlset(a))
+    code, r = check(capsys, root, db)
+    assert counts(r) == (3, 0, 0, 1, 0, 0)
+    assert r["changes"][0]["kind"] == "removed" and r["changes"][0]["loc"] == U + "2"
+
+    # 4. A lastmod change.
+    a[U + "1"] = "2024-06-01"
+    site.set("/a.xml", urlset(a))
+    code, r = check(capsys, root, db)
+    assert counts(r) == (3, 0, 0, 0, 1, 0)
+    change = r["changes"][0]
+    assert change["before"]["lastmod"] == "2024-01-01" and change["after"]["lastmod"] == "2024-06-01"
+
+    # 5. A new invalid entry: counted in invalid, not in urls, reported as `invalid`.
+    a[U + "5"] = "yesterday"
+    site.set("/a.xml", urlset(a))
+    code, r = check(capsys, root, db)
+    assert code == 0 and counts(r) == (3, 1, 0, 0, 0, 1)
+    assert "lastmod-invalid" in rules(r)
+    code, r = check(capsys, root, db, "--fail-on", "invalid")
+    assert code == 0, "no new invalid entry in an unchanged check"
+    before_failures = r["snapshot_id"]
+
+    # 6. HTTP 500 on the index: the check fails, nothing is removed.
+    site.status["/index.xml"] = 500
+    code, r = check(capsys, root, db)
+    assert code == 1 and r["outcome"] == "failed" and r["error"]["kind"] == "http-status"
+    assert counts(r) == (3, 1, 0, 0, 0, 0)
+    del site.status["/index.xml"]
+
+    # 7. A truncated child: that child fails, its URLs stay, nothing is removed.
+    good_a = site.docs["/a.xml"]
+    site.set("/a.xml", good_a[: len(good_a) // 2])
+    code, r = check(capsys, root, db)
+    assert code == 0 and counts(r) == (3, 1, 0, 0, 0, 0)
+    assert outcomes(r)["a.xml"] == "failed"
+    assert {"xml-malformed", "child-fetch-failed"} <= rules(r)
+    site.set("/a.xml", good_a)
+
+    # 8. 304 everywhere: unchanged, and no entry or change row is written.
+    code, r = check(capsys, root, db)  # reads a.xml again after the failure
+    rows = row_counts(db)
+    code, r = check(capsys, root, db)
+    assert r["outcome"] == "unchanged" and counts(r) == (3, 1, 0, 0, 0, 0)
+    assert set(outcomes(r).values()) == {"not_modified"}
+    assert row_counts(db) == rows
+
+    # 9. No ETags: the bodies are fetched, hashed and found unchanged; nothing parsed.
+    site.etags = False
+    code, r = check(capsys, root, db)
+    assert r["outcome"] == "unchanged" and set(outcomes(r).values()) == {"unchanged"}
+    assert row_counts(db) == rows
+    site.etags = True
+
+    # 10. A URL moves from b to a: neither added nor removed.
+    moved = b.pop(U + "3")
+    a[U + "3"] = moved
+    site.set("/a.xml", urlset(a))
+    site.set("/b.xml", urlset(b))
+    code, r = check(capsys, root, db)
+    assert counts(r) == (3, 1, 0, 0, 0, 0), r["changes"]
+
+    # ...and back again, the other order of documents.
+    b[U + "3"] = a.pop(U + "3")
+    site.set("/a.xml", urlset(a))
+    site.set("/b.xml", urlset(b))
+    code, r = check(capsys, root, db)
+    assert counts(r) == (3, 1, 0, 0, 0, 0), r["changes"]
+
+    # 11. A failed child: its URLs stay current.
+    site.status["/b.xml"] = 503
+    code, r = check(capsys, root, db)
+    assert code == 0 and counts(r) == (3, 1, 0, 0, 0, 0)
+    assert outcomes(r)["b.xml"] == "failed" and "child-fetch-failed" in rules(r)
+    del site.status["/b.xml"]
+
+    # 12. A child dropped from a complete index: its URLs are removed.
+    site.set("/index.xml", index([site.url("/a.xml")]))
+    code, r = check(capsys, root, db, "--fail-on", "removed")
+    assert code == 3 and counts(r) == (2, 1, 0, 1, 0, 0)
+    assert r["changes"][0]["loc"] == U + "3"
+
+    # History: the URL set at any past snapshot is recoverable.
+    assert url_set_at(db, first) == {U + "1", U + "2", U + "3"}
+    assert url_set_at(db, before_failures) == {U + "1", U + "3", U + "4", U + "5"}
+    assert url_set_at(db, r["snapshot_id"]) == {U + "1", U + "4", U + "5"}
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(targets)).scalar_one() == 1
+    engine.dispose()

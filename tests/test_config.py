@@ -1,0 +1,77 @@
+"""Configuration: every bad file in tests/data/config gives its one-line message (STYLE 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from monitor import __version__
+from monitor.cli import main
+from monitor.config import ConfigError, load, parse_duration, parse_ratio, parse_size
+
+DATA = Path(__file__).parent / "data" / "config"
+INVALID = sorted(DATA.glob("invalid-*.yaml"))
+
+
+def expected_message(path: Path) -> str:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect: "), f"{path.name} must say what it expects"
+    return first.removeprefix("# expect: ")
+
+
+@pytest.mark.parametrize("path", INVALID, ids=[p.stem for p in INVALID])
+def test_invalid_file_names_file_key_and_problem(path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(path, env={})
+    message = str(info.value)
+    assert message.startswith(str(path)), message
+    assert expected_message(path) in message
+    assert "\n" not in message
+
+
+def test_full_example_of_the_spec_loads() -> None:
+    cfg = load(DATA / "valid-full.yaml", env={"SLACK_WEBHOOK_URL": "https://hooks.slack/T/B/x",
+                                              "HOOK_SECRET": "s3cret"})
+    blog, shop = cfg.resolved_targets()
+    assert blog.settings.interval == 600 and shop.settings.interval == 900
+    assert shop.site and shop.url == "https://shop.example.com"
+    assert blog.settings.max_bytes == 50 * 2**20
+    assert blog.settings.user_agent == f"sitemap-monitor/{__version__}"
+    assert cfg.alerts.channels[2].secret == "s3cret"
+    assert cfg.alerts.rules[0].ratio == 0.05
+
+
+def test_secret_from_file(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("from-a-file\n")
+    (tmp_path / "c.yaml").write_text(
+        "alerts:\n  channels: [{name: h, type: webhook, url: https://h.example/x, "
+        "secret_file: secret}]\n"
+    )
+    assert load(tmp_path / "c.yaml", env={}).alerts.channels[0].secret == "from-a-file"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("15m", 900), ("1.5h", 5400),
+                                               ("250ms", 0.25), (12, 12), ("2d", 172800)])
+def test_durations(text: object, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_sizes_and_ratios() -> None:
+    assert parse_size("50MiB") == 50 * 2**20 and parse_size("10MB") == 10**7
+    assert parse_ratio("10%") == 0.1 and parse_ratio(0.25) == 0.25
+
+
+def test_config_check_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "check", "--config", str(DATA / "invalid-unknown-key.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("targets[0].intervall: unknown key") and "\n" not in err
+    assert main(["config", "check", "--config", "examples/monitor.yaml"]) == 0
+    assert "ok: 2 targets" in capsys.readouterr().out
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check"]) == 2
+    assert main(["check", "not-configured"]) == 2
+    assert "is not configured" in capsys.readouterr().err
+    assert main(["check", "https://example.test/s.xml", "--fail-on", "exploded"]) == 2
