@@ -1,0 +1,83 @@
+"""Run one command in its own process and measure it: wall, CPU (user+sys) and peak RSS.
+
+``os.wait4`` returns the rusage of exactly that child (and of the descendants it waited for), so
+``ru_maxrss`` is that run's peak and not the cumulative maximum of every child so far.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Measurement:
+    """What one run cost and what it printed."""
+
+    name: str
+    argv: list[str]
+    returncode: int
+    wall: float
+    cpu: float
+    peak_rss_mb: float
+    stdout: str
+    stderr: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User+system CPU seconds of a running process, from /proc (for the server's share)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    # Fields after the comm: state is [0], utime [11], stime [12].
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def run(
+    name: str,
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 1800.0,
+    cwd: str | None = None,
+) -> Measurement:
+    """Run ``argv`` to completion and measure it; stdout/stderr are captured to temp files."""
+    out_path = Path(f"/tmp/bench-{os.getpid()}-{name.replace(' ', '_')}.out")
+    err_path = out_path.with_suffix(".err")
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd)
+        deadline = started + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.01)
+        wall = time.perf_counter() - started
+    # Popen must not wait for a pid we have already reaped.
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    stdout = out_path.read_text(errors="replace")
+    stderr = err_path.read_text(errors="replace")
+    out_path.unlink(missing_ok=True)
+    err_path.unlink(missing_ok=True)
+    return Measurement(
+        name=name,
+        argv=argv,
+        returncode=proc.returncode,
+        wall=wall,
+        cpu=usage.ru_utime + usage.ru_stime,
+        peak_rss_mb=usage.ru_maxrss / 1024,  # Linux reports kilobytes
+        stdout=stdout,
+        stderr=stderr,
+    )

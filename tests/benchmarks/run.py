@@ -1,0 +1,306 @@
+"""The benchmark: sitemap-monitor against advertools, ultimate-sitemap-parser and lxml's floor.
+
+    .venv-bench/bin/python tests/benchmarks/run.py [--workload W1|W2] [--database sqlite|postgres]
+
+Without options it runs W1 and W2 on SQLite and PostgreSQL. Every measured run is its own process;
+the table gives wall and CPU seconds and the peak RSS of that process alone, and the issue's
+targets (issue 5) with PASS/FAIL. See README.md beside this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import harness
+import measure
+import workloads
+from harness import HERE, Server, child_env, database, monitor_cli, monitor_cli_works, serve
+from measure import Measurement
+
+EXPECTED_W1 = workloads.W1_CHILDREN * workloads.W1_URLS_PER_CHILD
+
+
+def _json_out(m: Measurement) -> dict[str, Any]:
+    text = m.stdout.strip()
+    if not text:
+        return {}
+    try:
+        data: dict[str, Any] = json.loads(text)
+    except json.JSONDecodeError:
+        data = json.loads(text.splitlines()[-1])
+    return data
+
+
+def _through(server: Server | None, name: str, argv: list[str], **kw: Any) -> Measurement:
+    """Measure one run; with a server, also what it served and the CPU it spent doing so."""
+    before = server.stats() if server else None
+    cpu0 = measure.proc_cpu_seconds(server.proc.pid) if server else 0.0
+    m = measure.run(name, argv, env=child_env(), **kw)
+    if server and before is not None:
+        after = server.stats()
+        m.extra["server_cpu"] = measure.proc_cpu_seconds(server.proc.pid) - cpu0
+        m.extra["http"] = (
+            f"{after['ok'] - before['ok']}/{after['not_modified'] - before['not_modified']}"
+        )
+    try:
+        m.extra["result"] = _json_out(m)
+    except (json.JSONDecodeError, IndexError):
+        m.extra["result"] = {}
+    if m.returncode not in (0, 3):
+        print(f"!! {name}: exit {m.returncode}\n{m.stderr[-3000:]}", file=sys.stderr)
+    return m
+
+
+def _check(server: Server, db: harness.Database, name: str, url: str) -> Measurement:
+    argv = [monitor_cli(), "check", url, "--database-url", db.url, "--json"]
+    m = _through(server, name, argv)
+    r = m.extra["result"]
+    m.extra["urls"] = r.get("urls")
+    m.extra["in_process"] = r.get("duration_seconds")
+    m.extra["summary"] = (
+        f"outcome={r.get('outcome')} added={r.get('added')} removed={r.get('removed')} "
+        f"changed={r.get('changed')} invalid={r.get('invalid')} "
+        f"issues={len(r.get('issues') or [])} "
+        f"docs={sorted((d.get('outcome') or '?') for d in r.get('documents') or [])}"
+    )
+    return m
+
+
+def _peer(server: Server | None, tool: str, *args: str) -> Measurement:
+    m = _through(server, tool, [sys.executable, str(HERE / "peers.py"), tool, *args], timeout=3600)
+    r = m.extra["result"]
+    m.extra["urls"] = r.get("urls")
+    m.extra["in_process"] = r.get("parse_seconds", r.get("in_process_seconds"))
+    return m
+
+
+def run_w1(data_dir: Path, kinds: list[str], *, peers: bool, profile: bool) -> dict[str, Any]:
+    """W1: three sitemap-monitor checks per database, the two peers and the floor."""
+    manifest = workloads.ensure("W1", data_dir)
+    print(f"W1: {manifest['urls']:,} URLs, {int(manifest['bytes']) / 1e6:.1f} MB in {data_dir}")
+    files = [str(p) for p in workloads.w1_child_files(data_dir)]
+    out: dict[str, Any] = {"floor": _peer(None, "floor", *files), "checks": {}}
+    _progress(out["floor"])
+    with serve(data_dir, "w1") as server:
+        url = f"{server.origin}/w1/sitemap_index.xml"
+        for kind in kinds:
+            with database(kind) as db:
+                harness.upgrade(db)
+                first = _check(server, db, f"first check [{kind}]", url)
+                _progress(first)
+                again = _check(server, db, f"re-check, unchanged [{kind}]", url)
+                _progress(again)
+                server.variant("w1prime")
+                changed = _check(server, db, f"re-check, 1 child changed [{kind}]", url)
+                _progress(changed)
+                server.variant("base")
+                out["checks"][kind] = (first, again, changed)
+        if peers:
+            for tool in ("advertools", "usp"):
+                out[tool] = _peer(server, tool, url)
+                _progress(out[tool])
+        if profile:
+            out["profile"] = _profile(server, url)
+    return out
+
+
+def _profile(server: Server, url: str) -> dict[str, Any]:
+    """pyinstrument over the first check and the unchanged re-check (SQLite)."""
+    result = {}
+    with database("sqlite") as db:
+        harness.upgrade(db)
+        for step in ("first", "recheck"):
+            prefix = f"/tmp/sitemap-monitor-bench-profile-{step}"
+            argv = [
+                sys.executable,
+                str(HERE / "profile_check.py"),
+                prefix,
+                "--",
+                "check",
+                url,
+                "--database-url",
+                db.url,
+                "--json",
+            ]
+            m = measure.run(f"profile {step}", argv, env=child_env(), cwd=str(harness.ROOT))
+            try:
+                result[step] = json.loads(m.stdout.strip().splitlines()[-1])
+                result[step]["html"] = prefix + ".html"
+            except (json.JSONDecodeError, IndexError):
+                result[step] = {"error": m.stderr[-2000:]}
+    return result
+
+
+def _progress(m: Measurement) -> None:
+    print(
+        f"   {m.name:<38} {m.wall:8.2f} s wall {m.cpu:8.2f} s cpu {m.peak_rss_mb:8.1f} MB"
+        f"  urls={m.extra.get('urls')}  {m.extra.get('summary', '')}",
+        flush=True,
+    )
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def report_w1(out: dict[str, Any]) -> list[str]:
+    """The table of figures and the targets, as Markdown (the README pastes it)."""
+    lines = [
+        "| run | URLs | wall s | CPU s | peak RSS MB | in-process s | server CPU s "
+        "| HTTP 200/304 | wall vs first check |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    checks: dict[str, tuple[Measurement, ...]] = out["checks"]
+    base = next(iter(checks.values()))[0] if checks else None
+    rows: list[Measurement] = [m for trio in checks.values() for m in trio]
+    rows += [out[k] for k in ("floor", "advertools", "usp") if k in out]
+    for m in rows:
+        # Checks compare with the first check on the same database, peers with the first one run.
+        ref = checks[_kind(m)][0] if _kind(m) in checks else base
+        ratio = f"{m.wall / ref.wall:.2f}x" if ref else "-"
+        lines.append(
+            f"| {_label(m.name)} | {m.extra.get('urls')} | {m.wall:.2f} | {m.cpu:.2f} | "
+            f"{m.peak_rss_mb:.0f} | {_fmt(m.extra.get('in_process'))} | "
+            f"{_fmt(m.extra.get('server_cpu'))} | {m.extra.get('http', '-')} | {ratio} |"
+        )
+    lines += [
+        "",
+        "| target (issue 5) | database | measured | limit | result |",
+        "|---|---|---|---|---|",
+    ]
+    for kind, (first, again, changed) in checks.items():
+        target = functools.partial(_target, lines, kind)
+        for peer, label, limit in (("advertools", "advertools", 0.5), ("usp", "USP", 0.25)):
+            if peer in out:
+                target(f"first check wall / {label} wall", first.wall / out[peer].wall, limit)
+        target("first check wall / lxml floor wall", first.wall / out["floor"].wall, 2.5)
+        target("first check peak RSS", first.peak_rss_mb, 150, "MB")
+        fi, ai, ci = (m.extra.get("in_process") for m in (first, again, changed))
+        target(
+            "unchanged re-check / first, in-process (duration_seconds)",
+            ai / fi if ai is not None and fi else None,
+            0.01,
+        )
+        target("unchanged re-check / first, process wall", again.wall / first.wall, 0.01)
+        target("1-child re-check / first, process wall", changed.wall / first.wall, 0.15)
+        target(
+            "1-child re-check / first, in-process", ci / fi if ci is not None and fi else None, 0.15
+        )
+    return lines
+
+
+def _target(
+    lines: list[str], kind: str, what: str, value: float | None, limit: float, unit: str = "x"
+) -> None:
+    ok = value is not None and value <= limit
+    shown = "-" if value is None else (f"{value:.3f}x" if unit == "x" else f"{value:.0f} {unit}")
+    limit_s = f"{limit}{unit}" if unit == "x" else f"{limit:.0f} {unit}"
+    lines.append(f"| {what} | {kind} | {shown} | {limit_s} | {'PASS' if ok else 'FAIL'} |")
+
+
+def _kind(m: Measurement) -> str:
+    return m.name.rsplit("[", 1)[-1].rstrip("]") if "[" in m.name else ""
+
+
+def _label(name: str) -> str:
+    labels = {
+        "floor": "lxml etree.fromstring floor (10 files from disk, no HTTP)",
+        "advertools": "advertools sitemap_to_df",
+        "usp": "ultimate-sitemap-parser all_pages()",
+    }
+    return labels.get(name, f"sitemap-monitor {name}")
+
+
+def report_profile(profile: dict[str, Any]) -> list[str]:
+    """The hotspots of the profiled checks, for the lead."""
+    lines = []
+    for step, data in profile.items():
+        if "error" in data:
+            lines += [f"profile {step}: failed", data["error"]]
+            continue
+        lines += [
+            "",
+            f"Profile of the {step} check ({data['seconds']} s in-process; {data['html']}):",
+            "| self time: function | module | % |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {r['function']} | {r['module']} | {r['percent']} |" for r in data["self"][:15]
+        ]
+        lines += [
+            "",
+            "| inclusive, sitemap-monitor's own: function | module | % |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {r['function']} | {r['module']} | {r['percent']} |"
+            for r in data["ours_inclusive"][:15]
+        ]
+    return lines
+
+
+def main() -> None:
+    """Parse options, run the chosen workloads and print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", choices=["W1", "W2"], action="append")
+    parser.add_argument("--database", choices=["sqlite", "postgres"], action="append")
+    parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())
+    parser.add_argument("--no-peers", action="store_true", help="skip advertools and USP")
+    parser.add_argument("--profile", action="store_true", help="pyinstrument the W1 checks")
+    parser.add_argument(
+        "--wait-for-cli",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="poll until 'sitemap-monitor check --help' works",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=16, help="W2 daemon scheduler concurrency"
+    )
+    parser.add_argument("--results", type=Path, help="also write the figures here as JSON")
+    args = parser.parse_args()
+    workload_names = args.workload or ["W1", "W2"]
+    kinds = args.database or ["sqlite", "postgres"]
+    print(
+        f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
+        f"python {sys.version.split()[0]}"
+    )
+    deadline = time.monotonic() + args.wait_for_cli
+    while not monitor_cli_works():
+        if time.monotonic() >= deadline:
+            raise SystemExit(f"'{monitor_cli()} check --help' does not work yet")
+        time.sleep(30)
+    lines: list[str] = []
+    results: dict[str, Any] = {}
+    if "W1" in workload_names:
+        w1 = run_w1(args.data_dir, kinds, peers=not args.no_peers, profile=args.profile)
+        lines += ["", "W1: index of 10 x 50,000 URLs", *report_w1(w1)]
+        if "profile" in w1:
+            lines += report_profile(w1["profile"])
+        results["W1"] = w1
+    if "W2" in workload_names:
+        import daemon
+
+        w2 = daemon.run_w2(args.data_dir, kinds, concurrency=args.concurrency)
+        lines += ["", "W2: 1,000 targets x 1,000 URLs, the daemon", *daemon.report(w2)]
+        results["W2"] = w2
+    print("\n".join(lines))
+    if args.results:
+        args.results.write_text(json.dumps(results, default=_serialise, indent=1))
+
+
+def _serialise(value: object) -> object:
+    if isinstance(value, Measurement):
+        return {k: v for k, v in vars(value).items() if k not in ("stdout", "stderr")}
+    return str(value)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Deterministic benchmark workloads, generated once and cached on disk.
+
+W1: a sitemap index of 10 children x 50,000 URLs (about 95 MB), realistic entries: W3C datetimes
+of several shapes, changefreq, priority, ``&amp;`` in query strings, image extension entries.
+W1': the same with 500 URLs of one child given a new lastmod (and that child's index lastmod).
+W2: 1,000 independent targets of 1,000 URLs each.
+
+Every URL is written with the placeholder authority ``127.0.0.1:00000``; the server swaps in its
+real port (always five digits, so the byte counts never change) when it loads the files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+# Bump when the generator's output changes, so a stale cache is never measured.
+GENERATOR_VERSION = 3
+SEED = 20241121
+PLACEHOLDER = b"127.0.0.1:00000"
+ORIGIN = "http://" + PLACEHOLDER.decode()
+
+W1_CHILDREN = 10
+W1_URLS_PER_CHILD = 50_000
+W1_CHANGED_CHILD = 3  # 1-based: sitemap-03.xml changes in W1'
+W1_CHANGED_URLS = 500
+W2_TARGETS = 1_000
+W2_URLS_PER_TARGET = 1_000
+
+_SITEMAP_NS = (
+    'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+    'xmlns:image="http://www.google.com/schemas/sitemap-image/1.1"'
+)
+_CATEGORIES = [
+    "shoes",
+    "running-shoes",
+    "jackets",
+    "outdoor-gear",
+    "kitchen",
+    "garden-tools",
+    "electronics",
+    "smartphones",
+    "laptops",
+    "home-decor",
+    "toys",
+    "books",
+    "sport",
+    "beauty",
+    "health",
+    "pet-supplies",
+    "office",
+    "furniture",
+    "lighting",
+    "jewellery",
+]
+_WORDS = [
+    "classic",
+    "premium",
+    "ultra",
+    "light",
+    "comfort",
+    "pro",
+    "eco",
+    "vintage",
+    "compact",
+    "deluxe",
+    "sport",
+    "smart",
+    "mini",
+    "max",
+    "organic",
+    "steel",
+    "leather",
+    "cotton",
+    "wireless",
+    "waterproof",
+    "edition",
+    "series",
+    "original",
+    "urban",
+    "alpine",
+]
+_CHANGEFREQ = ["daily", "weekly", "weekly", "monthly", "monthly", "monthly", "yearly", "hourly"]
+_PRIORITY = ["0.3", "0.5", "0.5", "0.6", "0.7", "0.8", "0.8", "0.9", "1.0"]
+
+
+def default_data_dir() -> Path:
+    """Where workloads are cached unless ``--data-dir`` says otherwise."""
+    return Path(os.environ.get("BENCH_DATA_DIR") or tempfile.gettempdir()) / "sitemap-monitor-bench"
+
+
+def _lastmod(rng: random.Random, year: int) -> str:
+    # The mix real CMSs write: full datetimes with Z or an offset, seconds fractions, bare dates.
+    month, day = rng.randint(1, 12), rng.randint(1, 28)
+    hh, mm, ss = rng.randint(0, 23), rng.randint(0, 59), rng.randint(0, 59)
+    shape = rng.random()
+    if shape < 0.55:
+        return f"{year}-{month:02d}-{day:02d}T{hh:02d}:{mm:02d}:{ss:02d}+00:00"
+    if shape < 0.75:
+        return f"{year}-{month:02d}-{day:02d}T{hh:02d}:{mm:02d}:{ss:02d}Z"
+    if shape < 0.85:
+        ms = rng.randint(0, 999)
+        return f"{year}-{month:02d}-{day:02d}T{hh:02d}:{mm:02d}:{ss:02d}.{ms:03d}+02:00"
+    if shape < 0.95:
+        return f"{year}-{month:02d}-{day:02d}"
+    return f"{year}-{month:02d}-{day:02d}T{hh:02d}:{mm:02d}-05:00"
+
+
+@dataclass
+class _Url:
+    loc: str  # already XML-escaped
+    lastmod: str
+    changefreq: str
+    priority: str
+    image: str | None
+
+
+def _urls(rng: random.Random, base: str, count: int, prefix: str) -> list[_Url]:
+    out = []
+    for n in range(count):
+        category = rng.choice(_CATEGORIES)
+        slug = "-".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 3)))
+        loc = f"{base}/{category}/{slug}-{prefix}{n:06d}"
+        query = rng.random()
+        if query < 0.12:
+            loc += f"?colour={rng.choice(_WORDS)}&amp;size={rng.randint(36, 46)}"
+        elif query < 0.18:
+            loc += f"?ref=sitemap&amp;variant={rng.randint(1, 9)}&amp;lang=en"
+        image = None
+        if rng.random() < 0.1:
+            image = f"{base}/media/{prefix}{n:06d}/{rng.choice(_WORDS)}.jpg"
+        out.append(
+            _Url(
+                loc=loc,
+                lastmod=_lastmod(rng, rng.choice((2022, 2023, 2024))),
+                changefreq=rng.choice(_CHANGEFREQ),
+                priority=rng.choice(_PRIORITY),
+                image=image,
+            )
+        )
+    return out
+
+
+def _urlset(urls: list[_Url]) -> bytes:
+    parts = [f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {_SITEMAP_NS}>\n']
+    for u in urls:
+        image = f"<image:image><image:loc>{u.image}</image:loc></image:image>" if u.image else ""
+        # One line per URL, as most generators write it (and the size the issue names).
+        parts.append(
+            f"<url><loc>{u.loc}</loc><lastmod>{u.lastmod}</lastmod>"
+            f"<changefreq>{u.changefreq}</changefreq><priority>{u.priority}</priority>"
+            f"{image}</url>\n"
+        )
+    parts.append("</urlset>\n")
+    return "".join(parts).encode()
+
+
+def _index(children: list[tuple[str, str]]) -> bytes:
+    parts = [
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+    ]
+    for loc, lastmod in children:
+        parts.append(
+            f"\t<sitemap>\n\t\t<loc>{loc}</loc>\n\t\t<lastmod>{lastmod}</lastmod>\n\t</sitemap>\n"
+        )
+    parts.append("</sitemapindex>\n")
+    return "".join(parts).encode()
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _generate_w1(root: Path) -> dict[str, object]:
+    rng = random.Random(SEED)
+    child_lastmods = []
+    total = 0
+    for c in range(1, W1_CHILDREN + 1):
+        urls = _urls(rng, f"{ORIGIN}/w1", W1_URLS_PER_CHILD, f"{c:02d}")
+        body = _urlset(urls)
+        total += len(body)
+        _write(root / "w1" / f"sitemap-{c:02d}.xml", body)
+        child_lastmods.append(f"2024-11-{c:02d}T08:00:00+00:00")
+        if c == W1_CHANGED_CHILD:
+            # W1': every 100th URL of this child gets a newer lastmod, nothing else moves.
+            step = W1_URLS_PER_CHILD // W1_CHANGED_URLS
+            for i in range(0, W1_URLS_PER_CHILD, step):
+                urls[i].lastmod = f"2024-11-20T12:{i % 60:02d}:00+00:00"
+            _write(root / "w1prime" / f"sitemap-{c:02d}.xml", _urlset(urls))
+    index = [(f"{ORIGIN}/w1/sitemap-{c:02d}.xml", lm) for c, lm in enumerate(child_lastmods, 1)]
+    _write(root / "w1" / "sitemap_index.xml", _index(index))
+    index[W1_CHANGED_CHILD - 1] = (index[W1_CHANGED_CHILD - 1][0], "2024-11-20T12:00:00+00:00")
+    _write(root / "w1prime" / "sitemap_index.xml", _index(index))
+    return {"urls": W1_CHILDREN * W1_URLS_PER_CHILD, "bytes": total}
+
+
+def _generate_w2(root: Path) -> dict[str, object]:
+    rng = random.Random(SEED + 2)
+    total = 0
+    for t in range(1, W2_TARGETS + 1):
+        body = _urlset(_urls(rng, f"{ORIGIN}/w2/t{t:04d}", W2_URLS_PER_TARGET, f"{t:04d}"))
+        total += len(body)
+        _write(root / "w2" / f"t{t:04d}" / "sitemap.xml", body)
+    return {"targets": W2_TARGETS, "urls": W2_TARGETS * W2_URLS_PER_TARGET, "bytes": total}
+
+
+_GENERATORS = {"W1": _generate_w1, "W2": _generate_w2}
+
+
+def ensure(workload: str, data_dir: Path) -> dict[str, object]:
+    """Generate ``workload`` under ``data_dir`` unless a matching cached copy is there."""
+    stamp = data_dir / f"{workload}.manifest.json"
+    key = hashlib.sha256(
+        f"{GENERATOR_VERSION}:{SEED}:{Path(__file__).read_bytes().hex()}".encode()
+    ).hexdigest()[:16]
+    if stamp.exists():
+        manifest: dict[str, object] = json.loads(stamp.read_text())
+        if manifest.get("key") == key:
+            return manifest
+    data_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {"workload": workload, "key": key, **_GENERATORS[workload](data_dir)}
+    _write(stamp, json.dumps(manifest).encode())
+    return manifest
+
+
+def w1_child_files(data_dir: Path) -> list[Path]:
+    """The 10 child sitemaps of W1 on disk, in order (the floor parses these)."""
+    return [data_dir / "w1" / f"sitemap-{c:02d}.xml" for c in range(1, W1_CHILDREN + 1)]
+
+
+if __name__ == "__main__":
+    import sys
+    import time
+
+    where = default_data_dir()
+    for name in sys.argv[1:] or ["W1", "W2"]:
+        started = time.perf_counter()
+        print(name, ensure(name, where), f"{time.perf_counter() - started:.1f}s", where)
