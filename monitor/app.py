@@ -27,6 +27,7 @@ from sqlalchemy import Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
 from monitor import __version__, api, config, log, pipeline
+from monitor.alerts.outbox import Deliverer
 from monitor.errors import ConfigError, MonitorError, SchemaError
 from monitor.fetch import Fetcher
 from monitor.metrics import Metrics
@@ -34,6 +35,7 @@ from monitor.model import CheckResult
 from monitor.scheduler import Scheduler, utcnow
 from monitor.store import daemon as store
 from monitor.store import db
+from monitor.store.outbox import SqlOutbox
 
 __all__ = ["parse_listen", "run"]
 
@@ -117,6 +119,43 @@ class _State:
     config_path: str | None
 
 
+class _Delivery:
+    """The outbox's delivery loop, restartable when a reload changes the channels."""
+
+    def __init__(self, engine: Engine, owner: str, metrics: Metrics) -> None:
+        self._outbox = SqlOutbox(engine)
+        self._owner = owner
+        self._metrics = metrics
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, alerts: config.Alerts) -> None:
+        """Deliver with these channels until ``stop``."""
+        self._stop = asyncio.Event()
+        # SqlOutbox's mark_* take its own row type where the Protocol names ClaimedRow
+        # (parameters are contravariant): the rows it gets back are its own, so this holds.
+        deliverer = Deliverer(
+            alerts.channels, self._outbox,  # type: ignore[arg-type]
+            owner=self._owner, delivery=alerts.delivery, on_result=self._metrics.alert_result)
+        self._task = asyncio.create_task(deliverer.run(self._stop))
+
+    async def stop(self) -> None:
+        """Finish the send in progress and stop."""
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def refresh_pending(self) -> None:
+        """Update the alerts_pending gauge (before each scrape)."""
+        try:
+            count = await asyncio.to_thread(self._outbox.pending_count)
+        except Exception as exc:  # noqa: BLE001 - a scrape must not fail on an outage
+            logger.warning("cannot count pending notifications", error=str(exc))
+            return
+        self._metrics.set_alerts_pending(count)
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its own signal handling: the daemon handles SIGTERM itself."""
 
@@ -190,10 +229,13 @@ async def _serve(state: _State, engine: Engine, sock: socket.socket, url: str) -
             urls=gauges.urls, invalid=gauges.invalid, issue_counts=gauges.issue_counts,
             documents=gauges.documents)
 
+    delivery = _Delivery(engine, owner, metrics)
+    delivery.start(cfg.alerts)
     app = api.create_app(
         engine=engine, registry=registry,
         alive=lambda: scheduler.running,
         configured=scheduler.target_names,
+        on_scrape=delivery.refresh_pending,
     )
     server = _Server(uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3))
@@ -208,7 +250,7 @@ async def _serve(state: _State, engine: Engine, sock: socket.socket, url: str) -
         stop.set()
 
     def on_hup() -> None:
-        task = asyncio.create_task(_reload(state, scheduler, metrics))
+        task = asyncio.create_task(_reload(state, scheduler, metrics, delivery))
         reloads.add(task)
         task.add_done_callback(reloads.discard)
 
@@ -232,6 +274,7 @@ async def _serve(state: _State, engine: Engine, sock: socket.socket, url: str) -
     stopped_by.cancel()
 
     cancelled = await scheduler.stop(cfg.scheduler.shutdown_grace)
+    await delivery.stop()
     server.should_exit = True
     with contextlib.suppress(asyncio.CancelledError):
         await serving
@@ -242,7 +285,9 @@ async def _serve(state: _State, engine: Engine, sock: socket.socket, url: str) -
     return code
 
 
-async def _reload(state: _State, scheduler: Scheduler, metrics: Metrics) -> None:
+async def _reload(
+    state: _State, scheduler: Scheduler, metrics: Metrics, delivery: _Delivery
+) -> None:
     """SIGHUP: re-read the configuration; a bad one is refused and the old one stays."""
     if state.config_path is None:
         logger.warning("reload ignored: the daemon runs without a configuration file")
@@ -264,6 +309,9 @@ async def _reload(state: _State, scheduler: Scheduler, metrics: Metrics) -> None
         metrics.config_reloaded(False)
         logger.error("configuration reload failed", error=str(exc))
         return
+    if new.alerts != old.alerts:
+        await delivery.stop()
+        delivery.start(new.alerts)
     state.cfg = new
     for channel in new.alerts.channels:
         metrics.add_channel(channel.name)
@@ -277,6 +325,5 @@ def _needs_restart(old: config.Config, new: config.Config) -> list[str]:
         "listen": (old.listen, new.listen),
         "scheduler": (old.scheduler, new.scheduler),
         "defaults.user_agent": (old.defaults.user_agent, new.defaults.user_agent),
-        "alerts.channels": (old.alerts.channels, new.alerts.channels),
     }
     return [key for key, (a, b) in keys.items() if a != b]

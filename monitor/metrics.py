@@ -20,8 +20,8 @@ from monitor.model import CHANGE_KINDS, CHECK_OUTCOMES, DOCUMENT_OUTCOMES, RULES
 __all__ = ["ALERT_OUTCOMES", "PREFIX", "Metrics"]
 
 PREFIX = "sitemap_monitor"
-# What the outbox reports per delivery attempt; other outcomes are accepted as they come.
-ALERT_OUTCOMES = ("delivered", "retry", "failed")
+# What the outbox's Deliverer reports per attempt (alerts.outbox.Outcome).
+ALERT_OUTCOMES = ("sent", "retry", "failed", "expired")
 # Checks take from milliseconds (a 304) to minutes (a 50,000-child index).
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 

@@ -175,13 +175,13 @@ def last_gauges(engine: Engine, names: Iterable[str]) -> list[TargetGauges]:
             select(targets.c.name, s.finished_at)
             .join(ok, ok.c.target_id == targets.c.id)
             .join(snapshots, s.id == ok.c.id)
-        ).tuples().all())
+        ).all())
         by_snapshot: dict[int, dict[str, int]] = {}
         doc_rows = conn.execute(
             select(documents.c.snapshot_id, documents.c.outcome, func.count())
             .join(last, last.c.id == documents.c.snapshot_id)
             .group_by(documents.c.snapshot_id, documents.c.outcome)
-        ).tuples().all()
+        ).all()
         for snapshot_id, outcome, count in doc_rows:
             by_snapshot.setdefault(snapshot_id, {})[outcome] = count
         out = []

@@ -1,0 +1,77 @@
+"""Fixtures of the daemon's tests: migrated databases and rows written as a check would."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import Engine, insert
+
+from databases import database_url  # noqa: F401 - the fixture, SQLite and PostgreSQL
+from monitor.store import db
+from monitor.store.schema import changes, documents, snapshots, targets
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:  # noqa: F811 - the imported fixture
+    """A migrated database, once on SQLite and once on PostgreSQL."""
+    eng = db.make_engine(database_url)
+    db.upgrade(eng)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: object) -> Iterator[Engine]:
+    """A migrated SQLite file."""
+    eng = db.make_engine(f"sqlite:///{tmp_path}/monitor.db")
+    db.upgrade(eng)
+    yield eng
+    eng.dispose()
+
+
+def add_target(engine: Engine, name: str, url: str = "http://127.0.0.1/sitemap.xml") -> int:
+    """Insert a target row; return its id."""
+    with engine.begin() as conn:
+        return int(conn.execute(
+            insert(targets).values(name=name, url=url, created_at=T0).returning(targets.c.id)
+        ).scalar_one())
+
+
+def add_snapshot(
+    engine: Engine,
+    target_id: int,
+    *,
+    at: datetime = T0,
+    outcome: str = "ok",
+    urls: int = 0,
+    invalid: int = 0,
+    issue_counts: dict[str, int] | None = None,
+    docs: tuple[str, ...] = ("ok",),
+    change_list: tuple[tuple[str, str], ...] = (),
+) -> int:
+    """Insert a snapshot with documents of these outcomes and these (kind, loc) changes."""
+    with engine.begin() as conn:
+        snapshot_id = int(conn.execute(
+            insert(snapshots).values(
+                target_id=target_id, started_at=at, finished_at=at + timedelta(seconds=1),
+                outcome=outcome, urls=urls, invalid=invalid,
+                added=sum(k == "added" for k, _ in change_list),
+                removed=sum(k == "removed" for k, _ in change_list),
+                issue_counts=json.dumps(issue_counts or {}),
+                error_kind="http-status" if outcome == "failed" else None,
+                error_message="HTTP 500" if outcome == "failed" else None,
+            ).returning(snapshots.c.id)
+        ).scalar_one())
+        for i, doc_outcome in enumerate(docs):
+            conn.execute(insert(documents).values(
+                snapshot_id=snapshot_id, url=f"http://127.0.0.1/doc{i}.xml", outcome=doc_outcome))
+        for kind, loc in change_list:
+            conn.execute(insert(changes).values(
+                snapshot_id=snapshot_id, target_id=target_id, kind=kind, loc=loc,
+                after=json.dumps({"lastmod": None}) if kind != "removed" else None))
+    return snapshot_id

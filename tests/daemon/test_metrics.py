@@ -1,0 +1,142 @@
+"""The metrics of SPEC 8 on a fresh registry: label sets, observe, restore, promtool."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from datetime import UTC, datetime
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from monitor import __version__
+from monitor.metrics import Metrics
+from monitor.model import RULES, CheckResult, DocumentResult, Issue
+
+WHEN = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+P = "sitemap_monitor"
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    """One sample's value."""
+    return registry.get_sample_value(f"{P}_{name}", labels)
+
+
+def promtool_problems(exposition: bytes) -> str:
+    """What ``promtool check metrics`` says about an exposition (empty when clean)."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have promtool (Debian package 'prometheus')")
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    done = subprocess.run(
+        [promtool, "check", "metrics"], input=exposition, capture_output=True, timeout=30,
+        check=False)
+    return (done.stdout + done.stderr).decode().strip()
+
+
+def test_label_sets_exist_before_any_check() -> None:
+    registry = CollectorRegistry()
+    Metrics(registry, ["shop", "blog"], ["ops"])
+    for target in ("shop", "blog"):
+        assert value(registry, "checks_total", target=target, outcome="failed") == 0
+        assert value(registry, "changes_total", target=target, kind="removed") == 0
+        assert value(registry, "issues", target=target, rule="lastmod-invalid") == 0
+        assert value(registry, "documents", target=target, outcome="not_modified") == 0
+        assert value(registry, "urls", target=target) == 0
+        assert value(registry, "check_duration_seconds_count", target=target) == 0
+    assert value(registry, "alerts_total", channel="ops", outcome="sent") == 0
+    assert value(registry, "alerts_pending") == 0
+    assert value(registry, "build_info", version=__version__) == 1
+
+
+def test_observe_sets_gauges_and_counts() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry, ["shop"], [])
+    result = CheckResult(
+        target="shop", url="http://127.0.0.1/s.xml", outcome="ok", snapshot_id=3, urls=10,
+        invalid=2, added=10, removed=1, changed=4, invalid_new=2, fetched_bytes=1234,
+        duration_seconds=0.7,
+        documents=[DocumentResult("http://127.0.0.1/a", "ok"),
+                   DocumentResult("http://127.0.0.1/b", "unchanged"),
+                   DocumentResult("http://127.0.0.1/c", "unchanged")],
+        issues=[Issue("lastmod-invalid", "bad"), Issue("lastmod-invalid", "bad"),
+                Issue("loc-duplicate", "twice")],
+    )
+    m.observe(result, "shop", finished_at=WHEN)
+    assert value(registry, "checks_total", target="shop", outcome="ok") == 1
+    assert value(registry, "urls", target="shop") == 10
+    assert value(registry, "invalid_urls", target="shop") == 2
+    assert value(registry, "changes_total", target="shop", kind="added") == 10
+    assert value(registry, "changes_total", target="shop", kind="invalid") == 2
+    assert value(registry, "issues", target="shop", rule="lastmod-invalid") == 2
+    assert value(registry, "issues", target="shop", rule="loc-duplicate") == 1
+    assert value(registry, "documents", target="shop", outcome="unchanged") == 2
+    assert value(registry, "fetched_bytes_total", target="shop") == 1234
+    assert value(registry, "last_success_timestamp_seconds", target="shop") == WHEN.timestamp()
+    assert value(registry, "check_duration_seconds_sum", target="shop") == pytest.approx(0.7)
+    # The stored issue counts win over the issues one check happened to report.
+    m.observe(result, "shop", issue_counts={"priority-invalid": 5}, finished_at=WHEN)
+    assert value(registry, "issues", target="shop", rule="priority-invalid") == 5
+    assert value(registry, "issues", target="shop", rule="lastmod-invalid") == 0
+
+
+def test_a_failed_check_keeps_the_last_success_and_unstored_counts() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry, ["shop"], [])
+    m.restore("shop", last_check=WHEN, last_success=WHEN, urls=7, invalid=1,
+              issue_counts={}, documents={"ok": 1})
+    later = datetime(2024, 5, 1, 13, 0, tzinfo=UTC)
+    crashed = CheckResult(target="shop", url="u", outcome="failed", error_kind="internal")
+    m.observe(crashed, "shop", finished_at=later)
+    assert value(registry, "checks_total", target="shop", outcome="failed") == 1
+    assert value(registry, "last_check_timestamp_seconds", target="shop") == later.timestamp()
+    assert value(registry, "last_success_timestamp_seconds", target="shop") == WHEN.timestamp()
+    assert value(registry, "urls", target="shop") == 7
+
+
+def test_restore_and_dropping_a_target() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry, ["shop", "old"], [])
+    m.restore("shop", last_check=WHEN, last_success=None, urls=50, invalid=3,
+              issue_counts={"loc-too-long": 3}, documents={"failed": 1, "ok": 2})
+    assert value(registry, "urls", target="shop") == 50
+    assert value(registry, "issues", target="shop", rule="loc-too-long") == 3
+    assert value(registry, "documents", target="shop", outcome="ok") == 2
+    assert value(registry, "last_check_timestamp_seconds", target="shop") == WHEN.timestamp()
+    m.set_targets(["shop", "new"])
+    assert value(registry, "urls", target="old") is None
+    assert value(registry, "urls", target="new") == 0
+    assert value(registry, "urls", target="shop") == 50
+
+
+def test_alerts_and_reload_metrics() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry, [], ["ops"])
+    m.alert_result("ops", "retry")
+    m.alert_result("ops", "sent")
+    m.set_alerts_pending(4)
+    m.config_reloaded(True, WHEN)
+    m.config_reloaded(False)
+    assert value(registry, "alerts_total", channel="ops", outcome="retry") == 1
+    assert value(registry, "alerts_pending") == 4
+    assert value(registry, "config_last_reload_successful") == 0
+    assert value(registry, "config_last_reload_success_timestamp_seconds") == WHEN.timestamp()
+
+
+def test_promtool_finds_nothing_to_say() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry, ["shop"], ["ops"])
+    m.observe(CheckResult(target="shop", url="u", outcome="ok", snapshot_id=1, urls=3),
+              "shop", finished_at=WHEN)
+    exposition = generate_latest(registry)
+    assert len(RULES) * 1 <= exposition.count(b'rule="')
+    assert promtool_problems(exposition) == ""
+
+
+def test_promtool_would_notice_a_bad_metric() -> None:
+    # The check above can fail: promtool does speak up on a badly named metric.
+    bad = b"# HELP sitemap_monitor_latency_ms x\n# TYPE sitemap_monitor_latency_ms counter\n" \
+          b"sitemap_monitor_latency_ms 1\n"
+    assert promtool_problems(bad) != ""

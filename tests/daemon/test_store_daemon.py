@@ -1,0 +1,136 @@
+"""The daemon's queries on SQLite and PostgreSQL alike: claims, leases, gauges, API pages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from conftest import T0, add_snapshot, add_target
+from sqlalchemy import Engine, select
+
+from monitor.store import daemon as store
+from monitor.store.schema import targets
+
+
+def test_upsert_creates_once_and_follows_url_changes(engine: Engine) -> None:
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/a.xml"), ("b", "http://127.0.0.1/b")], T0)
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/new.xml")], T0)
+    with engine.connect() as conn:
+        rows = dict(conn.execute(select(targets.c.name, targets.c.url)).all())
+    assert rows == {"a": "http://127.0.0.1/new.xml", "b": "http://127.0.0.1/b"}
+
+
+def test_only_one_owner_claims_a_due_target(engine: Engine) -> None:
+    add_target(engine, "a")
+    assert store.claim(engine, "a", "r1", T0, lease=60, interval=10)
+    # Leased and no longer due: nobody else, not even the holder, gets it again.
+    assert not store.claim(engine, "a", "r2", T0, lease=60, interval=10)
+    assert not store.claim(engine, "a", "r1", T0, lease=60, interval=10)
+
+
+def test_a_released_target_is_claimable_when_due_again(engine: Engine) -> None:
+    add_target(engine, "a")
+    assert store.claim(engine, "a", "r1", T0, lease=60, interval=10)
+    store.release(engine, "a", "r1")
+    assert not store.claim(engine, "a", "r2", T0 + timedelta(seconds=9.9), lease=60, interval=10)
+    assert store.claim(engine, "a", "r2", T0 + timedelta(seconds=10), lease=60, interval=10)
+
+
+def test_an_expired_lease_is_taken_over(engine: Engine) -> None:
+    add_target(engine, "a")
+    assert store.claim(engine, "a", "dead", T0, lease=5, interval=1)
+    # Due after 1 s but leased until 5 s: the dead replica still holds it at 4 s.
+    assert not store.claim(engine, "a", "r2", T0 + timedelta(seconds=4), lease=5, interval=1)
+    assert store.claim(engine, "a", "r2", T0 + timedelta(seconds=5.1), lease=5, interval=1)
+    # The dead replica's late release must not free the new holder's lease.
+    store.release(engine, "a", "dead", next_due_at=T0)
+    times = store.schedule_times(engine, ["a"])
+    assert times["a"] == T0 + timedelta(seconds=10.1)
+
+
+def test_renew_extends_only_the_holders_lease(engine: Engine) -> None:
+    add_target(engine, "a")
+    assert store.claim(engine, "a", "r1", T0, lease=5, interval=1)
+    assert store.renew(engine, "a", "r1", T0 + timedelta(seconds=4), lease=5)
+    assert not store.renew(engine, "a", "r2", T0 + timedelta(seconds=4), lease=5)
+    assert not store.claim(engine, "a", "r2", T0 + timedelta(seconds=6), lease=5, interval=1)
+    assert store.claim(engine, "a", "r2", T0 + timedelta(seconds=9.5), lease=5, interval=1)
+
+
+def test_release_can_push_the_due_time(engine: Engine) -> None:
+    add_target(engine, "a")
+    assert store.claim(engine, "a", "r1", T0, lease=60, interval=10)
+    store.release(engine, "a", "r1", next_due_at=T0 + timedelta(seconds=100))
+    assert store.schedule_times(engine, ["a", "missing"]) == {"a": T0 + timedelta(seconds=100)}
+    assert not store.claim(engine, "a", "r1", T0 + timedelta(seconds=99), lease=60, interval=10)
+
+
+def test_last_gauges_come_from_the_last_snapshot(engine: Engine) -> None:
+    a = add_target(engine, "a")
+    add_target(engine, "never")
+    add_snapshot(engine, a, at=T0, urls=5, invalid=1, issue_counts={"lastmod-invalid": 1})
+    add_snapshot(engine, a, at=T0 + timedelta(minutes=1), outcome="failed", urls=5, invalid=1,
+                 issue_counts={"lastmod-invalid": 1, "child-fetch-failed": 1},
+                 docs=("failed", "unchanged", "unchanged"))
+    found = {g.name: g for g in store.last_gauges(engine, ["a", "never"])}
+    assert set(found) == {"a"}
+    g = found["a"]
+    assert g.last_check == T0 + timedelta(minutes=1, seconds=1)
+    assert g.last_success == T0 + timedelta(seconds=1)
+    assert (g.urls, g.invalid) == (5, 1)
+    assert g.issue_counts == {"lastmod-invalid": 1, "child-fetch-failed": 1}
+    assert g.documents == {"failed": 1, "unchanged": 2}
+
+
+def test_targets_carry_their_last_snapshot_and_counts(engine: Engine) -> None:
+    a = add_target(engine, "a")
+    add_target(engine, "b")
+    add_snapshot(engine, a, urls=2, change_list=(("added", "x"), ("added", "y")))
+    last = add_snapshot(engine, a, at=T0 + timedelta(minutes=1), urls=1,
+                        change_list=(("removed", "y"),))
+    listed = {t["name"]: t for t in store.list_targets(engine)}
+    assert listed["a"]["snapshots"] == 2
+    assert listed["a"]["changes"] == 3
+    assert listed["a"]["last_snapshot"]["id"] == last
+    assert listed["a"]["last_snapshot"]["urls"] == 1
+    assert listed["a"]["last_snapshot"]["started_at"] == "2024-05-01T12:01:00Z"
+    assert listed["b"]["last_snapshot"] is None
+    assert listed["b"]["snapshots"] == 0
+    one = store.get_target(engine, "a")
+    assert one is not None
+    assert one["last_snapshot"] == listed["a"]["last_snapshot"]
+    assert store.get_target(engine, "zzz") is None
+
+
+def test_snapshot_pages_go_backwards_by_id(engine: Engine) -> None:
+    a = add_target(engine, "a")
+    ids = [add_snapshot(engine, a, at=T0 + timedelta(minutes=i)) for i in range(5)]
+    first = store.list_snapshots(engine, "a", limit=2)
+    assert first is not None
+    assert [s["id"] for s in first] == ids[::-1][:2]
+    rest = store.list_snapshots(engine, "a", limit=10, before=first[-1]["id"])
+    assert rest is not None
+    assert [s["id"] for s in rest] == ids[::-1][2:]
+    assert store.list_snapshots(engine, "nope", limit=1) is None
+
+
+def test_changes_filter_by_time_and_kind_and_page(engine: Engine) -> None:
+    a = add_target(engine, "a")
+    add_snapshot(engine, a, at=T0, change_list=(("added", "u1"), ("added", "u2")))
+    add_snapshot(engine, a, at=T0 + timedelta(hours=2),
+                 change_list=(("removed", "u1"), ("invalid", "u2"), ("added", "u3")))
+    everything = store.list_changes(engine, "a", limit=100)
+    assert everything is not None
+    assert [c["loc"] for c in everything] == ["u3", "u2", "u1", "u2", "u1"]
+    recent = store.list_changes(engine, "a", limit=100, since=T0 + timedelta(hours=1))
+    assert recent is not None
+    assert [(c["kind"], c["loc"]) for c in recent] == [
+        ("added", "u3"), ("invalid", "u2"), ("removed", "u1")]
+    assert recent[0]["at"] == "2024-05-01T14:00:00Z"
+    assert recent[0]["after"] == {"lastmod": None}
+    added = store.list_changes(engine, "a", limit=2, kinds={"added"})
+    assert added is not None
+    assert [c["loc"] for c in added] == ["u3", "u2"]
+    older = store.list_changes(engine, "a", limit=2, kinds={"added"}, before=added[-1]["id"])
+    assert older is not None
+    assert [c["loc"] for c in older] == ["u1"]
+    assert store.list_changes(engine, "nope", limit=1) is None
