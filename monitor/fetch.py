@@ -1,0 +1,483 @@
+"""The fetch stage: one URL -> a stream of decompressed body chunks, within every limit.
+
+One long-lived ``httpx.AsyncClient`` serves every check (STYLE 7). Redirects are followed here,
+not by httpx, so the address policy (``monitor.addresses``) judges every hop before it is
+connected to. httpx never decodes the body: ``Response.chunks`` inflates gzip and deflate itself,
+incrementally and bounded, so a gzip bomb or an endless body stops at ``max_bytes``. A total
+deadline covers the whole fetch, body included, so a slow drip ends too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+from monitor import config
+from monitor.addresses import (
+    Resolver,
+    check_address,
+    check_host,
+    is_blocked_address,
+    is_private_address,
+    system_resolver,
+)
+from monitor.errors import FetchError
+
+__all__ = ["CHUNK_SIZE", "Fetcher", "Response", "is_blocked_address", "is_private_address"]
+
+CHUNK_SIZE = 64 * 1024
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+MAX_RETRIES = 2  # Retry-After retries per fetch (SPEC 3.7)
+_GZIP_MAGIC = b"\x1f\x8b"
+_HOST = re.compile(r"[A-Za-z0-9._:-]+")  # httpx gives IDNA names as xn--, IPv6 without brackets
+_ACCEPT = (
+    "application/xml, text/xml, application/rss+xml, application/atom+xml,"
+    " text/plain;q=0.9, */*;q=0.5"
+)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _httpx_error(exc: httpx.HTTPError, url: str) -> FetchError:
+    """Translate an httpx failure into the stable kinds of ``FetchError``."""
+    detail = _one_line(exc)
+    if isinstance(exc, httpx.ConnectTimeout):
+        return FetchError("timeout", f"connect timeout fetching {url}: {detail}")
+    if isinstance(exc, httpx.TimeoutException):
+        return FetchError("timeout", f"read timeout fetching {url}: {detail}")
+    if isinstance(exc, httpx.ConnectError):
+        return FetchError("connect", f"cannot connect to fetch {url}: {detail}")
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return FetchError("invalid-url", f"unsupported URL {url}: {detail}", permanent=True)
+    return FetchError("protocol", f"HTTP protocol error fetching {url}: {detail}")
+
+
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """A Retry-After value (seconds or an HTTP-date) as seconds from ``now``; None if unreadable."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class _Inflate:
+    """One compression layer, inflated incrementally in bounded pieces.
+
+    ``mode`` is ``gzip``, ``deflate`` (zlib-wrapped or raw, whichever the stream is) or
+    ``sniff`` (gzip if the first bytes are the gzip magic, else passed through unchanged).
+    """
+
+    def __init__(self, mode: str, url: str) -> None:
+        self._mode = mode
+        self._url = url
+        self._head = b""  # the first bytes, held until the format can be told
+        self._inflater: zlib._Decompress | None = None
+        self._passthrough = False
+        self._done = False  # trailing bytes after the (last) member are ignored, like gzip(1)
+
+    def _error(self, reason: str) -> FetchError:
+        return FetchError("decode", f"cannot decompress {self._url}: {reason}", permanent=True)
+
+    def _start(self, head: bytes) -> None:
+        if self._mode == "deflate":
+            # RFC 9110 deflate is zlib-wrapped; some servers send raw deflate instead.
+            zlib_header = (head[0] & 0x0F) == 8 and (head[0] << 8 | head[1]) % 31 == 0
+            self._inflater = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
+        elif head[:2] == _GZIP_MAGIC:
+            self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif self._mode == "sniff":
+            self._passthrough = True
+        else:
+            raise self._error("Content-Encoding says gzip but the body is not gzip")
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """Inflate ``data``; yield output in pieces of at most ``CHUNK_SIZE``."""
+        if self._passthrough:
+            if data:
+                yield data
+            return
+        while data and not self._done:
+            if self._inflater is None or self._inflater.eof:
+                data = self._head + data
+                if len(data) < 2:
+                    self._head = data
+                    return
+                self._head = b""
+                if self._inflater is not None and (
+                    self._mode == "deflate" or data[:2] != _GZIP_MAGIC
+                ):
+                    self._done = True
+                    return
+                self._start(data)  # first member, or a further gzip member (multi-member files)
+                if self._passthrough:
+                    yield data
+                    return
+            inflater = self._inflater
+            assert inflater is not None
+            while True:
+                try:
+                    # max_length is what keeps a bomb bounded: never more out per call.
+                    out = inflater.decompress(data, CHUNK_SIZE)
+                except zlib.error as exc:
+                    raise self._error(str(exc)) from None
+                data = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+                if out:
+                    yield out
+                if inflater.eof or (not data and len(out) < CHUNK_SIZE):
+                    break
+
+    def finish(self) -> Iterator[bytes]:
+        """Flush at the end of the body; a truncated compressed stream is an error."""
+        if self._passthrough:
+            return
+        if self._inflater is None:
+            if self._head and self._mode == "sniff":
+                yield self._head  # a one-byte body
+            elif self._head:
+                raise self._error("the body ends inside the compression header")
+            return
+        if not self._inflater.eof:
+            raise self._error("the compressed body is truncated")
+
+
+def _feed(layers: list[_Inflate], data: bytes) -> Iterator[bytes]:
+    if not layers:
+        if data:
+            yield data
+        return
+    for out in layers[0].feed(data):
+        yield from _feed(layers[1:], out)
+
+
+def _finish(layers: list[_Inflate]) -> Iterator[bytes]:
+    for index, layer in enumerate(layers):
+        for out in layer.finish():
+            yield from _feed(layers[index + 1 :], out)
+
+
+def _layers(content_encoding: str, url: str) -> list[_Inflate]:
+    """The decoders for a Content-Encoding, outermost first, then a gzip sniff for .gz files."""
+    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+    layers: list[_Inflate] = []
+    for coding in reversed(codings):  # codings are listed in the order they were applied
+        if coding in ("gzip", "x-gzip"):
+            layers.append(_Inflate("gzip", url))
+        elif coding == "deflate":
+            layers.append(_Inflate("deflate", url))
+        elif coding != "identity":
+            raise FetchError(
+                "decode", f"unsupported Content-Encoding {coding!r} from {url}", permanent=True
+            )
+    # A .gz sitemap is gzip whatever the headers say (and under a gzip Content-Encoding too).
+    layers.append(_Inflate("sniff", url))
+    return layers
+
+
+class Response:
+    """A fetched document: its final URL, validators and a bounded, decompressed body stream."""
+
+    def __init__(
+        self,
+        raw: httpx.Response,
+        *,
+        url: str,
+        settings: config.Defaults,
+        deadline: float,
+        not_modified: bool,
+    ) -> None:
+        self._raw = raw
+        self._settings = settings
+        self._deadline = deadline
+        self._layers = [] if not_modified else _layers(raw.headers.get("content-encoding", ""), url)
+        self._started = False
+        self.url = url
+        self.status = raw.status_code
+        self.etag = raw.headers.get("etag")
+        self.last_modified = raw.headers.get("last-modified")
+        self.content_type = raw.headers.get("content-type")
+        self.not_modified = not_modified
+        self.wire_bytes = 0
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The decompressed body in chunks of at most 64 KiB; raises ``FetchError`` on a limit."""
+        if self._started:
+            raise RuntimeError(f"the body of {self.url} can be read only once")
+        self._started = True
+        if self.not_modified:
+            return
+        max_bytes = self._settings.max_bytes
+        # Compressed data is smaller than its output; a wire stream far past the limit is an
+        # endless trickle of empty gzip members or padding, not a sitemap.
+        max_wire = max_bytes + max_bytes // 8 + CHUNK_SIZE
+        total = 0
+        raw = self._raw.aiter_raw(CHUNK_SIZE)
+        while True:
+            try:
+                async with asyncio.timeout_at(self._deadline):
+                    data = await anext(raw)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                raise self._total_timeout() from None
+            except httpx.HTTPError as exc:
+                raise _httpx_error(exc, self.url) from None
+            self.wire_bytes += len(data)
+            if self.wire_bytes > max_wire:
+                raise self._too_large(max_bytes)
+            for out in _feed(self._layers, data):
+                total += len(out)
+                if total > max_bytes:
+                    raise self._too_large(max_bytes)
+                yield out
+        for out in _finish(self._layers):
+            total += len(out)
+            if total > max_bytes:
+                raise self._too_large(max_bytes)
+            yield out
+
+    def _too_large(self, max_bytes: int) -> FetchError:
+        return FetchError(
+            "too-large", f"{self.url} is larger than max_bytes ({max_bytes} bytes)", permanent=True
+        )
+
+    def _total_timeout(self) -> FetchError:
+        return FetchError(
+            "timeout", f"fetching {self.url} took longer than {self._settings.timeout:g}s in total"
+        )
+
+    async def aclose(self) -> None:
+        """Release the connection."""
+        await self._raw.aclose()
+
+
+class Fetcher:
+    """One long-lived httpx.AsyncClient shared by every check (STYLE 7)."""
+
+    def __init__(
+        self,
+        *,
+        user_agent: str = config.DEFAULT_USER_AGENT,
+        transport: httpx.AsyncBaseTransport | None = None,
+        per_host: int = 2,
+        resolver: Resolver | None = None,
+    ) -> None:
+        self._user_agent = user_agent
+        self._per_host = per_host
+        self._resolver = resolver or system_resolver
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self._slot_users: dict[str, int] = {}
+        # trust_env=False: a proxy from the environment would bypass the address policy
+        # (the peer would be the proxy) and surprise tests bound to 127.0.0.1.
+        self._client = httpx.AsyncClient(
+            transport=transport
+            or httpx.AsyncHTTPTransport(
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            ),
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    async def aclose(self) -> None:
+        """Close the client and its connections."""
+        await self._client.aclose()
+
+    @asynccontextmanager
+    async def fetch(
+        self,
+        url: str,
+        settings: config.Defaults,
+        *,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        allow_private: bool = False,
+    ) -> AsyncIterator[Response]:
+        """GET ``url`` within the target's limits; the context holds the connection and a slot."""
+        parsed = _parse_url(url, url)
+        key = f"{parsed.host}:{parsed.port or _default_port(parsed)}"
+        async with self._slot(key):
+            # The deadline starts once a slot is ours: queueing politely is not the server's fault.
+            deadline = asyncio.get_running_loop().time() + settings.timeout
+            response = await self._open(
+                url, settings, etag=etag, last_modified=last_modified,
+                allow_private=allow_private, deadline=deadline,
+            )
+            try:
+                yield response
+            finally:
+                await response.aclose()
+
+    @asynccontextmanager
+    async def _slot(self, key: str) -> AsyncIterator[None]:
+        """Hold one of ``per_host`` slots of ``key``; forget the semaphore when nobody uses it."""
+        semaphore = self._slots.setdefault(key, asyncio.Semaphore(self._per_host))
+        self._slot_users[key] = self._slot_users.get(key, 0) + 1
+        try:
+            async with semaphore:
+                yield
+        finally:
+            self._slot_users[key] -= 1
+            if not self._slot_users[key]:
+                del self._slot_users[key], self._slots[key]
+
+    def _headers(self, settings: config.Defaults, etag: str | None, last_modified: str | None
+                 ) -> dict[str, str]:
+        # A target's own user_agent wins over the daemon-wide one given to the Fetcher.
+        agent = settings.user_agent
+        if agent == config.DEFAULT_USER_AGENT:
+            agent = self._user_agent
+        headers = {"User-Agent": agent, "Accept": _ACCEPT, "Accept-Encoding": "gzip, deflate"}
+        if etag:
+            headers["If-None-Match"] = etag
+        if last_modified:
+            headers["If-Modified-Since"] = last_modified
+        return headers
+
+    async def _open(
+        self, url: str, settings: config.Defaults, *, etag: str | None,
+        last_modified: str | None, allow_private: bool, deadline: float,
+    ) -> Response:
+        """Send the request, following redirects and Retry-After, until a document answers."""
+        headers = self._headers(settings, etag, last_modified)
+        conditional = bool(etag or last_modified)
+        timeouts = httpx.Timeout(
+            connect=settings.connect_timeout, read=settings.read_timeout,
+            write=settings.read_timeout, pool=settings.timeout,
+        )
+        current, seen, retries = url, {url: None}, 0
+        while True:
+            raw = await self._send(current, headers, timeouts, allow_private, deadline, settings)
+            status = raw.status_code
+            if status in REDIRECT_STATUSES and raw.headers.get("location"):
+                await raw.aclose()
+                current = self._next_hop(current, raw, seen, settings)
+                continue
+            if status in (429, 503):
+                delay = retry_after_seconds(raw.headers.get("retry-after"))
+                await raw.aclose()
+                loop_time = asyncio.get_running_loop().time()
+                if (
+                    delay is not None and delay <= settings.retry_after_max
+                    and retries < MAX_RETRIES and loop_time + delay < deadline
+                ):
+                    retries += 1
+                    await asyncio.sleep(delay)
+                    continue
+                raise _status_error(raw, current, retried=retries)
+            if status == 304:
+                if not conditional:
+                    await raw.aclose()
+                    raise FetchError("protocol", f"HTTP 304 to an unconditional GET of {current}")
+                return Response(raw, url=current, settings=settings, deadline=deadline,
+                                not_modified=True)
+            if status >= 300:
+                await raw.aclose()
+                raise _status_error(raw, current, retried=retries)
+            try:
+                return Response(raw, url=current, settings=settings, deadline=deadline,
+                                not_modified=False)
+            except FetchError:
+                await raw.aclose()
+                raise
+
+    def _next_hop(self, current: str, raw: httpx.Response, seen: dict[str, None],
+                  settings: config.Defaults) -> str:
+        location = raw.headers["location"]
+        try:
+            target = str(httpx.URL(current).join(location.strip()))
+        except (httpx.InvalidURL, ValueError):
+            raise FetchError("invalid-url", f"{current} redirects to an invalid URL {location!r}",
+                             permanent=True) from None
+        _parse_url(target, f"{target} (redirected from {current})")
+        if target in seen:
+            raise FetchError("redirects", f"redirect loop: {current} redirects back to {target}",
+                             permanent=True)
+        if len(seen) > settings.max_redirects:
+            raise FetchError(
+                "redirects",
+                f"more than {settings.max_redirects} redirects fetching {next(iter(seen))}"
+                f" (last hop {current} -> {target})",
+                permanent=True,
+            )
+        seen[target] = None
+        return target
+
+    async def _send(self, url: str, headers: dict[str, str], timeouts: httpx.Timeout,
+                    allow_private: bool, deadline: float, settings: config.Defaults
+                    ) -> httpx.Response:
+        """Check the address policy for ``url``, then send the request and read the head."""
+        parsed = _parse_url(url, url)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await check_host(parsed.host, parsed.port or _default_port(parsed), url=url,
+                                 allow_private=allow_private, resolver=self._resolver)
+                request = self._client.build_request("GET", url, headers=headers, timeout=timeouts)
+                raw = await self._client.send(request, stream=True)
+        except TimeoutError:
+            raise FetchError(
+                "timeout", f"fetching {url} took longer than {settings.timeout:g}s in total"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise _httpx_error(exc, url) from None
+        try:
+            _check_peer(raw, url, allow_private)
+        except FetchError:
+            await raw.aclose()
+            raise
+        return raw
+
+
+def _check_peer(raw: httpx.Response, url: str, allow_private: bool) -> None:
+    """Judge the address actually connected to, which DNS rebinding could have changed."""
+    stream = raw.extensions.get("network_stream")
+    if stream is None:
+        return  # a test transport, or a transport that does not say
+    peer = stream.get_extra_info("server_addr")
+    if isinstance(peer, tuple) and peer:
+        check_address(str(peer[0]), url=url, allow_private=allow_private)
+
+
+def _status_error(raw: httpx.Response, url: str, *, retried: int) -> FetchError:
+    status = raw.status_code
+    text = f"HTTP {status} {raw.reason_phrase} from {url}".replace("  ", " ")
+    retry_after = raw.headers.get("retry-after")
+    if retry_after is not None:
+        text += f" (Retry-After {retry_after.strip()}"
+        text += f", after {retried} retries)" if retried else ")"
+    if 300 <= status < 400:
+        return FetchError("http-status", text + " without a Location to follow", status=status,
+                          permanent=True)
+    permanent = 400 <= status < 500 and status not in (408, 429)
+    return FetchError("http-status", text, status=status, permanent=permanent)
+
+
+def _default_port(url: httpx.URL) -> int:
+    return 443 if url.scheme == "https" else 80
+
+
+def _parse_url(url: str, where: str) -> httpx.URL:
+    """An absolute http(s) URL, or ``FetchError(invalid-url)``."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise FetchError("invalid-url", f"invalid URL {where}: {_one_line(exc)}",
+                         permanent=True) from None
+    if parsed.scheme not in ("http", "https") or not _HOST.fullmatch(parsed.host):
+        raise FetchError("invalid-url", f"not an absolute http(s) URL: {where}", permanent=True)
+    return parsed
