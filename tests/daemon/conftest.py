@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from databases import database_url  # noqa: F401 - the fixture, SQLite and PostgreSQL
 from sqlalchemy import Engine, insert
 
-from databases import database_url  # noqa: F401 - the fixture, SQLite and PostgreSQL
 from monitor.store import db
 from monitor.store.schema import changes, documents, snapshots, targets
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import timedelta
-
 import asyncio
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -37,7 +35,7 @@ class ApiClient:
 
 
 @pytest.fixture
-def client(sqlite_engine: Engine) -> Iterator[ApiClient]:
+def client(sqlite_engine: Engine) -> ApiClient:
     """An API client over a database with a target "shop" (3 snapshots) and "a/b"."""
     shop = add_target(sqlite_engine, "shop")
     add_target(sqlite_engine, "a/b")
@@ -58,7 +56,7 @@ def client(sqlite_engine: Engine) -> Iterator[ApiClient]:
         configured=lambda: ["shop"], on_scrape=on_scrape, clock=lambda: T0 + timedelta(hours=3))
     test_client = ApiClient(app)
     test_client.scraped = scraped
-    yield test_client
+    return test_client
 
 
 def test_metrics_health_and_readiness(client: ApiClient) -> None:
