@@ -243,6 +243,7 @@ class Scheduler:
                 log.warning("could not read issue counts", error=str(exc))
         self._metrics.observe(result, name, issue_counts=counts, finished_at=self._clock())
         fields = {
+            "target": name,
             "outcome": result.outcome,
             "snapshot_id": result.snapshot_id,
             "urls": result.urls,

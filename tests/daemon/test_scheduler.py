@@ -1,0 +1,185 @@
+"""The scheduler with a stand-in check on a real SQLite file: timing, claims, errors, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+import pytest
+from prometheus_client import CollectorRegistry
+from sqlalchemy import Engine, select
+from structlog.testing import capture_logs
+
+from monitor import config
+from monitor.metrics import Metrics
+from monitor.model import CheckResult
+from monitor.scheduler import Scheduler
+from monitor.store.schema import targets
+
+pytestmark = pytest.mark.anyio
+
+
+def target(name: str, interval: float, jitter: float = 0.0) -> config.Target:
+    """A target on 127.0.0.1 with this interval and jitter."""
+    settings = config.Defaults(interval=interval, jitter=jitter)
+    return config.Target(name=name, url=f"http://127.0.0.1:9/{name}.xml", settings=settings)
+
+
+class Recorder:
+    """A stand-in for pipeline.run_check: records when each target was checked."""
+
+    def __init__(self, work: Callable[[config.Target], Awaitable[None]] | None = None) -> None:
+        self.calls: dict[str, list[float]] = defaultdict(list)
+        self.running = 0
+        self.most_at_once = 0
+        self.work = work
+
+    async def __call__(self, t: config.Target) -> CheckResult:
+        self.calls[t.name].append(time.monotonic())
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            if self.work is not None:
+                await self.work(t)
+        finally:
+            self.running -= 1
+        return CheckResult(target=t.name, url=t.url, outcome="ok", urls=1, duration_seconds=0.01)
+
+
+def make(engine: Engine, check: Recorder, *, owner: str = "r1", concurrency: int = 8,
+         lease: float = 30) -> tuple[Scheduler, CollectorRegistry]:
+    """A scheduler and its registry."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, [], [])
+    settings = config.Scheduler(concurrency=concurrency, lease=lease)
+    return Scheduler(engine=engine, check=check, metrics=metrics, owner=owner,
+                     settings=settings), registry
+
+
+def gaps(times: list[float]) -> list[float]:
+    """Seconds between consecutive calls."""
+    return [b - a for a, b in zip(times, times[1:], strict=False)]
+
+
+async def test_checks_run_on_their_interval(sqlite_engine: Engine) -> None:
+    check = Recorder()
+    scheduler, registry = make(sqlite_engine, check)
+    await scheduler.start([target("fast", 0.3), target("slow", 1.0)])
+    await asyncio.sleep(1.6)
+    assert await scheduler.stop(1) == 0
+    assert 4 <= len(check.calls["fast"]) <= 7
+    assert 1 <= len(check.calls["slow"]) <= 2
+    assert min(gaps(check.calls["fast"])) >= 0.25
+    assert registry.get_sample_value(
+        "sitemap_monitor_checks_total", {"target": "fast", "outcome": "ok"}
+    ) == len(check.calls["fast"])
+
+
+async def test_a_raising_target_is_pushed_forward_and_others_go_on(sqlite_engine: Engine) -> None:
+    async def explode(t: config.Target) -> None:
+        if t.name == "bad":
+            raise RuntimeError("parser bug")
+
+    check = Recorder(explode)
+    scheduler, registry = make(sqlite_engine, check)
+    with capture_logs() as logs:
+        await scheduler.start([target("bad", 0.3), target("good", 0.3)])
+        await asyncio.sleep(1.3)
+        await scheduler.stop(1)
+    assert len(check.calls["good"]) >= 3
+    assert len(check.calls["bad"]) >= 2  # pushed one interval on, not dropped
+    raised = [e for e in logs if e["event"] == "check raised"]
+    assert raised
+    assert raised[0]["log_level"] == "error"
+    assert "parser bug" in raised[0]["error"]
+    assert registry.get_sample_value(
+        "sitemap_monitor_checks_total", {"target": "bad", "outcome": "failed"}
+    ) == len(check.calls["bad"])
+    summaries = [e for e in logs if e["event"] == "check" and e["target"] == "good"]
+    assert summaries
+    assert summaries[0]["outcome"] == "ok"
+    assert summaries[0]["urls"] == 1
+    assert "duration_seconds" in summaries[0]
+
+
+async def test_global_concurrency_is_bounded(sqlite_engine: Engine) -> None:
+    async def slow(_t: config.Target) -> None:
+        await asyncio.sleep(0.3)
+
+    check = Recorder(slow)
+    scheduler, _ = make(sqlite_engine, check, concurrency=2)
+    await scheduler.start([target(f"t{i}", 0.2) for i in range(6)])
+    await asyncio.sleep(1.2)
+    await scheduler.stop(2)
+    assert check.most_at_once == 2
+    assert sum(len(v) for v in check.calls.values()) >= 4
+
+
+async def test_two_schedulers_check_each_due_target_once(sqlite_engine: Engine) -> None:
+    check = Recorder()
+    first, _ = make(sqlite_engine, check, owner="r1")
+    second, _ = make(sqlite_engine, check, owner="r2")
+    names = [f"t{i}" for i in range(5)]
+    await first.start([target(n, 0.5, 0.1) for n in names])
+    await second.start([target(n, 0.5, 0.1) for n in names])
+    await asyncio.sleep(3.0)
+    await first.stop(1)
+    await second.stop(1)
+    for name in names:
+        calls = check.calls[name]
+        # 3 s at one check per 0.5 s (+ up to 10% jitter): 5 or 6 checks, never doubled.
+        assert 4 <= len(calls) <= 7, (name, len(calls))
+        assert min(gaps(calls)) >= 0.45, (name, gaps(calls))
+
+
+async def test_stop_lets_short_checks_finish(sqlite_engine: Engine) -> None:
+    finished: list[str] = []
+
+    async def short(t: config.Target) -> None:
+        await asyncio.sleep(0.4)
+        finished.append(t.name)
+
+    check = Recorder(short)
+    scheduler, _ = make(sqlite_engine, check)
+    await scheduler.start([target("a", 60)])
+    await asyncio.sleep(0.1)
+    assert scheduler.in_flight == 1
+    assert await scheduler.stop(grace=3) == 0
+    assert finished == ["a"]
+    assert not scheduler.running
+
+
+async def test_stop_cancels_long_checks_and_frees_them(sqlite_engine: Engine) -> None:
+    async def endless(_t: config.Target) -> None:
+        await asyncio.sleep(60)
+
+    check = Recorder(endless)
+    scheduler, _ = make(sqlite_engine, check)
+    await scheduler.start([target("a", 60)])
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    assert await scheduler.stop(grace=0.3) == 1
+    assert time.monotonic() - started < 2
+    with sqlite_engine.connect() as conn:
+        row = conn.execute(select(targets).where(targets.c.name == "a")).one()
+    # The lease is given back and the target is due again: the cancelled check did not count.
+    assert row.lease_owner is None
+    assert row.next_due_at.replace(tzinfo=UTC) <= datetime.now(UTC)
+
+
+async def test_update_adds_and_removes_targets(sqlite_engine: Engine) -> None:
+    check = Recorder()
+    scheduler, registry = make(sqlite_engine, check)
+    await scheduler.start([target("old", 0.3)])
+    await asyncio.sleep(0.5)
+    await scheduler.update([target("new", 0.3)])
+    seen_old = len(check.calls["old"])
+    await asyncio.sleep(0.8)
+    await scheduler.stop(1)
+    assert len(check.calls["old"]) == seen_old
+    assert len(check.calls["new"]) >= 2
+    assert scheduler.target_names() == ["new"]
+    assert registry.get_sample_value("sitemap_monitor_urls", {"target": "old"}) is None
