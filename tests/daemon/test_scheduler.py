@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
@@ -61,7 +62,7 @@ def make(engine: Engine, check: Recorder, *, owner: str = "r1", concurrency: int
 
 def gaps(times: list[float]) -> list[float]:
     """Seconds between consecutive calls."""
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(times)]
 
 
 async def test_checks_run_on_their_interval(sqlite_engine: Engine) -> None:
