@@ -211,8 +211,9 @@ class Channel(_Frozen):
 
     name: str = Field(min_length=1)
     type: ChannelType
-    url: str | None = None
-    # repr=False: a Channel in a log line or traceback must not show credentials.
+    # repr=False: a Channel in a log line or traceback must not show credentials (webhook
+    # URLs such as Slack's carry a token in their path).
+    url: str | None = Field(None, repr=False)
     secret: str | None = Field(None, repr=False)
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
     timeout: Duration = 10.0

@@ -86,6 +86,7 @@ class Deliverer:
         clock: Callable[[], datetime] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
+        lease: float | None = None,
     ) -> None:
         self.channels = {c.name: c for c in channels}
         self.repo = repo
@@ -102,7 +103,7 @@ class Deliverer:
         # A lease must outlive one send (a batch is one wave of ``concurrency`` sends); SMTP
         # may use its timeout per step, hence the margin.
         slowest = max((c.timeout for c in channels), default=10.0)
-        self.lease = 4 * slowest + 30.0
+        self.lease = lease if lease is not None else 4 * slowest + 30.0
 
     def _notifier(self, channel: Channel) -> Notifier:
         if self._client is None:

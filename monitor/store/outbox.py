@@ -219,7 +219,8 @@ class SqlOutbox:
 
     def mark_delivered(self, row: OutboxRow, now: datetime) -> bool:
         """Record a successful delivery; False when the lease had been lost meanwhile."""
-        return self._finish(row, status="delivered", delivered_at=now, last_error=None)
+        # last_error stays: "delivered after HTTP 503" is worth knowing.
+        return self._finish(row, status="delivered", delivered_at=now)
 
     def mark_failed(self, row: OutboxRow, error: str) -> bool:
         """Give up on a row: permanent refusal, expiry or an unknown channel."""

@@ -7,14 +7,17 @@ that deduplicates would.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 from databases import create_postgres_database, drop_postgres_database
-from httpserver import Reply, Request, TestServer
+from httpserver import Reply, Request, TestServer, closed_port
 from sqlalchemy import Engine
 
 from monitor.store.db import make_engine, upgrade
@@ -53,6 +56,55 @@ class Receiver:
     def attempts(self) -> list[Request]:
         """Every request that reached the endpoint, accepted or not."""
         return self.server.requests_to(self.path)
+
+
+class PortHook:
+    """A webhook receiver on a fixed port that can be down (nothing listening), then up."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/hook"
+        self.accepted: list[dict[str, Any]] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def up(self) -> None:
+        """Start listening on the port."""
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # the test reads hook.accepted, not stderr
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                hook.accepted.append({"key": self.headers.get("Idempotency-Key"),
+                                      "body": json.loads(body)})
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    def down(self) -> None:
+        """Stop listening: connections are refused again."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            assert self._thread is not None
+            self._thread.join()
+            self._server = None
+
+
+@pytest.fixture
+def port_hook() -> Iterator[PortHook]:
+    """A webhook receiver on a free port, down until the test calls ``up()``."""
+    hook = PortHook(closed_port())
+    yield hook
+    hook.down()
 
 
 @pytest.fixture
