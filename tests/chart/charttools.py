@@ -1,0 +1,119 @@
+"""Helpers of the chart and image tests: finding tools, rendering the chart, reading YAML.
+
+Tools are looked up in the project's ``.tools/bin`` (where ``.ci/install-tools`` puts them),
+then ``/work/main/.tools/bin``, then PATH. A missing tool skips the test on a developer's
+machine, but fails it under CI (``CI`` set): CI must run everything it claims to run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "sitemap-monitor"
+SCENARIOS = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
+TOOL_DIRS = [ROOT / ".tools" / "bin", Path("/work/main/.tools/bin")]
+# Every prometheus-operator API the chart can use, as a cluster with the CRDs serves them.
+MONITORING_APIS = [
+    "monitoring.coreos.com/v1/ServiceMonitor",
+    "monitoring.coreos.com/v1/PrometheusRule",
+]
+
+
+def tool_path() -> str:
+    """PATH with the project's tool directories in front."""
+    dirs = [str(d) for d in TOOL_DIRS if d.is_dir()]
+    return os.pathsep.join([*dirs, os.environ.get("PATH", "")])
+
+
+def require_tool(name: str) -> str:
+    """The full path of a tool; skip (or, under CI, fail) the test when it is missing."""
+    found = shutil.which(name, path=tool_path())
+    if found is None:
+        reason = f"{name} is not installed (run .ci/install-tools)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but {reason}")
+        pytest.skip(reason)
+    return found
+
+
+def run(args: list[str], *, check: bool = True, timeout: float = 120,
+        **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run a command with the tool PATH; on failure the assertion shows its output."""
+    env = {**os.environ, "PATH": tool_path(), **kwargs.pop("env", {})}
+    result = subprocess.run(
+        args, capture_output=True, text=True, timeout=timeout, env=env, check=False, **kwargs
+    )
+    if check:
+        assert result.returncode == 0, (
+            f"{' '.join(args)} exited {result.returncode}\n"
+            f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
+        )
+    return result
+
+
+def helm_template(*args: str, apis: list[str] | None = None,
+                  check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``helm template`` of the chart as release ``sm`` in namespace ``seo``."""
+    helm = require_tool("helm")
+    cmd = [helm, "template", "sm", str(CHART), "--namespace", "seo"]
+    for api in apis or []:
+        cmd += ["--api-versions", api]
+    return run([*cmd, *args], check=check)
+
+
+def render(scenario: str | None = None, *args: str,
+           apis: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rendered manifests (hooks and tests included) of a scenario, as dicts."""
+    values = ["-f", str(CHART / "ci" / scenario)] if scenario else []
+    out = helm_template(*values, *args, apis=apis).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    """Every manifest of a kind (and name, when given)."""
+    return [
+        d for d in docs
+        if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+    ]
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    """The single manifest of a kind; fails when there is none or more than one."""
+    found = find(docs, kind, name)
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
+    return found[0]
+
+
+def newest_kubernetes_version() -> str:
+    """The newest Kubernetes version kubernetes-validate knows (its default)."""
+    exe = require_tool("kubernetes-validate")
+    text = run([exe, "--help"]).stdout
+    match = re.search(r"Defaults to (\d+\.\d+\.\d+)", " ".join(text.split()))
+    assert match, f"no default version in kubernetes-validate --help:\n{text}"
+    return match.group(1)
+
+
+_METRIC = re.compile(r"\b(sitemap_monitor_[a-z0-9_]+)\b")
+_HISTOGRAM_SUFFIX = re.compile(r"_(bucket|sum|count)$")
+
+
+def queried_metrics(promql: str) -> set[str]:
+    """The sitemap_monitor_* metric names a PromQL expression reads."""
+    return set(_METRIC.findall(promql))
+
+
+def exported_family(name: str, exported: set[str]) -> bool:
+    """Whether a queried series name is exported, counting histogram series by family."""
+    if name in exported:
+        return True
+    base = _HISTOGRAM_SUFFIX.sub("", name)
+    return base != name and base in exported
