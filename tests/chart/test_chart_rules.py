@@ -1,0 +1,102 @@
+"""The PrometheusRule: promtool accepts it, and unit tests cover each default alert."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+from charttools import MONITORING_APIS, one, render, require_tool, run
+
+RULES_TEST = Path(__file__).parent / "rules-test.yaml"
+
+
+def _rules(*args: str, scenario: str | None = None) -> dict[str, Any]:
+    """The rendered PrometheusRule's spec: a Prometheus rules file."""
+    docs = render(scenario, "--set", "prometheusRule.enabled=true", *args, apis=MONITORING_APIS)
+    spec: dict[str, Any] = one(docs, "PrometheusRule")["spec"]
+    return spec
+
+
+def _write(spec: dict[str, Any], directory: Path) -> Path:
+    file = directory / "rules.yaml"
+    file.write_text(yaml.safe_dump(spec, sort_keys=False, width=1000), encoding="utf-8")
+    return file
+
+
+def test_promtool_check_rules_defaults(tmp_path: Path) -> None:
+    """promtool check rules accepts the default rules."""
+    promtool = require_tool("promtool")
+    result = run([promtool, "check", "rules", str(_write(_rules(), tmp_path))])
+    assert "SUCCESS: 5 rules found" in result.stdout
+
+
+def test_promtool_check_rules_full_scenario(tmp_path: Path) -> None:
+    """... and the full scenario's, with runbook URLs, extra labels and additionalRules."""
+    promtool = require_tool("promtool")
+    spec = _rules(scenario="full-values.yaml")
+    result = run([promtool, "check", "rules", str(_write(spec, tmp_path))])
+    assert "SUCCESS: 6 rules found" in result.stdout
+
+
+def test_promtool_check_rules_rejects_bad_promql(tmp_path: Path) -> None:
+    """The check can fail: a broken additional rule is reported by promtool."""
+    promtool = require_tool("promtool")
+    spec = _rules("--set-json", 'prometheusRule.additionalRules=[{"alert":"X","expr":"sum(("}]')
+    result = run([promtool, "check", "rules", str(_write(spec, tmp_path))], check=False)
+    assert result.returncode != 0
+
+
+def _unit_test(spec: dict[str, Any], tmp_path: Path) -> Any:
+    promtool = require_tool("promtool")
+    _write(spec, tmp_path)
+    shutil.copy(RULES_TEST, tmp_path / "rules-test.yaml")
+    return run([promtool, "test", "rules", str(tmp_path / "rules-test.yaml")], check=False,
+               cwd=tmp_path)
+
+
+def test_promtool_unit_tests_pass(tmp_path: Path) -> None:
+    """promtool test rules: every default alert fires when it should and only then."""
+    result = _unit_test(_rules(), tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_promtool_unit_tests_notice_a_changed_threshold(tmp_path: Path) -> None:
+    """The unit tests can fail: a mass-removal ratio of 50 % no longer fires at 20 %."""
+    spec = _rules("--set-json", "prometheusRule.rules.massRemoval.ratio=0.5")
+    result = _unit_test(spec, tmp_path)
+    assert result.returncode != 0
+    assert "SitemapMonitorMassRemoval" in result.stdout + result.stderr
+
+
+def test_every_default_alert_has_a_firing_unit_test() -> None:
+    """Each default alert has a case in rules-test.yaml where it fires, and a quiet one."""
+    alerts = [rule["alert"] for group in _rules()["groups"] for rule in group["rules"]]
+    assert len(alerts) == 5
+    cases = yaml.safe_load(RULES_TEST.read_text())["tests"]
+    checks = [c for case in cases for c in case["alert_rule_test"]]
+    for alert in alerts:
+        mine = [c for c in checks if c["alertname"] == alert]
+        assert any(c["exp_alerts"] for c in mine), f"{alert} never fires in rules-test.yaml"
+        assert any(not c["exp_alerts"] for c in mine), f"{alert} has no quiet case"
+
+
+def test_default_rules_are_runbook_style() -> None:
+    """Every default alert has a severity, a summary and a description that says what to do."""
+    for group in _rules()["groups"]:
+        for rule in group["rules"]:
+            assert rule["labels"]["severity"] in {"warning", "critical"}
+            assert rule["annotations"]["summary"]
+            description = rule["annotations"]["description"]
+            assert len(description) > 150, rule["alert"]
+            assert any(word in description for word in ("Check", "check", "Look", "List", "fix"))
+
+
+def test_each_rule_can_be_switched_off() -> None:
+    """prometheusRule.rules.<name>.enabled=false drops just that alert."""
+    spec = _rules("--set", "prometheusRule.rules.massRemoval.enabled=false")
+    alerts = [rule["alert"] for group in spec["groups"] for rule in group["rules"]]
+    assert "SitemapMonitorMassRemoval" not in alerts
+    assert len(alerts) == 4
