@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from databases import database_url  # noqa: F401 - the fixture, SQLite and PostgreSQL
+from databases import database_url, postgres_url  # noqa: F401 - fixtures
 from sqlalchemy import Engine, insert
 
 from monitor.store import db

@@ -1,0 +1,187 @@
+"""How many checks per second one replica sustains on 1,000 small targets served on 127.0.0.1.
+
+Starts a sitemap server in its own process (1,000 sitemaps of 20 URLs, with ETags, so an
+unchanged sitemap answers 304) and ``sitemap-monitor run`` with 1,000 targets whose interval
+(1 s) is far below what one replica can keep up with, so the scheduler is never idle. After the
+first round (every target checked once), it counts snapshots for ``--seconds`` and samples the
+daemon's CPU time and memory from /proc. Optionally ``--changing`` makes every sitemap change
+on every request (no 304, a full parse, diff and write per check).
+
+    .venv/bin/python tests/benchmarks/daemon_scale.py [--database sqlite|postgres]
+        [--targets 1000] [--seconds 30] [--concurrency 8] [--changing]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, func, make_url, select, text
+
+from monitor.store import db
+from monitor.store.schema import snapshots
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _serve(port_queue: Any, urls: int, changing: bool) -> None:
+    counter = [0]
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            return
+
+        def do_GET(self) -> None:
+            name = self.path.strip("/").split(".")[0]
+            counter[0] += 1
+            version = counter[0] if changing else 0
+            etag = f'"{name}-{version}"'
+            if not changing and self.headers.get("If-None-Match") == etag:
+                self.send_response(304)
+                self.send_header("ETag", etag)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            host = f"http://127.0.0.1:{self.server.server_address[1]}"
+            rows = "".join(
+                f"<url><loc>{host}/{name}/page-{(i + version) % (urls * 2)}</loc>"
+                f"<lastmod>2024-01-01</lastmod></url>"
+                for i in range(urls)
+            )
+            body = (
+                '<?xml version="1.0" encoding="UTF-8"?>'
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{rows}</urlset>'
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("ETag", etag)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    port_queue.put(server.server_address[1])
+    server.serve_forever()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _memory_mib(pid: int) -> tuple[float, float]:
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) / 1024
+    return values["VmRSS"], values["VmHWM"]
+
+
+def _database(kind: str, folder: Path) -> tuple[str, str | None]:
+    if kind == "sqlite":
+        return f"sqlite:///{folder}/bench.db", None
+    server = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    name = f"sm_bench_{uuid.uuid4().hex[:10]}"
+    admin_url = make_url(server).set(drivername="postgresql+psycopg")
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return admin_url.set(database=name).render_as_string(hide_password=False), name
+
+
+def _drop(name: str) -> None:
+    server = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    admin = create_engine(make_url(server).set(drivername="postgresql+psycopg"),
+                          isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def main() -> int:
+    """Run the measurement and print one Markdown table row."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--targets", type=int, default=1000)
+    parser.add_argument("--urls", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--changing", action="store_true")
+    args = parser.parse_args()
+
+    queue: Any = multiprocessing.Queue()
+    server = multiprocessing.Process(target=_serve, args=(queue, args.urls, args.changing),
+                                     daemon=True)
+    server.start()
+    port = queue.get(timeout=10)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        url, pg_name = _database(args.database, folder)
+        engine = db.make_engine(url)
+        db.upgrade(engine)
+        lines = [
+            f"database_url: {url}",
+            "listen: 127.0.0.1:0",
+            "defaults: {interval: 1s, jitter: 0, allow_private: true}",
+            f"scheduler: {{concurrency: {args.concurrency}, per_host: {args.concurrency}}}",
+            "targets:",
+            *[f'  - {{name: t{i}, url: "http://127.0.0.1:{port}/t{i}.xml"}}'
+              for i in range(args.targets)],
+        ]
+        config = folder / "bench.yaml"
+        config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        script = Path(sys.executable).with_name("sitemap-monitor")
+        daemon = subprocess.Popen(
+            [str(script), "run", "--config", str(config)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def snapshot_count() -> int:
+            with engine.connect() as conn:
+                return int(conn.execute(select(func.count()).select_from(snapshots)).scalar_one())
+
+        try:
+            started = time.monotonic()
+            while snapshot_count() < args.targets:
+                if daemon.poll() is not None:
+                    raise SystemExit(f"the daemon exited with {daemon.returncode}")
+                time.sleep(0.5)
+            first_round = time.monotonic() - started
+            n0, cpu0, t0 = snapshot_count(), _cpu_seconds(daemon.pid), time.monotonic()
+            time.sleep(args.seconds)
+            n1, cpu1, t1 = snapshot_count(), _cpu_seconds(daemon.pid), time.monotonic()
+            rss, peak = _memory_mib(daemon.pid)
+        finally:
+            daemon.terminate()
+            code = daemon.wait(60)
+            engine.dispose()
+            server.terminate()
+            if pg_name:
+                _drop(pg_name)
+    rate = (n1 - n0) / (t1 - t0)
+    cpu = (cpu1 - cpu0) / (t1 - t0)
+    kind = "changing" if args.changing else "unchanged (304)"
+    print("| database | targets | sitemaps | concurrency | first round s | checks/s "
+          "| CPU (cores) | CPU ms/check | RSS MiB | peak RSS MiB | exit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {args.database} | {args.targets} | {args.urls} URLs, {kind} | {args.concurrency} "
+          f"| {first_round:.1f} | {rate:.1f} | {cpu:.2f} | {1000 * cpu / rate:.1f} "
+          f"| {rss:.0f} | {peak:.0f} | {code} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
