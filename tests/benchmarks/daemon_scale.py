@@ -39,7 +39,7 @@ def _serve(port_queue: Any, urls: int, changing: bool) -> None:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
         def do_GET(self) -> None:
