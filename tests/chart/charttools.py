@@ -112,8 +112,9 @@ def queried_metrics(promql: str) -> set[str]:
 
 
 def exported_family(name: str, exported: set[str]) -> bool:
-    """Whether a queried series name is exported, counting histogram series by family."""
+    """Whether a queried series name is exported; a histogram's series count by its family."""
     if name in exported:
         return True
     base = _HISTOGRAM_SUFFIX.sub("", name)
-    return base != name and base in exported
+    # _sum/_count/_bucket of a histogram: the family must really be one (it has buckets).
+    return base != name and f"{base}_bucket" in exported
