@@ -134,8 +134,8 @@ async def check_host(
     else:
         try:
             addresses = await resolver(host, port)
-        except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
+        except (OSError, ValueError) as exc:  # ValueError: the IDNA codec refuses a label
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
             raise FetchError("connect", f"cannot resolve {host} for {url}: {reason}") from None
         if not addresses:
             raise FetchError("connect", f"cannot resolve {host} for {url}: no addresses")
