@@ -72,7 +72,8 @@ def judge(rule: Rule, result: CheckResult, context: RuleContext, now: datetime) 
         return _counted(rule, count, context, failed=failed)
     if when == "check_failed":
         streak = context.consecutive_failures + 1 if failed else 0
-        error = f": {result.error_kind}: {result.error_message}" if result.error_kind else ""
+        parts = [p for p in (result.error_kind, result.error_message) if p]
+        error = ": " + ": ".join(parts) if parts else ""
         detail = (f"{streak} check(s) failed in a row{error}" if failed
                   else "the check succeeds again")
         return Verdict(failed and streak >= rule.consecutive, detail)
