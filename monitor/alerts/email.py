@@ -7,12 +7,13 @@ verified (against ``smtp_ca_file`` when set, else the system's trust store).
 from __future__ import annotations
 
 import asyncio
+import email.policy
 import smtplib
 import ssl
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
-from monitor.alerts.payload import text_lines, title
+from monitor.alerts.payload import text_lines
 from monitor.config import Channel
 from monitor.errors import DeliveryError
 from monitor.model import Notification
@@ -23,8 +24,13 @@ __all__ = ["EmailNotifier", "compose"]
 def compose(notification: Notification, channel: Channel) -> EmailMessage:
     """The message: a subject that says it all, the details as plain text."""
     payload = {**notification.payload, "state": notification.state}
-    message = EmailMessage()
-    message["Subject"] = f"{title(payload)}: {payload.get('summary', '')}"[:250]
+    # Python folds a long Subject right after "Subject:", which readers show with a leading
+    # space; RFC 5322 allows 998 characters a line, and the subject is capped at 250.
+    message = EmailMessage(policy=email.policy.default.clone(max_line_length=998))
+    state = str(payload.get("state", "firing")).upper()
+    severity = str(payload.get("severity", "warning")).upper()
+    subject = f"[{state}] [{severity}] {payload.get('summary', '')} ({payload.get('rule')})"
+    message["Subject"] = subject[:250]
     message["From"] = channel.email_from or ""
     message["To"] = ", ".join(channel.email_to)
     message["Date"] = formatdate(localtime=False, usegmt=True)
