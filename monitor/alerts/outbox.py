@@ -144,8 +144,14 @@ class Deliverer:
         """One pass: claim what is due, send it, mark it; return how many rows were claimed."""
         rows = await asyncio.to_thread(self.repo.claim, self.owner, self.clock(), self.lease,
                                        self.concurrency)
-        if rows:
-            await asyncio.gather(*(self._deliver(row) for row in rows))
+        outcomes = await asyncio.gather(*(self._deliver(row) for row in rows),
+                                        return_exceptions=True)
+        for row, outcome in zip(rows, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                # Most likely the database failed while marking: the lease runs out and the
+                # row is sent again later, under the same idempotency key.
+                log.error("outbox row not settled", notification=row.id,
+                          error=f"{outcome.__class__.__name__}: {outcome}")
         return len(rows)
 
     async def _deliver(self, row: ClaimedRow) -> None:

@@ -116,7 +116,12 @@ def _counted(rule: Rule, count: int, context: RuleContext, *, failed: bool) -> V
 
 def evaluate(alerts_cfg: Alerts, target_name: str, result: CheckResult, context: RuleContext,
              now: datetime) -> list[Notification]:
-    """The notifications this check raises, one per (rule, channel), in rule order."""
+    """The notifications this check raises, one per (rule, channel), in rule order.
+
+    ``result.snapshot_id`` must be set: it makes the idempotency keys of two checks differ.
+    """
+    if result.snapshot_id is None and alerts_cfg.rules:
+        raise ValueError("alert rules need the check's snapshot id (store the snapshot first)")
     channels = {c.name: c for c in alerts_cfg.channels}
     out: list[Notification] = []
     for rule in alerts_cfg.rules:

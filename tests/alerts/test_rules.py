@@ -149,9 +149,16 @@ def test_payload_names_target_rule_counts_examples_and_link() -> None:
                          "?since=2025-01-06T11%3A59%3A57Z&kind=removed")
 
 
+def test_snapshot_id_is_required() -> None:
+    """Without a snapshot id two checks would share idempotency keys: refused."""
+    with pytest.raises(ValueError, match="snapshot id"):
+        evaluate(alerts({"when": "removed"}), "shop", result(removed=1), RuleContext(), T0)
+
+
 def test_link_is_omitted_without_api_base_url() -> None:
     """No api_base_url, no link (never a relative or guessed one)."""
     check = result(removed=1)
+    check.snapshot_id = 1
     [note] = evaluate(alerts({"when": "removed"}), "shop", check, RuleContext(previous_urls=3),
                       T0)
     assert note.payload["link"] is None
