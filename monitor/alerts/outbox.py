@@ -13,7 +13,7 @@ import contextlib
 import random
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import httpx
 import structlog
@@ -44,15 +44,20 @@ class ClaimedRow(Protocol):
     def attempts(self) -> int: ...
 
 
-class OutboxRepository(Protocol):
-    """The store side the loop needs (``store.outbox.SqlOutbox``); alerts never import store."""
+RowT = TypeVar("RowT", bound=ClaimedRow)
+
+
+class OutboxRepository(Protocol[RowT]):
+    """The store side the loop needs (``store.outbox.SqlOutbox``); alerts never import store.
+
+    Generic in the row type: the repository gets back exactly the rows it handed out.
+    """
 
     def claim(self, owner: str, now: datetime, lease: float,
-              limit: int = 50) -> Sequence[ClaimedRow]: ...
-    def mark_delivered(self, row: ClaimedRow, now: datetime) -> bool: ...
-    def mark_failed(self, row: ClaimedRow, error: str) -> bool: ...
-    def mark_retry(self, row: ClaimedRow, next_attempt_at: datetime,
-                   error: str) -> bool: ...
+              limit: int = 50) -> Sequence[RowT]: ...
+    def mark_delivered(self, row: RowT, now: datetime) -> bool: ...
+    def mark_failed(self, row: RowT, error: str) -> bool: ...
+    def mark_retry(self, row: RowT, next_attempt_at: datetime, error: str) -> bool: ...
 
 
 def backoff(attempt: int, delivery: Delivery, retry_after: float | None = None,
@@ -70,13 +75,13 @@ def backoff(attempt: int, delivery: Delivery, retry_after: float | None = None,
     return max(delivery.initial_backoff, jittered) if base >= delivery.initial_backoff else base
 
 
-class Deliverer:
+class Deliverer(Generic[RowT]):
     """Delivers pending notifications until stopped; one HTTP client for every channel."""
 
     def __init__(
         self,
         channels: Sequence[Channel],
-        repo: OutboxRepository,
+        repo: OutboxRepository[RowT],
         *,
         owner: str,
         delivery: Delivery,
@@ -154,7 +159,7 @@ class Deliverer:
                           error=f"{outcome.__class__.__name__}: {outcome}")
         return len(rows)
 
-    async def _deliver(self, row: ClaimedRow) -> None:
+    async def _deliver(self, row: RowT) -> None:
         n = row.notification
         bound = log.bind(notification=row.id, channel=n.channel, target=n.target_name,
                          rule=n.rule, state=n.state, attempt=row.attempts + 1)
@@ -186,7 +191,7 @@ class Deliverer:
         bound.info("notification delivered")
         self._report(n.channel, "sent")
 
-    async def _retry(self, row: ClaimedRow, delay: float, expires: datetime, error: str,
+    async def _retry(self, row: RowT, delay: float, expires: datetime, error: str,
                      bound: structlog.typing.FilteringBoundLogger) -> None:
         next_at = self.clock() + timedelta(seconds=delay)
         if next_at >= expires:
@@ -197,7 +202,7 @@ class Deliverer:
                       retry_in=round(delay, 3))
         self._report(row.notification.channel, "retry")
 
-    async def _fail(self, row: ClaimedRow, error: str, outcome: Outcome,
+    async def _fail(self, row: RowT, error: str, outcome: Outcome,
                     bound: structlog.typing.FilteringBoundLogger) -> None:
         await asyncio.to_thread(self.repo.mark_failed, row, error)
         bound.error("notification not delivered", error=error, outcome=outcome)
