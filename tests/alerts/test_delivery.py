@@ -343,3 +343,15 @@ def test_outbox_rows_are_durable_across_engines(tmp_path: object) -> None:
         keys = list(conn.execute(select(notifications.c.idempotency_key)).scalars())
     second.dispose()
     assert keys == [key]
+
+
+def test_retry_after_forms() -> None:
+    """Retry-After as seconds or as an HTTP date; garbage is ignored."""
+    from monitor.alerts.notifier import parse_retry_after
+
+    now = datetime(2025, 1, 6, 12, 0, tzinfo=UTC)
+    assert parse_retry_after("120", now) == 120
+    assert parse_retry_after("Mon, 06 Jan 2025 12:01:30 GMT", now) == 90
+    assert parse_retry_after("Mon, 06 Jan 2025 11:00:00 GMT", now) == 0
+    assert parse_retry_after("soon", now) is None
+    assert parse_retry_after(None, now) is None
