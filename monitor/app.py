@@ -132,11 +132,9 @@ class _Delivery:
     def start(self, alerts: config.Alerts) -> None:
         """Deliver with these channels until ``stop``."""
         self._stop = asyncio.Event()
-        # SqlOutbox's mark_* take its own row type where the Protocol names ClaimedRow
-        # (parameters are contravariant): the rows it gets back are its own, so this holds.
         deliverer = Deliverer(
-            alerts.channels, self._outbox,  # type: ignore[arg-type]
-            owner=self._owner, delivery=alerts.delivery, on_result=self._metrics.alert_result)
+            alerts.channels, self._outbox, owner=self._owner, delivery=alerts.delivery,
+            on_result=self._metrics.alert_result)
         self._task = asyncio.create_task(deliverer.run(self._stop))
 
     async def stop(self) -> None:
@@ -302,7 +300,7 @@ async def _reload(
     fixed = _needs_restart(old, new)
     if fixed:
         logger.warning("changed settings apply only after a restart", settings=fixed)
-    log.register_secrets(_secrets_of(new, ""))
+    log.register_secrets(_secrets_of(new, new.database_url))
     try:
         await scheduler.update(new.resolved_targets())
     except MonitorError as exc:
