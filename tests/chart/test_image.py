@@ -1,0 +1,196 @@
+"""The container image: hadolint, then a registry-less podman build and a smoke test.
+
+The build needs no registry: the base is a debootstrap'd Debian (cached under .tools/images)
+imported into podman, plus Debian's python3 (tests/chart/ci-base.Containerfile). podman runs
+with runc and the sandbox's ulimits through .tools/containers.conf (written by install-tools).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from charttools import ROOT, require_tool, run
+
+from monitor import __version__
+
+BASE = "localhost/bookworm-min:12"
+CI_BASE = "localhost/sitemap-monitor-ci-base:12"
+IMAGE = "localhost/sitemap-monitor:ci"
+IMAGES = ROOT / ".tools" / "images"
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def test_hadolint() -> None:
+    """The Dockerfile passes hadolint with no finding."""
+    hadolint = require_tool("hadolint")
+    result = run([hadolint, str(ROOT / "Dockerfile")], check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_dockerfile_shape() -> None:
+    """Multi-stage, BASE_IMAGE argument, fixed non-root uid, `sitemap-monitor run` by default."""
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.\d+-slim$", text, re.M)
+    assert len(re.findall(r"^FROM ", text, re.M)) == 2
+    assert re.search(r"^USER 10001:10001$", text, re.M)
+    assert 'ENTRYPOINT ["sitemap-monitor"]' in text
+    assert 'CMD ["run"]' in text
+    # The CA bundle for pip is a build argument of the build stage only.
+    runtime = text.rsplit("\nFROM ", 1)[1]
+    assert "PIP_CERT" not in runtime
+
+
+def _podman_env() -> dict[str, str]:
+    conf = ROOT / ".tools" / "containers.conf"
+    if not conf.is_file():
+        pytest.fail(f"{conf} is missing: run .ci/install-tools")
+    return {"CONTAINERS_CONF": str(conf)}
+
+
+def _podman(*args: str, check: bool = True,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    podman = require_tool("podman")
+    return run([podman, *args], check=check, timeout=timeout, env=_podman_env())
+
+
+def _has_image(name: str) -> bool:
+    return _podman("image", "exists", name, check=False).returncode == 0
+
+
+def _debian_mirror() -> str:
+    """The Debian mirror apt already uses (the only package source this machine reaches)."""
+    sources = Path("/etc/apt/sources.list.d/debian.sources")
+    if sources.is_file():
+        for line in sources.read_text().splitlines():
+            if line.startswith("URIs:"):
+                return line.split()[1]
+    listing = Path("/etc/apt/sources.list")
+    if listing.is_file():
+        for line in listing.read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and parts[0] == "deb" and "security" not in parts[1]:
+                return parts[1]
+    pytest.fail("no Debian mirror found in the apt sources")
+
+
+def _base_image() -> None:
+    """localhost/bookworm-min:12 from a cached debootstrap tarball (made once, ~40 s)."""
+    if _has_image(BASE):
+        return
+    tarball = IMAGES / "bookworm-min.tar"
+    if not tarball.is_file():
+        debootstrap = require_tool("debootstrap")
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=IMAGES) as tree:
+            run([debootstrap, "--variant=minbase", "bookworm", tree, _debian_mirror()],
+                timeout=900)
+            partial = tarball.with_suffix(".partial")
+            run(["tar", "-C", tree, "-cf", str(partial), "."], timeout=300)
+            partial.rename(tarball)
+    _podman("import", str(tarball), BASE)
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    """The project's image, built from the Dockerfile on the CI base."""
+    require_tool("podman")
+    require_tool("runc")
+    _base_image()
+    if not _has_image(CI_BASE):
+        _podman("build", "--network", "host", "-t", CI_BASE, "-f",
+                str(Path(__file__).parent / "ci-base.Containerfile"), str(ROOT))
+    args = ["build", "--network", "host", "--build-arg", f"BASE_IMAGE={CI_BASE}", "-t", IMAGE]
+    if HOST_CA.is_file():
+        args += ["--volume", f"{HOST_CA}:/run/host-ca.crt:ro",
+                 "--build-arg", "PIP_CERT=/run/host-ca.crt"]
+    _podman(*args, str(ROOT))
+    return IMAGE
+
+
+@pytest.mark.slow
+def test_image_version(image: str) -> None:
+    """`sitemap-monitor --version` in the read-only, capability-less container."""
+    result = _podman("run", "--rm", "--read-only", "--cap-drop=ALL", "--security-opt",
+                     "no-new-privileges", image, "--version")
+    assert result.stdout.strip() == f"sitemap-monitor {__version__}"
+
+
+@pytest.mark.slow
+def test_image_runs_as_fixed_non_root_user(image: str) -> None:
+    """The image's user is the uid/gid the chart's securityContext expects."""
+    user = _podman("image", "inspect", "--format", "{{.Config.User}}", image).stdout.strip()
+    assert user == "10001:10001"
+    entrypoint = _podman("image", "inspect", "--format", "{{.Config.Entrypoint}} {{.Config.Cmd}}",
+                         image).stdout.strip()
+    assert entrypoint == "[sitemap-monitor] [run]"
+    env = _podman("image", "inspect", "--format", "{{.Config.Env}}", image).stdout
+    assert "PIP_CERT" not in env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+@pytest.fixture
+def container(image: str, tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """The daemon running detached: read-only root, no capabilities, config mounted."""
+    port = _free_port()
+    config = tmp_path / "config.yaml"
+    config.write_text(f"listen: 127.0.0.1:{port}\ntargets: []\n", encoding="utf-8")
+    config.chmod(0o644)
+    name = f"sitemap-monitor-smoke-{os.getpid()}"
+    _podman("rm", "--force", "--ignore", name)
+    _podman("run", "--detach", "--name", name, "--network", "host", "--read-only",
+            "--cap-drop=ALL", "--security-opt", "no-new-privileges",
+            "--volume", f"{config}:/etc/sitemap-monitor/config.yaml:ro",
+            "--env", "SITEMAP_MONITOR_CONFIG=/etc/sitemap-monitor/config.yaml", image)
+    try:
+        yield name, port
+    finally:
+        _podman("rm", "--force", "--volumes", name, check=False)
+
+
+@pytest.mark.slow
+def test_container_serves_healthz_and_stops_cleanly(container: tuple[str, int]) -> None:
+    """The daemon answers /healthz for a few seconds, then `podman stop` ends it with 0."""
+    name, port = container
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while _status(base + "/healthz") != 200:
+        state = _podman("inspect", "--format", "{{.State.Status}}", name).stdout.strip()
+        if state != "running" or time.monotonic() > deadline:
+            logs = _podman("logs", name, check=False)
+            pytest.fail(f"/healthz never answered (container {state}):\n{logs.stdout}{logs.stderr}")
+        time.sleep(0.5)
+    for _ in range(3):
+        assert _status(base + "/healthz") == 200
+        time.sleep(1)
+    assert _status(base + "/readyz") == 200
+    with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
+        assert b"sitemap_monitor_build_info" in response.read()
+    _podman("stop", "--time", "25", name)
+    code = _podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
+    assert code == "0", _podman("logs", name, check=False).stderr
