@@ -1,0 +1,237 @@
+"""Entries -> issues: the sitemaps.org rules for the entries of one document (pure).
+
+Built for hundreds of thousands of entries a check: the common valid entry costs a few dict and
+string operations (a prefix test for the scope, a cache of ``lastmod`` verdicts, sets of the
+usual ``changefreq`` and ``priority`` spellings); regexes and URL parsing run only off that path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from urllib.parse import urlsplit
+
+from monitor.model import RULES, Entry, EntryState, Issue
+
+__all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "ValidatedDocument", "validate_document"]
+
+MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
+CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# W3C Datetime (https://www.w3.org/TR/NOTE-datetime): a time needs a timezone designator.
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DATETIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+)
+_YEAR_MONTH = re.compile(r"([0-9]{4})(?:-([0-9]{2}))?")
+_PRIORITY = re.compile(r"\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+# The spellings nearly every sitemap uses; anything else goes through the regex.
+_PRIORITIES = frozenset(
+    {"0", "1", "1.0", "1.00", "0.0", "0.00"}
+    | {f"0.{i}" for i in range(10)}
+    | {f"0.{i:02d}" for i in range(100)}
+)
+_CACHE_MAX = 100_000  # distinct lastmod values remembered per document
+
+# EntryState is a frozen dataclass; setting its slots directly is ~3x cheaper than its __init__.
+_new = object.__new__
+_SLOTS = vars(EntryState)
+_set_lastmod = _SLOTS["lastmod"].__set__
+_set_changefreq = _SLOTS["changefreq"].__set__
+_set_priority = _SLOTS["priority"].__set__
+_set_extensions = _SLOTS["extensions"].__set__
+_set_valid = _SLOTS["valid"].__set__
+
+
+@dataclass(slots=True)
+class ValidatedDocument:
+    """The entries of one document with their verdicts."""
+
+    # loc -> state (valid=False when any error-level issue); first occurrence wins; in order
+    entries: dict[str, EntryState]
+    # loc -> space-separated rule ids, only for entries that have issues
+    rules: dict[str, str]
+    # every entry-level issue, with loc and document
+    issues: list[Issue]
+    # occurrences with an error-level issue, including the duplicates dropped
+    invalid: int
+
+
+class _Scope:
+    """Where a sitemap may list URLs: its scheme, host and port, at or below its directory."""
+
+    __slots__ = ("directory", "origin", "prefix")
+
+    def __init__(self, document_url: str) -> None:
+        self.prefix: str | None = None  # the literal form, for a cheap startswith()
+        self.origin: tuple[str, str, int | None] | None = None
+        self.directory = "/"
+        try:
+            parts = urlsplit(document_url)
+            port = parts.port
+        except ValueError:
+            return
+        scheme = parts.scheme.lower()
+        if scheme not in _DEFAULT_PORTS or not parts.hostname:
+            return  # a local file (``validate FILE``): no scope to check
+        self.origin = (scheme, parts.hostname, port or _DEFAULT_PORTS[scheme])
+        self.directory = parts.path[: parts.path.rfind("/") + 1] or "/"
+        self.prefix = f"{parts.scheme}://{parts.netloc}{self.directory}"
+
+
+def _loc_rules(loc: str, scope: _Scope) -> list[str]:
+    """The slow path for a loc that does not start with the document's own prefix."""
+    rules = []
+    if len(loc) >= MAX_LOC_LENGTH:
+        rules.append("loc-too-long")
+    try:
+        parts = urlsplit(loc)
+        port = parts.port
+    except ValueError:
+        return [*rules, "loc-not-absolute"]
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return [*rules, "loc-not-absolute"]
+    if scope.origin is not None and (
+        (scheme, parts.hostname, port or _DEFAULT_PORTS[scheme]) != scope.origin
+        or not (parts.path or "/").startswith(scope.directory)
+    ):
+        rules.append("loc-out-of-scope")
+    return rules
+
+
+def _lastmod_rule(value: str, now: datetime, today: date) -> str | None:
+    """``lastmod-invalid``, ``lastmod-future`` or None."""
+    size = len(value)
+    try:
+        if size == 10:
+            if _DATE.fullmatch(value) is None:
+                return "lastmod-invalid"
+            # A bare date is in the future only when the whole day is.
+            return "lastmod-future" if date.fromisoformat(value) > today else None
+        if size > 10:
+            if _DATETIME.fullmatch(value) is None:
+                return "lastmod-invalid"
+            moment = datetime.fromisoformat(value)  # checks the calendar; Python >= 3.11 takes Z
+            return "lastmod-future" if moment > now else None
+        match = _YEAR_MONTH.fullmatch(value)
+        if match is None:
+            return "lastmod-invalid"
+        year, month = int(match.group(1)), int(match.group(2) or 1)
+        if year < 1 or not 1 <= month <= 12:
+            return "lastmod-invalid"
+        if match.group(2) is None:
+            return "lastmod-future" if year > today.year else None
+        later = (year, month) > (today.year, today.month)
+        return "lastmod-future" if later else None
+    except ValueError:
+        return "lastmod-invalid"
+
+
+def _priority_ok(value: str) -> bool:
+    if value in _PRIORITIES:
+        return True
+    return _PRIORITY.fullmatch(value) is not None and 0.0 <= float(value) <= 1.0
+
+
+_MESSAGES = {
+    "loc-not-absolute": "loc is not an absolute http(s) URL",
+    "loc-too-long": f"loc has {MAX_LOC_LENGTH} characters or more",
+    "loc-out-of-scope": (
+        "loc is on another scheme, host or port than the sitemap, or above its directory"
+    ),
+    "loc-duplicate": "loc is listed more than once in this target",
+}
+
+
+def _issue(rule: str, entry: Entry, document_url: str) -> Issue:
+    if rule.startswith("lastmod"):
+        what = "not a W3C Datetime" if rule == "lastmod-invalid" else "later than the check"
+        message = f"lastmod {entry.lastmod!r} is {what}"
+    elif rule == "changefreq-invalid":
+        message = f"changefreq {entry.changefreq!r} is not one of {', '.join(sorted(CHANGEFREQS))}"
+    elif rule == "priority-invalid":
+        message = f"priority {entry.priority!r} is not a number from 0.0 to 1.0"
+    else:
+        message = _MESSAGES[rule]
+    return Issue(rule, message, loc=entry.loc, document=document_url)
+
+
+def validate_document(
+    entries: Iterable[Entry],
+    document_url: str,
+    *,
+    now: datetime,
+    seen: set[str] | None = None,
+) -> ValidatedDocument:
+    """Check every entry of one document; ``seen`` carries locs across a target's documents."""
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    today = now.astimezone(UTC).date()
+    scope = _Scope(document_url)
+    prefix = scope.prefix
+    states: dict[str, EntryState] = {}
+    known: set[str] | dict[str, EntryState] = states if seen is None else seen
+    rules_by_loc: dict[str, str] = {}
+    issues: list[Issue] = []
+    invalid = 0
+    lastmod_cache: dict[str, str | None] = {}
+    shared: dict[tuple[str | None, str | None, str | None, str | None, bool], EntryState] = {}
+    for entry in entries:
+        loc = entry.loc
+        if loc in known:
+            issues.append(_issue("loc-duplicate", entry, document_url))
+            invalid += 1
+            continue
+        if seen is not None:
+            seen.add(loc)
+        rules: list[str] | None = None
+        if prefix is None or len(loc) >= MAX_LOC_LENGTH or not loc.startswith(prefix):
+            rules = _loc_rules(loc, scope) or None
+        lastmod = entry.lastmod
+        repeated = True  # worth looking for a state to share: a lastmod seen before, or none
+        if lastmod is not None:
+            try:
+                rule = lastmod_cache[lastmod]
+            except KeyError:
+                repeated = False
+                rule = _lastmod_rule(lastmod, now, today)
+                if len(lastmod_cache) < _CACHE_MAX:
+                    lastmod_cache[lastmod] = rule
+            if rule is not None:
+                rules = [rule] if rules is None else [*rules, rule]
+        changefreq = entry.changefreq
+        if (
+            changefreq is not None
+            and changefreq not in CHANGEFREQS
+            and changefreq.lower() not in CHANGEFREQS
+        ):
+            rules = ["changefreq-invalid"] if rules is None else [*rules, "changefreq-invalid"]
+        priority = entry.priority
+        if priority is not None and not _priority_ok(priority):
+            rules = ["priority-invalid"] if rules is None else [*rules, "priority-invalid"]
+        valid = True
+        if rules is not None:
+            rules_by_loc[loc] = " ".join(rules)
+            issues.extend(_issue(rule, entry, document_url) for rule in rules)
+            valid = not any(RULES[rule] == "error" for rule in rules)
+            invalid += not valid
+        # EntryState is immutable: entries with the same attributes share one (most do).
+        state = None
+        if repeated:
+            key = (lastmod, changefreq, priority, entry.extensions, valid)
+            state = shared.get(key)
+        if state is None:
+            state = _new(EntryState)
+            _set_lastmod(state, lastmod)
+            _set_changefreq(state, changefreq)
+            _set_priority(state, priority)
+            _set_extensions(state, entry.extensions)
+            _set_valid(state, valid)
+            if repeated and len(shared) < _CACHE_MAX:
+                shared[key] = state
+        states[loc] = state
+    return ValidatedDocument(states, rules_by_loc, issues, invalid)
