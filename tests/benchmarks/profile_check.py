@@ -1,91 +1,88 @@
-"""Profile one ``sitemap-monitor`` command in-process with pyinstrument and list the hotspots.
+"""Profile one ``sitemap-monitor`` command with py-spy (every thread) and list the hotspots.
 
 ``python profile_check.py OUT_PREFIX -- check URL --database-url DB --json`` writes
-OUT_PREFIX.html (the full call tree) and prints one JSON object: the total, the top functions by
-self time, and the project's own functions by inclusive time.
+OUT_PREFIX.txt (collapsed stacks: load it into speedscope.app or flamegraph.pl) and prints one
+JSON object: the top functions by self time and the project's functions by inclusive time, each
+as a share of the samples in which a thread was busy. py-spy rather than pyinstrument because
+the pipeline parses and writes in worker threads, which pyinstrument does not see.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
+import re
+import subprocess
 import sys
-from collections import defaultdict
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
+# A collapsed frame: "function (path/to/module.py:LINE)".
+_FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 
-def _walk(
-    frame: Any,
-    stack: frozenset[tuple[str, str]],
-    self_time: dict[Any, float],
-    inclusive: dict[Any, float],
-) -> None:
-    key = (frame.function, frame.file_path_short or "?")
-    self_time[key] += frame.total_self_time
-    if key not in stack:  # count a recursive function's time once
-        inclusive[key] += frame.time
-        stack = stack | {key}
-    for child in frame.children:
-        _walk(child, stack, self_time, inclusive)
+
+def _short(path: str) -> str:
+    for marker in ("site-packages/", "/lib/python3.11/", "/work/main/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
+
+
+def summarise(collapsed: str) -> dict[str, Any]:
+    """Self and inclusive sample shares per (function, module) from py-spy's raw output."""
+    self_counts: Counter[tuple[str, str]] = Counter()
+    inclusive: Counter[tuple[str, str]] = Counter()
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count_s = line.rpartition(" ")
+        if not stack or not count_s.isdigit():
+            continue
+        count = int(count_s)
+        total += count
+        frames = []
+        for raw in stack.split(";"):
+            match = _FRAME.match(raw.strip())
+            if match:
+                frames.append((match["function"], _short(match["file"])))
+            else:
+                frames.append((raw.strip(), "?"))
+        if frames:
+            self_counts[frames[-1]] += count
+        for key in set(frames):
+            inclusive[key] += count
+    total = total or 1
+
+    def rows(counter: Counter[tuple[str, str]], ours: bool) -> list[dict[str, Any]]:
+        items = [
+            (k, v)
+            for k, v in counter.most_common()
+            if not ours or (k[1].startswith("monitor/") and "process " not in k[0])
+        ]
+        return [
+            {"function": f, "module": m, "percent": round(100 * v / total, 1)}
+            for (f, m), v in items[:25]
+        ]
+
+    return {"samples": total, "self": rows(self_counts, False), "ours": rows(inclusive, True)}
 
 
 def main(argv: list[str]) -> None:
-    """Run the CLI under the profiler and print the summary."""
-    from pyinstrument import Profiler
-
-    from monitor import cli
-
+    """Run the CLI under py-spy and print the summary as JSON."""
     out_prefix, args = argv[0], argv[argv.index("--") + 1 :]
-    profiler = Profiler(interval=0.001)
-    captured = io.StringIO()
-    code: object = 0
-    profiler.start()
-    try:
-        with contextlib.redirect_stdout(captured):
-            code = cli.main(args)
-    except SystemExit as exc:
-        code = exc.code
-    finally:
-        profiler.stop()
-    session = profiler.last_session
-    assert session is not None
-    with open(f"{out_prefix}.html", "w") as fh:
-        fh.write(profiler.output_html())
-    with open(f"{out_prefix}.txt", "w") as fh:
-        fh.write(profiler.output_text(unicode=False, color=False, show_all=False))
-    root = session.root_frame()
-    self_time: dict[Any, float] = defaultdict(float)
-    inclusive: dict[Any, float] = defaultdict(float)
-    if root is not None:
-        _walk(root, frozenset(), self_time, inclusive)
-    total = session.duration or 1e-9
-
-    def top(table: dict[Any, float], n: int, only_ours: bool = False) -> list[dict[str, Any]]:
-        rows = sorted(table.items(), key=lambda kv: -kv[1])
-        if only_ours:
-            rows = [kv for kv in rows if "monitor" in kv[0][1] and "site-packages" not in kv[0][1]]
-        return [
-            {
-                "function": f,
-                "module": m,
-                "seconds": round(t, 3),
-                "percent": round(100 * t / total, 1),
-            }
-            for (f, m), t in rows[:n]
-        ]
-
-    print(
-        json.dumps(
-            {
-                "exit_code": code,
-                "seconds": round(total, 3),
-                "self": top(self_time, 20),
-                "ours_inclusive": top(inclusive, 20, only_ours=True),
-                "cli_stdout_head": captured.getvalue()[:300],
-            }
-        )
-    )
+    bin_dir = Path(sys.executable).parent
+    raw = Path(f"{out_prefix}.txt")
+    done = subprocess.run(
+        [str(bin_dir / "py-spy"), "record", "--format", "raw", "--function", "--rate", "250",
+         "--output", str(raw), "--", str(bin_dir / "sitemap-monitor"), *args],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if not raw.exists():
+        print(json.dumps({"error": done.stderr[-2000:]}))
+        return
+    summary = summarise(raw.read_text())
+    summary["exit_code"] = done.returncode
+    summary["collapsed"] = str(raw)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

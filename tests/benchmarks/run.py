@@ -144,11 +144,12 @@ def run_w1(data_dir: Path, kinds: list[str], *, peers: bool, profile: bool) -> d
 
 
 def _profile(server: Server, url: str) -> dict[str, Any]:
-    """pyinstrument over the first check and the unchanged re-check (SQLite)."""
+    """py-spy over the first check, the unchanged re-check and the 1-child re-check (SQLite)."""
     result = {}
     with database("sqlite") as db:
         harness.upgrade(db)
-        for step in ("first", "recheck"):
+        for step in ("first", "unchanged", "one-child-changed"):
+            server.variant("w1prime" if step == "one-child-changed" else "base")
             prefix = f"/tmp/sitemap-monitor-bench-profile-{step}"
             argv = [
                 sys.executable,
@@ -164,9 +165,10 @@ def _profile(server: Server, url: str) -> dict[str, Any]:
             m = measure.run(f"profile {step}", argv, env=child_env(), cwd=str(harness.ROOT))
             try:
                 result[step] = json.loads(m.stdout.strip().splitlines()[-1])
-                result[step]["html"] = prefix + ".html"
+                result[step]["wall"] = round(m.wall, 2)
             except (json.JSONDecodeError, IndexError):
                 result[step] = {"error": m.stderr[-2000:]}
+        server.variant("base")
     return result
 
 
@@ -295,7 +297,8 @@ def report_profile(profile: dict[str, Any]) -> list[str]:
             continue
         lines += [
             "",
-            f"Profile of the {step} check ({data['seconds']} s in-process; {data['html']}):",
+            f"Profile of the {step} check (py-spy, {data['samples']} busy-thread samples at "
+            f"250 Hz, {data['wall']} s wall under the profiler; stacks: {data['collapsed']}):",
             "| self time: function | module | % |",
             "|---|---|---|",
         ]
@@ -308,8 +311,7 @@ def report_profile(profile: dict[str, Any]) -> list[str]:
             "|---|---|---|",
         ]
         lines += [
-            f"| {r['function']} | {r['module']} | {r['percent']} |"
-            for r in data["ours_inclusive"][:15]
+            f"| {r['function']} | {r['module']} | {r['percent']} |" for r in data["ours"][:15]
         ]
     return lines
 
@@ -321,7 +323,7 @@ def main() -> None:
     parser.add_argument("--database", choices=["sqlite", "postgres"], action="append")
     parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())
     parser.add_argument("--no-peers", action="store_true", help="skip advertools and USP")
-    parser.add_argument("--profile", action="store_true", help="pyinstrument the W1 checks")
+    parser.add_argument("--profile", action="store_true", help="py-spy profiles of the W1 checks")
     parser.add_argument(
         "--wait-for-cli",
         type=float,

@@ -14,7 +14,7 @@ fi
 "$venv/bin/pip" install --quiet \
     "advertools>=0.16" \
     "ultimate-sitemap-parser>=1.0" \
-    "pyinstrument>=5.0"
+    "py-spy>=0.3.14"
 "$venv/bin/python" - <<'PY'
 import importlib.metadata as md
 for name in ("sitemap-monitor", "advertools", "ultimate-sitemap-parser", "lxml", "pandas"):
