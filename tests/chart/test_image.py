@@ -194,3 +194,89 @@ def test_container_serves_healthz_and_stops_cleanly(container: tuple[str, int]) 
     _podman("stop", "--time", "25", name)
     code = _podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
     assert code == "0", _podman("logs", name, check=False).stderr
+
+
+@pytest.mark.slow
+def test_chart_pod_spec_runs_in_the_image(image: str, tmp_path: Path) -> None:
+    """The Deployment as the chart renders it (init migration, args, env, config) works.
+
+    podman stands in for the kubelet: the init container's `db upgrade`, then the daemon with
+    the chart's args, env (the Secret's database URL) and ConfigMap, both read-only on one
+    /data volume; the probes' paths answer and the daemon checks a local sitemap.
+    """
+    import base64
+    import json
+
+    import yaml
+    from charttools import one, render
+    from httpserver import Reply, TestServer
+
+    with TestServer() as site:
+        site.route("/sitemap.xml", Reply(body=b'<urlset xmlns="http://www.sitemaps.org/schemas/'
+                                              b'sitemap/0.9"><url><loc>' + site.url("/a").encode()
+                                              + b"</loc></url></urlset>"))
+        port = _free_port()
+        targets = json.dumps([{"name": "local", "url": site.url("/sitemap.xml")}])
+        # No jitter: the first check runs at once instead of within 10 % of the interval.
+        docs = render("default-values.yaml", "--set", f"containerPort={port}",
+                      "--set-json", f"config.targets={targets}",
+                      "--set-json", "config.defaults.jitter=0")
+        pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+        secret = {k: base64.b64decode(v).decode() for k, v in one(docs, "Secret")["data"].items()}
+        config = yaml.safe_load(one(docs, "ConfigMap")["data"]["config.yaml"])
+        assert config["listen"] == f"0.0.0.0:{port}"
+        config["listen"] = f"127.0.0.1:{port}"  # tests listen on loopback only
+        config_dir = tmp_path / "config"
+        config_dir.mkdir()
+        (config_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        # The container's uid 10001 must read the mounted config.
+        os.chmod(config_dir, 0o755)  # noqa: S103
+        os.chmod(config_dir / "config.yaml", 0o644)
+
+        def podman_args(container: dict[str, object]) -> list[str]:
+            args = ["--read-only", "--cap-drop=ALL", "--security-opt", "no-new-privileges",
+                    "--network", "host", "--user", "10001:10001", "--volume", f"{volume}:/data",
+                    "--volume", f"{config_dir}:/etc/sitemap-monitor:ro"]
+            for env in container["env"]:  # type: ignore[attr-defined]
+                value = env.get("value")
+                if value is None:
+                    value = secret[env["valueFrom"]["secretKeyRef"]["key"]]
+                args += ["--env", f"{env['name']}={value}"]
+            return args
+
+        volume = f"sitemap-monitor-data-{os.getpid()}"
+        name = f"sitemap-monitor-chart-{os.getpid()}"
+        _podman("volume", "create", volume)
+        try:
+            init = pod["initContainers"][0]
+            _podman("run", "--rm", *podman_args(init), image, *init["args"])
+            main = pod["containers"][0]
+            _podman("run", "--detach", "--name", name, *podman_args(main), image, *main["args"])
+            base = f"http://127.0.0.1:{port}"
+            probes = [main[p]["httpGet"]["path"] for p in ("livenessProbe", "readinessProbe")]
+            deadline = time.monotonic() + 30
+            while not all(_status(base + path) == 200 for path in probes):
+                if time.monotonic() > deadline:
+                    pytest.fail(_podman("logs", name, check=False).stderr)
+                time.sleep(0.5)
+            checked = re.compile(rb'^sitemap_monitor_urls\{target="local"\} 1\.0$', re.M)
+            while not checked.search(metrics := _body(base + "/metrics")):
+                if time.monotonic() > deadline:
+                    logs = _podman("logs", name, check=False)
+                    pytest.fail(f"the local sitemap was not checked:\n{metrics.decode()}\n"
+                                f"{logs.stdout}{logs.stderr}")
+                time.sleep(0.5)
+            _podman("stop", "--time", "25", name)
+            code = _podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
+            assert code == "0"
+        finally:
+            _podman("rm", "--force", name, check=False)
+            _podman("volume", "rm", "--force", volume, check=False)
+
+
+def _body(url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bytes(response.read())
+    except OSError:
+        return b""
