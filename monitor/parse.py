@@ -97,6 +97,8 @@ def _sniff(buf: bytes, eof: bool) -> _Head:
     bom, unit, codec = 0, 1, ""
     if buf.startswith(b"\xef\xbb\xbf"):
         bom = 3
+    elif eof and buf and b"\xef\xbb\xbf".startswith(buf):
+        bom = len(buf)  # a BOM cut short: nothing after it
     elif buf[:2] in (b"\xff\xfe", b"\xfe\xff"):
         bom, unit, codec = 2, 2, "utf-16-le" if buf[0] == 0xFF else "utf-16-be"
     elif len(buf) >= 2 and buf[1] == 0 and buf[0] in b"< \t\r\n":
@@ -109,7 +111,10 @@ def _sniff(buf: bytes, eof: bool) -> _Head:
     if codec:
         text = text[: len(text) // 2 * 2].decode(codec, "replace").encode("utf-8", "replace")
         head.encoding = "UTF-16"
-    _scan_prolog(text, eof or len(buf) - bom >= _PROLOG_MAX, head)
+    capped = len(buf) - bom >= _PROLOG_MAX
+    _scan_prolog(text, eof or capped, head)
+    if capped and head.kind is None and head.failure is not None:
+        head.failure = ("xml-malformed", f"no root element in the first {_PROLOG_MAX} bytes")
     # Only ASCII whitespace precedes ``start``, so UTF-16 offsets are twice the scanned ones.
     head.start = bom + head.start * unit
     if codec:

@@ -1,0 +1,666 @@
+"""The streaming parser: formats, failures, limits, hostile input, extensions, robots.txt."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor.model import RULES, Entry, ParsedDocument
+from monitor.parse import SITEMAP_NS, DocumentParser, parse_document, parse_robots
+
+URL = "https://example.com/sitemap.xml"
+NS = f'xmlns="{SITEMAP_NS}"'
+EXT_NS = (
+    'xmlns:image="http://www.google.com/schemas/sitemap-image/1.1" '
+    'xmlns:video="http://www.google.com/schemas/sitemap-video/1.1" '
+    'xmlns:news="http://www.google.com/schemas/sitemap-news/0.9" '
+    'xmlns:xhtml="http://www.w3.org/1999/xhtml"'
+)
+DATA = Path(__file__).parent / "data" / "sitemaps"
+
+
+def urlset(
+    *urls: str, ns: str = NS, decl: str = '<?xml version="1.0" encoding="UTF-8"?>\n'
+) -> bytes:
+    body = "".join(f"<url>{u}</url>\n" for u in urls)
+    return f"{decl}<urlset {ns} {EXT_NS}>\n{body}</urlset>\n".encode()
+
+
+def feed_in(data: bytes, cuts: list[int], **limits: int) -> ParsedDocument:
+    parser = DocumentParser(URL, **limits)
+    start = 0
+    for cut in sorted(set(cuts)):
+        parser.feed(data[start:cut])
+        start = cut
+    parser.feed(data[start:])
+    return parser.close()
+
+
+def rules(doc: ParsedDocument) -> list[str]:
+    return [issue.rule for issue in doc.issues]
+
+
+# -- formats ----
+
+SMALL_URLSET = urlset(
+    "<loc> https://example.com/a?x=1&amp;y=2 </loc><lastmod> 2024-01-02 </lastmod>"
+    "<changefreq>daily</changefreq><priority>0.8</priority>",
+    "<loc><![CDATA[https://example.com/b]]></loc><lastmod/>",
+)
+INDEX = (
+    f'<?xml version="1.0"?><sitemapindex {NS}>'
+    "<sitemap><loc>https://example.com/s1.xml</loc><lastmod>2024-01-01</lastmod></sitemap>"
+    "<sitemap>\n  <loc>\n https://example.com/s2.xml.gz\n </loc>\n</sitemap>"
+    "</sitemapindex>"
+).encode()
+RSS = (
+    b'<?xml version="1.0"?><rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel>'
+    b"<title>t</title><link>https://example.com/</link>"
+    b'<item><title>a</title><link>https://example.com/p1</link><atom:link href="x"/>'
+    b"<pubDate>Tue, 02 Jan 2024 10:00:00 +0200</pubDate></item>"
+    b"<item><link>https://example.com/p2</link><pubDate>not a date</pubDate></item>"
+    b"<item><link>https://example.com/p3</link></item>"
+    b"</channel></rss>"
+)
+ATOM = (
+    b'<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
+    b'<entry><link rel="self" href="https://example.com/self"/>'
+    b'<link rel="alternate" href=" https://example.com/e1 "/>'
+    b"<updated>2024-01-01T00:00:00Z</updated>"
+    b"</entry>"
+    b'<entry><link href="https://example.com/e2"/></entry>'
+    b"</feed>"
+)
+TEXT = (
+    b"\xef\xbb\xbf\n  https://example.com/a\r\n\n\t\nhttps://example.com/b  \nhttps://example.com/c"
+)
+
+
+@pytest.mark.parametrize(
+    ("data", "kind", "entries", "children"),
+    [
+        pytest.param(
+            SMALL_URLSET,
+            "urlset",
+            [
+                Entry("https://example.com/a?x=1&y=2", "2024-01-02", "daily", "0.8"),
+                Entry("https://example.com/b", ""),
+            ],
+            [],
+            id="urlset",
+        ),
+        pytest.param(
+            INDEX,
+            "sitemapindex",
+            [],
+            ["https://example.com/s1.xml", "https://example.com/s2.xml.gz"],
+            id="sitemapindex",
+        ),
+        pytest.param(
+            RSS,
+            "rss",
+            [
+                Entry("https://example.com/p1", "2024-01-02T10:00:00+02:00"),
+                Entry("https://example.com/p2", "not a date"),
+                Entry("https://example.com/p3"),
+            ],
+            [],
+            id="rss",
+        ),
+        pytest.param(
+            ATOM,
+            "atom",
+            [
+                Entry("https://example.com/e1", "2024-01-01T00:00:00Z"),
+                Entry("https://example.com/e2"),
+            ],
+            [],
+            id="atom",
+        ),
+        pytest.param(
+            TEXT,
+            "text",
+            [
+                Entry("https://example.com/a"),
+                Entry("https://example.com/b"),
+                Entry("https://example.com/c"),
+            ],
+            [],
+            id="text",
+        ),
+        pytest.param(urlset(), "urlset", [], [], id="empty-urlset"),
+    ],
+)
+def test_formats(data: bytes, kind: str, entries: list[Entry], children: list[str]) -> None:
+    doc = parse_document(data, URL)
+    assert doc.failure is None
+    assert doc.kind == kind
+    assert doc.entries == entries
+    assert doc.children == children
+    assert doc.issues == []
+
+
+def test_fixture_files_parse_as_their_names_say() -> None:
+    files = sorted(DATA.glob("*"))
+    assert files, "tests/data/sitemaps is empty"
+    for path in files:
+        doc = parse_document(path.read_bytes(), URL)
+        expected = path.name.split(".")[0].split("-")[0]
+        assert doc.failure is None, path.name
+        assert doc.kind == expected, path.name
+        assert doc.entries or doc.children, path.name
+
+
+def test_entries_are_real_entries() -> None:
+    """The fast construction path builds entries equal (and hashing equal) to Entry(...)."""
+    [entry] = parse_document(
+        urlset("<loc>https://example.com/</loc><priority>1</priority>"), URL
+    ).entries
+    plain = Entry("https://example.com/", None, None, "1", None)
+    assert type(entry) is Entry
+    assert entry == plain
+    assert hash(entry) == hash(plain)
+    assert {entry: 1}[plain] == 1
+
+
+def test_bom_leading_whitespace_and_prefixed_namespace() -> None:
+    plain = parse_document(urlset("<loc>https://example.com/x</loc>"), URL)
+    with_bom = parse_document(
+        b"\xef\xbb\xbf \r\n\t" + urlset("<loc>https://example.com/x</loc>"), URL
+    )
+    prefixed = parse_document(
+        f'<sm:urlset xmlns:sm="{SITEMAP_NS}"><sm:url><sm:loc>https://example.com/x</sm:loc>'
+        "</sm:url></sm:urlset>".encode(),
+        URL,
+    )
+    assert plain == with_bom == prefixed
+    assert plain.entries == [Entry("https://example.com/x")]
+    assert plain.issues == []
+
+
+def test_comments_and_processing_instructions_are_skipped() -> None:
+    data = (
+        b'<?xml version="1.0"?>\n<!-- <!DOCTYPE in a comment is fine -->'
+        b'<?xml-stylesheet href="s.xsl"?>'
+        + f"<urlset {NS}><!-- c --><url><loc>https://example.com/a<!-- x --></loc></url>".encode()
+        + b"<?pi?></urlset><!-- trailer -->"
+    )
+    doc = parse_document(data, URL)
+    assert doc.failure is None
+    assert doc.entries == [Entry("https://example.com/a")]
+
+
+# -- rule ids ----
+
+FAILURES = [
+    ("xml-malformed", b"<urlset><url><loc>https://example.com/</loc></urlset>", {}),
+    ("xml-malformed", b"", {}),
+    ("xml-malformed", b"  \n ", {}),
+    ("xml-malformed", urlset("<loc>https://example.com/</loc>") + b"<urlset/>", {}),
+    ("xml-malformed", urlset("<loc>https://example.com/&nbsp;</loc>"), {}),
+    ("xml-malformed", b"<![CDATA[x]]><urlset/>", {}),
+    ("xml-malformed", urlset("<loc>https://example.com/a</loc>").replace(b"/a<", b"/\xff<"), {}),
+    ("xml-doctype", b'<!DOCTYPE urlset><urlset xmlns="x"/>', {}),
+    ("xml-doctype", b"<?xml version='1.0'?>\n<!-- c -->\n<!doctype html><html></html>", {}),
+    ("xml-doctype", b'<!ENTITY a "b"><urlset/>', {}),
+    ("root-unknown", b"<html><body>Not found</body></html>", {}),
+    ("root-unknown", b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"/>', {}),
+    ("root-unknown", b'{"error": "not found"}', {}),
+    ("root-unknown", b"Service Unavailable\n", {}),
+    ("size-too-large", urlset(*["<loc>https://example.com/</loc>"] * 100), {"max_bytes": 1000}),
+]
+
+
+@pytest.mark.parametrize(("rule", "data", "limits"), FAILURES)
+def test_failures(rule: str, data: bytes, limits: dict[str, int]) -> None:
+    doc = parse_document(data, URL, **limits)
+    assert doc.failure is not None
+    assert doc.failure.rule == rule
+    assert doc.failure.document == URL
+    assert doc.entries == doc.children == doc.issues == []
+    assert RULES[rule] == "error"
+
+
+ISSUES = [
+    ("namespace-wrong", urlset("<loc>https://example.com/a</loc>", ns=""), {}),
+    (
+        "namespace-wrong",
+        urlset(
+            "<loc>https://example.com/a</loc>",
+            ns='xmlns="http://www.google.com/schemas/sitemap/0.84"',
+        ),
+        {},
+    ),
+    (
+        "namespace-wrong",
+        urlset("<loc>https://example.com/a</loc>", ns=f'xmlns="{SITEMAP_NS}/"'),
+        {},
+    ),
+    (
+        "encoding-not-utf8",
+        urlset(
+            "<loc>https://example.com/a</loc>", decl='<?xml version="1.0" encoding="ISO-8859-1"?>'
+        ),
+        {},
+    ),
+    (
+        "encoding-not-utf8",
+        urlset("<loc>https://example.com/a</loc>")
+        .decode()
+        .replace('encoding="UTF-8"', 'encoding="UTF-16"')
+        .encode("utf-16"),
+        {},
+    ),
+    ("encoding-not-utf8", b"https://example.com/a\nhttps://example.com/\xe9\n", {}),
+    ("urls-too-many", urlset(*["<loc>https://example.com/a</loc>"] * 3), {"max_urls": 2}),
+    ("urls-too-many", b"https://example.com/a\nhttps://example.com/b\n", {"max_urls": 1}),
+    ("index-too-many", INDEX, {"max_children": 1}),
+    ("loc-missing", urlset("<lastmod>2024-01-01</lastmod>", "<loc>https://example.com/</loc>"), {}),
+    ("loc-missing", urlset("<loc>  </loc>", "<loc>https://example.com/</loc>"), {}),
+    ("loc-missing", INDEX.replace(b"<loc>https://example.com/s1.xml</loc>", b""), {}),
+    ("loc-missing", RSS.replace(b"<link>https://example.com/p3</link>", b"<title>x</title>"), {}),
+    (
+        "loc-missing",
+        ATOM.replace(b'<link href="https://example.com/e2"/>', b'<link rel="self" href="x"/>'),
+        {},
+    ),
+]
+
+
+@pytest.mark.parametrize(("rule", "data", "limits"), ISSUES)
+def test_document_issues(rule: str, data: bytes, limits: dict[str, int]) -> None:
+    doc = parse_document(data, URL, **limits)
+    assert doc.failure is None
+    assert rules(doc) == [rule]
+    assert all(issue.document == URL for issue in doc.issues)
+    # The document is still read: entries or children are there.
+    assert doc.entries or doc.children
+
+
+def test_issue_keeps_reading_past_the_limits() -> None:
+    doc = parse_document(
+        urlset(*[f"<loc>https://example.com/{i}</loc>" for i in range(5)]), URL, max_urls=2
+    )
+    assert len(doc.entries) == 5
+    assert "5 URLs" in doc.issues[0].message
+
+
+def test_encoding_other_than_utf8_is_still_read() -> None:
+    latin = urlset(
+        "<loc>https://example.com/caf\u00e9</loc>",
+        decl='<?xml version="1.0" encoding="ISO-8859-1"?>',
+    )
+    latin = latin.decode().encode("latin-1")
+    utf16 = (
+        urlset("<loc>https://example.com/caf\u00e9</loc>")
+        .decode()
+        .replace("UTF-8", "UTF-16")
+        .encode("utf-16")
+    )
+    for data in (latin, utf16):
+        doc = parse_document(data, URL)
+        assert doc.entries == [Entry("https://example.com/caf\u00e9")]
+        assert rules(doc) == ["encoding-not-utf8"]
+
+
+def test_loc_missing_counts_unkeyed_invalid() -> None:
+    doc = parse_document(
+        urlset("<lastmod>2024</lastmod>", "<loc/>", "<loc>https://example.com/</loc>"), URL
+    )
+    assert doc.unkeyed_invalid == 2
+    assert doc.entries == [Entry("https://example.com/")]
+    assert rules(doc) == ["loc-missing", "loc-missing"]
+
+
+def test_size_limit_stops_early_and_keeps_nothing() -> None:
+    parser = DocumentParser(URL, max_bytes=100)
+    parser.feed(urlset("<loc>https://example.com/</loc>")[:90])
+    parser.feed(b"x" * 20)
+    parser.feed(b"<more/>" * 1000)  # ignored: the document has already failed
+    doc = parser.close()
+    assert doc.failure is not None
+    assert doc.failure.rule == "size-too-large"
+    assert doc.entries == []
+
+
+def test_first_occurrence_of_a_child_wins() -> None:
+    [entry] = parse_document(
+        urlset(
+            "<loc>https://example.com/1</loc><loc>https://example.com/2</loc><priority>0.1</priority><priority>0.2</priority>"
+        ),
+        URL,
+    ).entries
+    assert (entry.loc, entry.priority) == ("https://example.com/1", "0.1")
+
+
+def test_feed_after_close_is_a_bug_and_close_is_idempotent() -> None:
+    parser = DocumentParser(URL)
+    parser.feed(urlset("<loc>https://example.com/</loc>"))
+    first = parser.close()
+    assert parser.close() is first
+    with pytest.raises(RuntimeError):
+        parser.feed(b"x")
+
+
+# -- truncation and chunking ----
+
+FULL = urlset(
+    *[
+        f"<loc>https://example.com/p/{i}?a=1&amp;b={i}</loc><lastmod>2024-01-0{i}</lastmod>"
+        f"<image:image><image:loc>https://example.com/i{i}.png</image:loc></image:image>"
+        for i in range(1, 6)
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [FULL, INDEX, RSS, ATOM, b"\xef\xbb\xbf" + FULL],
+    ids=["urlset", "index", "rss", "atom", "bom"],
+)
+def test_truncation_is_a_failure_at_every_cut_point(document: bytes) -> None:
+    complete = parse_document(document, URL)
+    assert complete.failure is None
+    end = len(document.rstrip())
+    for cut in range(end):
+        doc = parse_document(document[:cut], URL)
+        assert doc.failure is not None, f"cut at {cut}: {document[:cut][-40:]!r}"
+        assert doc.failure.rule == "xml-malformed", cut
+        assert doc.entries == doc.children == []
+
+
+def test_truncation_fed_in_small_chunks() -> None:
+    for cut in range(0, len(FULL) - 12, 7):
+        doc = feed_in(FULL[:cut], list(range(0, cut, 5)))
+        assert doc.failure is not None
+        assert doc.entries == []
+
+
+CHUNKED = [
+    FULL,
+    INDEX,
+    RSS,
+    ATOM,
+    TEXT,
+    b"\xef\xbb\xbf\n " + SMALL_URLSET,
+    urlset("<loc>https://example.com/caf\u00e9</loc>")
+    .decode()
+    .replace("UTF-8", "UTF-16")
+    .encode("utf-16"),
+    urlset("<loc>https://example.com/x</loc>", ns=""),
+    FULL[:-40],
+    b'<?xml version="1.0"?><!-- x --><!DOCTYPE urlset [<!ENTITY a "b">]><urlset/>',
+    b"<html><head/></html>",
+    b"https://example.com/a\nhttps://example.com/\xff\n",
+]
+
+
+def summary(doc: ParsedDocument) -> tuple[object, ...]:
+    # lxml's error text may name a different column when the error shows up in another chunk
+    failure = None if doc.failure is None else doc.failure.rule
+    return (doc.kind, doc.entries, doc.children, doc.issues, doc.unkeyed_invalid, failure)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    index=st.integers(min_value=0, max_value=len(CHUNKED) - 1),
+    cuts=st.lists(st.floats(min_value=0, max_value=1), max_size=12),
+)
+def test_chunk_boundaries_do_not_matter(index: int, cuts: list[float]) -> None:
+    data = CHUNKED[index]
+    whole = parse_document(data, URL)
+    split = feed_in(data, [int(c * len(data)) for c in cuts])
+    assert summary(split) == summary(whole)
+
+
+@pytest.mark.parametrize("data", CHUNKED)
+def test_byte_by_byte_equals_whole(data: bytes) -> None:
+    assert summary(feed_in(data, list(range(len(data))))) == summary(parse_document(data, URL))
+
+
+# -- hostile input ----
+
+BILLION_LAUGHS = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+ <!ENTITY lol5 "&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;">
+ <!ENTITY lol6 "&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;">
+ <!ENTITY lol7 "&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;">
+ <!ENTITY lol8 "&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;">
+ <!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">
+]>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>&lol9;</loc></url></urlset>
+"""
+
+
+@pytest.mark.parametrize("prefix", [b"", b"\xef\xbb\xbf", b"\n\n  ", b"<!-- a comment -->\n"])
+def test_billion_laughs_is_refused_quickly(prefix: bytes) -> None:
+    data = prefix + BILLION_LAUGHS
+    started = time.perf_counter()
+    whole = parse_document(data, URL)
+    chunked = feed_in(data, list(range(0, len(data), 3)))
+    assert time.perf_counter() - started < 0.5
+    for doc in (whole, chunked):
+        assert doc.failure is not None
+        assert doc.failure.rule == "xml-doctype"
+        assert doc.entries == []
+
+
+def test_billion_laughs_in_utf16_is_refused() -> None:
+    doc = parse_document(BILLION_LAUGHS.decode().encode("utf-16"), URL)
+    assert doc.failure is not None
+    assert doc.failure.rule == "xml-doctype"
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    path = tmp_path / "secret.txt"
+    path.write_text("TOP-SECRET-7f3a9c")
+    return path
+
+
+def xxe_documents(secret: Path) -> list[bytes]:
+    uri = secret.as_uri()
+    return [
+        f'<?xml version="1.0"?><!DOCTYPE urlset [<!ENTITY xxe SYSTEM "{uri}">]>'
+        f"<urlset {NS}><url><loc>https://example.com/&xxe;</loc></url></urlset>",
+        f'<!DOCTYPE urlset [<!ENTITY % p SYSTEM "{uri}"> %p;]><urlset {NS}/>',
+        f'<!DOCTYPE urlset SYSTEM "{uri}"><urlset {NS}><url><loc>&ext;</loc></url></urlset>',
+        f'<!DOCTYPE urlset PUBLIC "-//x//y" "{uri}"><urlset {NS}/>',
+    ]
+
+
+def test_xxe_never_reads_the_file(secret: Path) -> None:
+    for text in xxe_documents(secret):
+        for data in (text.encode(), text.encode("utf-16")):
+            doc = parse_document(data, URL)
+            assert doc.failure is not None
+            assert doc.failure.rule == "xml-doctype"
+            assert "TOP-SECRET" not in repr(doc)
+
+
+def test_undeclared_entity_and_xinclude_read_nothing(secret: Path) -> None:
+    entity = parse_document(urlset("<loc>https://example.com/&xxe;</loc>"), URL)
+    assert entity.failure is not None
+    assert entity.failure.rule == "xml-malformed"
+    xinclude = parse_document(
+        urlset(
+            f'<loc><xi:include xmlns:xi="http://www.w3.org/2001/XInclude" href="{secret.as_uri()}" '
+            'parse="text"/></loc>'
+        ),
+        URL,
+    )
+    assert "TOP-SECRET" not in repr(xinclude)
+    assert xinclude.entries == []
+    assert [issue.rule for issue in xinclude.issues] == ["loc-missing"]
+
+
+def test_long_prolog_without_root_fails() -> None:
+    data = b"<!--" + b"x" * (1 << 20) + b"-->"
+    doc = feed_in(data + b"<urlset/>", list(range(0, len(data), 4096)))
+    assert doc.failure is not None
+    assert doc.failure.rule == "xml-malformed"
+
+
+# -- extensions ----
+
+BASE_EXT = (
+    "<loc>https://example.com/p</loc>"
+    "<image:image><image:loc>https://example.com/1.jpg</image:loc><image:title>One</image:title>"
+    "<image:caption>Cap</image:caption></image:image>"
+    "<image:image><image:loc>https://example.com/2.jpg</image:loc></image:image>"
+    "<video:video><video:thumbnail_loc>https://example.com/t.jpg</video:thumbnail_loc>"
+    "<video:title>V</video:title><video:description>D</video:description>"
+    "<video:content_loc>https://example.com/v.mp4</video:content_loc>"
+    '<video:player_loc allow_embed="yes">https://example.com/player</video:player_loc>'
+    "<video:duration>600</video:duration>"
+    '<video:price currency="EUR">1.99</video:price><video:tag>a</video:tag><video:tag>b</video:tag>'
+    "</video:video>"
+    "<news:news><news:publication><news:name>Paper</news:name><news:language>en</news:language>"
+    "</news:publication><news:publication_date>2024-01-01</news:publication_date>"
+    "<news:title>Headline</news:title></news:news>"
+    '<xhtml:link rel="alternate" hreflang="de" href="https://example.com/de/p"/>'
+    '<xhtml:link rel="alternate" hreflang="fr" href="https://example.com/fr/p"/>'
+)
+
+EXT_CHANGES = [
+    ("image-title", "<image:title>One</image:title>", "<image:title>Uno</image:title>"),
+    ("image-caption-removed", "<image:caption>Cap</image:caption>", ""),
+    (
+        "image-added",
+        "</news:news>",
+        "</news:news><image:image><image:loc>https://example.com/3.jpg</image:loc></image:image>",
+    ),
+    ("image-loc", "2.jpg", "2b.jpg"),
+    ("video-thumbnail", "t.jpg", "t2.jpg"),
+    ("video-title", "<video:title>V</video:title>", "<video:title>W</video:title>"),
+    (
+        "video-description",
+        "<video:description>D</video:description>",
+        "<video:description>E</video:description>",
+    ),
+    ("video-content", "v.mp4", "v2.mp4"),
+    ("video-player-attribute", 'allow_embed="yes"', 'allow_embed="no"'),
+    ("video-duration", "600", "601"),
+    ("video-price-currency", 'currency="EUR"', 'currency="USD"'),
+    (
+        "video-tag-added",
+        "<video:tag>b</video:tag>",
+        "<video:tag>b</video:tag><video:tag>c</video:tag>",
+    ),
+    ("news-name", "Paper", "Journal"),
+    ("news-language", "<news:language>en</news:language>", "<news:language>de</news:language>"),
+    ("news-date", "2024-01-01</news:publication_date>", "2024-01-02</news:publication_date>"),
+    ("news-title", "Headline", "Other"),
+    ("hreflang", 'hreflang="fr"', 'hreflang="it"'),
+    ("alternate-href", "https://example.com/de/p", "https://example.com/de/q"),
+    (
+        "alternate-removed",
+        '<xhtml:link rel="alternate" hreflang="fr" href="https://example.com/fr/p"/>',
+        "",
+    ),
+]
+
+
+def extensions(url_body: str) -> dict[str, object]:
+    [entry] = parse_document(urlset(url_body), URL).entries
+    assert entry.extensions is not None
+    value = json.loads(entry.extensions)
+    assert entry.extensions == json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return dict(value)
+
+
+def test_extension_data_is_kept() -> None:
+    data = extensions(BASE_EXT)
+    assert data["image"] == [
+        {"caption": "Cap", "loc": "https://example.com/1.jpg", "title": "One"},
+        {"loc": "https://example.com/2.jpg"},
+    ]
+    [video] = data["video"]  # type: ignore[misc]
+    assert video["duration"] == "600"
+    assert video["price"] == {"#text": "1.99", "@currency": "EUR"}
+    assert video["tag"] == ["a", "b"]
+    assert data["news"] == [
+        {
+            "publication": {"language": "en", "name": "Paper"},
+            "publication_date": "2024-01-01",
+            "title": "Headline",
+        }
+    ]
+    assert data["alternates"] == [
+        {"href": "https://example.com/de/p", "hreflang": "de"},
+        {"href": "https://example.com/fr/p", "hreflang": "fr"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"), [c[1:] for c in EXT_CHANGES], ids=[c[0] for c in EXT_CHANGES]
+)
+def test_any_extension_change_changes_the_json(old: str, new: str) -> None:
+    assert old in BASE_EXT
+    assert extensions(BASE_EXT.replace(old, new, 1)) != extensions(BASE_EXT)
+
+
+def test_extension_json_ignores_formatting() -> None:
+    spaced = BASE_EXT.replace("><", ">\n   <").replace("<image:title>One", "<image:title>  One ")
+    assert extensions(spaced) == extensions(BASE_EXT)
+
+
+def test_no_extension_data_is_none() -> None:
+    [entry] = parse_document(
+        urlset(
+            '<loc>https://example.com/</loc><xhtml:link rel="canonical" href="x"/>'
+            '<mobile:mobile xmlns:mobile="m"/>'
+        ),
+        URL,
+    ).entries
+    assert entry.extensions is None
+
+
+# -- robots.txt ----
+
+ROBOTS = "https://example.com/robots.txt"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("User-agent: *\nDisallow: /\n", []),
+        ("Sitemap: https://example.com/s.xml\n", ["https://example.com/s.xml"]),
+        (
+            "SITEMAP:https://example.com/a.xml\nsitemap : https://example.com/b.xml",
+            ["https://example.com/a.xml", "https://example.com/b.xml"],
+        ),
+        (
+            "Sitemap: https://example.com/a.xml\nSitemap: https://example.com/a.xml # again\n",
+            ["https://example.com/a.xml"],
+        ),
+        (
+            "Sitemap: /sitemaps/a.xml\nSitemap: b.xml\n",
+            ["https://example.com/sitemaps/a.xml", "https://example.com/b.xml"],
+        ),
+        (
+            "Sitemap: https://example.com/robots.txt\nSitemap: /robots.txt\nSitemap: https://example.com/s.xml",
+            ["https://example.com/s.xml"],
+        ),
+        (
+            "\ufeffSitemap: https://cdn.example.net/s.xml\r\nSitemap:\r\n# Sitemap: https://example.com/c.xml\r\n",
+            ["https://cdn.example.net/s.xml"],
+        ),
+        (
+            "User-agent: *\n  Sitemap: https://example.com/indented.xml\nAllow: /sitemap: no\n",
+            ["https://example.com/indented.xml"],
+        ),
+    ],
+)
+def test_robots(text: str, expected: list[str]) -> None:
+    assert parse_robots(text, ROBOTS) == expected
