@@ -1,0 +1,256 @@
+"""The entry rules: loc, lastmod, changefreq, priority, duplicates; verdicts and counts."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from monitor.model import RULES, Entry, EntryState
+from monitor.validate import ValidatedDocument, validate_document
+
+DOC = "https://example.com/sitemaps/sitemap.xml"
+NOW = datetime(2024, 6, 15, 12, 0, 0, tzinfo=UTC)
+
+
+def check(*entries: Entry, document: str = DOC, seen: set[str] | None = None) -> ValidatedDocument:
+    return validate_document(entries, document, now=NOW, seen=seen)
+
+
+def rules_of(entry: Entry, document: str = DOC) -> str | None:
+    result = check(entry, document=document)
+    return result.rules.get(entry.loc)
+
+
+IN = "https://example.com/sitemaps/page"
+
+# (id, entry, expected space-separated rule ids or None)
+CASES: list[tuple[str, Entry, str | None]] = [
+    ("clean", Entry(IN, "2024-06-01", "daily", "0.5"), None),
+    ("nothing-but-loc", Entry(IN), None),
+    ("deeper", Entry("https://example.com/sitemaps/a/b/c?x=1#f"), None),
+    ("host-case", Entry("HTTPS://Example.COM/sitemaps/x"), None),
+    ("explicit-default-port", Entry("https://example.com:443/sitemaps/x"), None),
+    # loc
+    ("relative", Entry("/sitemaps/page"), "loc-not-absolute"),
+    ("no-scheme", Entry("example.com/sitemaps/page"), "loc-not-absolute"),
+    ("ftp", Entry("ftp://example.com/sitemaps/page"), "loc-not-absolute"),
+    ("no-host", Entry("https:///sitemaps/page"), "loc-not-absolute"),
+    ("bad-port", Entry("https://example.com:99999/sitemaps/page"), "loc-not-absolute"),
+    ("bad-ipv6", Entry("https://[::1/sitemaps/page"), "loc-not-absolute"),
+    ("mailto", Entry("mailto:someone@example.com"), "loc-not-absolute"),
+    ("too-long", Entry(IN + "x" * (2048 - len(IN))), "loc-too-long"),
+    ("just-short-enough", Entry(IN + "x" * (2047 - len(IN))), None),
+    ("other-host", Entry("https://www.example.com/sitemaps/page"), "loc-out-of-scope"),
+    ("other-scheme", Entry("http://example.com/sitemaps/page"), "loc-out-of-scope"),
+    ("other-port", Entry("https://example.com:8443/sitemaps/page"), "loc-out-of-scope"),
+    ("above-directory", Entry("https://example.com/page"), "loc-out-of-scope"),
+    ("sibling-directory", Entry("https://example.com/sitemaps2/page"), "loc-out-of-scope"),
+    ("lookalike-host", Entry("https://example.com.evil.net/sitemaps/page"), "loc-out-of-scope"),
+    ("long-and-out", Entry("https://other.net/" + "y" * 2100), "loc-too-long loc-out-of-scope"),
+    # lastmod
+    ("year", Entry(IN, "2024"), None),
+    ("year-month", Entry(IN, "2024-06"), None),
+    ("minutes-z", Entry(IN, "2024-06-01T10:30Z"), None),
+    ("seconds-offset", Entry(IN, "2024-06-01T10:30:15+02:00"), None),
+    ("fraction", Entry(IN, "2024-06-01T10:30:15.123456789-05:00"), None),
+    ("leap-day", Entry(IN, "2024-02-29"), None),
+    ("not-leap-day", Entry(IN, "2023-02-29"), "lastmod-invalid"),
+    ("month-13", Entry(IN, "2024-13-01"), "lastmod-invalid"),
+    ("month-00", Entry(IN, "2024-00"), "lastmod-invalid"),
+    ("day-31-of-30", Entry(IN, "2024-04-31"), "lastmod-invalid"),
+    ("year-zero", Entry(IN, "0000"), "lastmod-invalid"),
+    ("one-digit-month", Entry(IN, "2024-6-01"), "lastmod-invalid"),
+    ("no-timezone", Entry(IN, "2024-06-01T10:30:00"), "lastmod-invalid"),
+    ("space-separator", Entry(IN, "2024-06-01 10:30:00Z"), "lastmod-invalid"),
+    ("hour-only", Entry(IN, "2024-06-01T10Z"), "lastmod-invalid"),
+    ("hour-25", Entry(IN, "2024-06-01T25:00Z"), "lastmod-invalid"),
+    ("second-60", Entry(IN, "2024-06-01T10:00:60Z"), "lastmod-invalid"),
+    ("compact-offset", Entry(IN, "2024-06-01T10:00:00+0200"), "lastmod-invalid"),
+    ("basic-format", Entry(IN, "20240601"), "lastmod-invalid"),
+    ("week-date", Entry(IN, "2024-W01-1"), "lastmod-invalid"),
+    ("rfc822", Entry(IN, "Sat, 01 Jun 2024 10:00:00 GMT"), "lastmod-invalid"),
+    ("arabic-digits", Entry(IN, "\u0662\u0660\u0662\u0664-06-01"), "lastmod-invalid"),
+    ("empty-lastmod", Entry(IN, ""), "lastmod-invalid"),
+    ("words", Entry(IN, "yesterday"), "lastmod-invalid"),
+    # lastmod in the future (NOW is 2024-06-15T12:00:00Z)
+    ("today", Entry(IN, "2024-06-15"), None),
+    ("tomorrow", Entry(IN, "2024-06-16"), "lastmod-future"),
+    ("this-month", Entry(IN, "2024-06"), None),
+    ("next-month", Entry(IN, "2024-07"), "lastmod-future"),
+    ("this-year", Entry(IN, "2024"), None),
+    ("next-year", Entry(IN, "2025"), "lastmod-future"),
+    ("exactly-now", Entry(IN, "2024-06-15T12:00:00Z"), None),
+    ("a-second-later", Entry(IN, "2024-06-15T12:00:01Z"), "lastmod-future"),
+    ("later-clock-earlier-instant", Entry(IN, "2024-06-15T13:00:00+02:00"), None),
+    ("earlier-clock-later-instant", Entry(IN, "2024-06-15T11:00:00-02:00"), "lastmod-future"),
+    # changefreq
+    ("changefreq-upper", Entry(IN, changefreq="Weekly"), None),
+    ("changefreq-never", Entry(IN, changefreq="never"), None),
+    ("changefreq-bad", Entry(IN, changefreq="sometimes"), "changefreq-invalid"),
+    ("changefreq-empty", Entry(IN, changefreq=""), "changefreq-invalid"),
+    # priority
+    ("priority-zero", Entry(IN, priority="0"), None),
+    ("priority-one", Entry(IN, priority="1.0"), None),
+    ("priority-odd-spelling", Entry(IN, priority="0.125"), None),
+    ("priority-leading-dot", Entry(IN, priority=".5"), None),
+    ("priority-plus", Entry(IN, priority="+0.5"), None),
+    ("priority-too-big", Entry(IN, priority="1.1"), "priority-invalid"),
+    ("priority-negative", Entry(IN, priority="-0.1"), "priority-invalid"),
+    ("priority-comma", Entry(IN, priority="0,5"), "priority-invalid"),
+    ("priority-exponent", Entry(IN, priority="1e-1"), "priority-invalid"),
+    ("priority-nan", Entry(IN, priority="nan"), "priority-invalid"),
+    ("priority-underscore", Entry(IN, priority="0_5"), "priority-invalid"),
+    ("priority-empty", Entry(IN, priority=""), "priority-invalid"),
+    # several at once, in a stable order
+    (
+        "everything",
+        Entry("/x", "2024-02-30", "often", "2"),
+        "loc-not-absolute lastmod-invalid changefreq-invalid priority-invalid",
+    ),
+]
+
+
+@pytest.mark.parametrize(("entry", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_rules(entry: Entry, expected: str | None) -> None:
+    result = check(entry)
+    assert result.rules.get(entry.loc) == expected
+    found = [issue.rule for issue in result.issues]
+    assert found == ([] if expected is None else expected.split())
+    for issue in result.issues:
+        assert issue.loc == entry.loc
+        assert issue.document == DOC
+        assert issue.message
+    errors = expected is not None and any(RULES[r] == "error" for r in expected.split())
+    assert result.entries[entry.loc].valid is not errors
+    assert result.invalid == int(errors)
+
+
+def test_warnings_keep_the_entry_valid() -> None:
+    assert RULES["loc-out-of-scope"] == RULES["lastmod-future"] == "warning"
+    result = check(Entry("https://other.net/x", "2030-01-01"))
+    assert result.rules["https://other.net/x"] == "loc-out-of-scope lastmod-future"
+    assert result.entries["https://other.net/x"].valid
+    assert result.invalid == 0
+
+
+def test_state_carries_the_attributes() -> None:
+    entry = Entry(IN, "2024-06-01", "daily", "0.5", '{"image":[]}')
+    state = check(entry).entries[IN]
+    assert state == EntryState("2024-06-01", "daily", "0.5", '{"image":[]}', True)
+    assert type(state) is EntryState
+    assert hash(state) == hash(EntryState("2024-06-01", "daily", "0.5", '{"image":[]}', True))
+    bad = check(Entry(IN, "2024-99-01")).entries[IN]
+    assert bad == EntryState("2024-99-01", None, None, None, False)
+
+
+def test_duplicates_in_one_document() -> None:
+    first = Entry(IN, "2024-06-01")
+    again = Entry(IN, "2024-06-02", "daily")
+    other = Entry(IN + "2")
+    result = check(first, other, again, Entry(IN + "2", priority="9"))
+    assert list(result.entries) == [IN, IN + "2"]
+    assert result.entries[IN].lastmod == "2024-06-01"  # the first occurrence wins
+    assert result.entries[IN + "2"].priority is None
+    assert [(i.rule, i.loc) for i in result.issues] == [
+        ("loc-duplicate", IN),
+        ("loc-duplicate", IN + "2"),
+    ]
+    assert result.invalid == 2
+    assert result.rules == {}  # both kept entries are clean
+
+
+def test_duplicates_across_documents_share_seen() -> None:
+    seen: set[str] = set()
+    one = check(Entry(IN), Entry(IN + "a"), seen=seen)
+    assert seen == {IN, IN + "a"}
+    two = check(Entry(IN + "b"), Entry(IN + "a"), seen=seen)
+    assert one.invalid == 0
+    assert list(two.entries) == [IN + "b"]
+    assert [(i.rule, i.loc) for i in two.issues] == [("loc-duplicate", IN + "a")]
+    assert two.invalid == 1
+    assert seen == {IN, IN + "a", IN + "b"}
+
+
+def test_invalid_counts_occurrences() -> None:
+    result = check(
+        Entry("/a"),
+        Entry("/a"),
+        Entry(IN, priority="5"),
+        Entry(IN + "ok"),
+        Entry("https://other.net/warn"),
+    )
+    assert result.invalid == 3  # /a, its duplicate, the bad priority; not the warning
+    assert sum(not state.valid for state in result.entries.values()) == 2
+
+
+def test_insertion_order_is_kept() -> None:
+    locs = [f"{IN}/{i}" for i in (5, 3, 9, 1, 7)]
+    assert list(check(*(Entry(loc) for loc in locs)).entries) == locs
+
+
+@pytest.mark.parametrize(
+    ("document", "loc", "expected"),
+    [
+        ("/tmp/sitemap.xml", "https://anything.example/x", None),
+        ("sitemap.xml", "https://anything.example/x", None),
+        ("https://example.com/sitemap.xml", "https://example.com/deep/x", None),
+        ("https://example.com", "https://example.com/x", None),
+        ("https://example.com:8080/s.xml", "https://example.com:8080/x", None),
+        ("https://example.com:8080/s.xml", "https://example.com/x", "loc-out-of-scope"),
+        ("http://example.com:80/s.xml", "http://example.com/x", None),
+        ("https://example.com/a/b/s.xml", "https://example.com/a/x", "loc-out-of-scope"),
+        ("/tmp/sitemap.xml", "/relative", "loc-not-absolute"),
+    ],
+)
+def test_scope_follows_the_document(document: str, loc: str, expected: str | None) -> None:
+    assert rules_of(Entry(loc), document=document) == expected
+
+
+def test_future_uses_the_utc_date_of_now() -> None:
+    late_evening_west = datetime(2024, 6, 15, 23, 30, tzinfo=timezone(timedelta(hours=-5)))
+    # In UTC that is already the 16th, so the 16th is not in the future.
+    result = validate_document([Entry(IN, "2024-06-16")], DOC, now=late_evening_west)
+    assert result.rules == {}
+    result = validate_document([Entry(IN, "2024-06-17")], DOC, now=late_evening_west)
+    assert result.rules == {IN: "lastmod-future"}
+
+
+def test_naive_now_is_refused() -> None:
+    with pytest.raises(ValueError, match="timezone"):
+        validate_document([Entry(IN)], DOC, now=datetime(2024, 6, 15))
+
+
+def test_repeated_values_give_the_same_verdicts() -> None:
+    """The verdict caches must not leak one entry's result into another's."""
+    entries = [
+        Entry(f"{IN}/{i}", lastmod, changefreq, priority)
+        for i, (lastmod, changefreq, priority) in enumerate(
+            [("2024-06-01", "daily", "0.5"), ("2024-99-01", "daily", "0.5")] * 3
+            + [("2024-06-01", "daily", "0.5"), ("2030-01-01", "daily", "0.5")] * 2
+        )
+    ]
+    result = check(*entries)
+    for entry in entries:
+        alone = check(entry)
+        assert result.entries[entry.loc] == alone.entries[entry.loc]
+        assert result.rules.get(entry.loc) == alone.rules.get(entry.loc)
+
+
+def test_half_a_million_entries_are_fast() -> None:
+    entries = [
+        Entry(
+            f"https://example.com/sitemaps/p/{i}?a=1&b=2",
+            f"2024-0{i % 5 + 1}-{i % 28 + 1:02d}T{i % 24:02d}:{i % 60:02d}:{i % 59:02d}+00:00",
+            ("daily", "weekly")[i % 2],
+            f"0.{i % 10}",
+        )
+        for i in range(500_000)
+    ]
+    started = time.process_time()
+    result = check(*entries)
+    elapsed = time.process_time() - started
+    assert len(result.entries) == 500_000
+    assert result.invalid == 0
+    assert elapsed < 3.0, f"{elapsed:.2f}s"
