@@ -68,7 +68,9 @@ def _metrics_checks(listen: int) -> float | None:
     )
 
 
-def _one(server: harness.Server, db: Database, concurrency: int, interval: str) -> dict[str, Any]:
+def _one(
+    server: harness.Server, db: Database, concurrency: int, interval: str, profile: bool
+) -> dict[str, Any]:
     harness.upgrade(db)
     out: dict[str, Any] = {"database": db.kind, "concurrency": concurrency, "interval": interval}
     targets = workloads.W2_TARGETS
@@ -85,7 +87,7 @@ def _one(server: harness.Server, db: Database, concurrency: int, interval: str) 
                 env=child_env(),
             )
             try:
-                out.update(_watch(proc, db, server, listen, targets, started))
+                out.update(_watch(proc, db, server, listen, targets, started, profile))
             finally:
                 proc.send_signal(signal.SIGTERM)
                 deadline = time.monotonic() + 60
@@ -108,7 +110,13 @@ def _one(server: harness.Server, db: Database, concurrency: int, interval: str) 
 
 
 def _watch(
-    proc: Any, db: Database, server: harness.Server, listen: int, targets: int, started: float
+    proc: Any,
+    db: Database,
+    server: harness.Server,
+    listen: int,
+    targets: int,
+    started: float,
+    profile: bool,
 ) -> dict[str, Any]:
     """Wait for the first full round, then time 1,000 more snapshots."""
     out: dict[str, Any] = {}
@@ -162,11 +170,51 @@ def _watch(
     metrics1 = _metrics_checks(listen)
     if metrics0 is not None and metrics1 is not None:
         out["metrics_checks_in_round"] = metrics1 - metrics0
+    if profile:
+        # A further round under py-spy, so that the profiler's pauses do not touch the timing.
+        spy = _spy(proc.pid, f"/tmp/sitemap-monitor-bench-profile-w2-{db.kind}.txt")
+        n1 = db.count("SELECT count(*) FROM snapshots")
+        limit = time.perf_counter() + ROUND_TIMEOUT
+        while db.count("SELECT count(*) FROM snapshots") < n1 + targets:
+            if proc.poll() is not None or time.perf_counter() > limit:
+                break
+            time.sleep(0.2)
+        out["profile"] = _unspy(spy)
     return out
 
 
+def _spy(pid: int, output: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Attach py-spy to the daemon for the round (every thread, busy samples only)."""
+    argv = [str(harness.BIN / "py-spy"), "record", "--pid", str(pid), "--format", "raw",
+            "--function", "--rate", "100", "--output", output]  # fmt: skip
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), output
+
+
+def _unspy(spy: tuple[subprocess.Popen[bytes], str]) -> dict[str, Any]:
+    import profile_check
+
+    proc, output = spy
+    proc.send_signal(signal.SIGINT)  # py-spy writes its file when interrupted
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    try:
+        summary = profile_check.summarise(Path(output).read_text())
+    except OSError as exc:
+        return {"error": str(exc)}
+    summary["collapsed"] = output
+    return summary
+
+
 def run_w2(
-    data_dir: Path, kinds: list[str], *, concurrency: int, interval: str = "1s"
+    data_dir: Path,
+    kinds: list[str],
+    *,
+    concurrency: int,
+    profile: bool = False,
+    interval: str = "1s",
 ) -> dict[str, Any]:
     """Run W2 on each database; returns the figures per database."""
     manifest = workloads.ensure("W2", data_dir)
@@ -178,7 +226,7 @@ def run_w2(
     with serve(data_dir, "w2") as server:
         for kind in kinds:
             with database(kind) as db:
-                results[kind] = _one(server, db, concurrency, interval)
+                results[kind] = _one(server, db, concurrency, interval, profile)
             r = results[kind]
             print(
                 f"   daemon [{kind}]: first round {r.get('first_round_s', 0):.1f} s, "

@@ -164,10 +164,11 @@ def _profile(server: Server, url: str) -> dict[str, Any]:
             ]
             m = measure.run(f"profile {step}", argv, env=child_env(), cwd=str(harness.ROOT))
             try:
-                result[step] = json.loads(m.stdout.strip().splitlines()[-1])
-                result[step]["wall"] = round(m.wall, 2)
+                data = json.loads(m.stdout.strip().splitlines()[-1])
+                data["wall"] = round(m.wall, 2)
             except (json.JSONDecodeError, IndexError):
-                result[step] = {"error": m.stderr[-2000:]}
+                data = {"error": m.stderr[-2000:]}
+            result[f"the W1 {step.replace('-', ' ')} check [sqlite]"] = data
         server.variant("base")
     return result
 
@@ -297,8 +298,9 @@ def report_profile(profile: dict[str, Any]) -> list[str]:
             continue
         lines += [
             "",
-            f"Profile of the {step} check (py-spy, {data['samples']} busy-thread samples at "
-            f"250 Hz, {data['wall']} s wall under the profiler; stacks: {data['collapsed']}):",
+            f"Profile of {step} (py-spy, {data['samples']} busy-thread samples at "
+            f"{data.get('rate', 250)} Hz, {data.get('wall', '-')} s wall under the profiler; "
+            f"stacks: {data['collapsed']}):",
             "| self time: function | module | % |",
             "|---|---|---|",
         ]
@@ -358,8 +360,12 @@ def main() -> None:
     if "W2" in workload_names:
         import daemon
 
-        w2 = daemon.run_w2(args.data_dir, kinds, concurrency=args.concurrency)
+        w2 = daemon.run_w2(args.data_dir, kinds, concurrency=args.concurrency, profile=args.profile)
         lines += ["", "W2: 1,000 targets x 1,000 URLs, the daemon", *daemon.report(w2)]
+        for kind, r in w2.items():
+            if "profile" in r:
+                prof = {**r["profile"], "rate": 100}
+                lines += report_profile({f"W2 daemon round [{kind}]": prof})
         results["W2"] = w2
     print("\n".join(lines))
     if args.results:
