@@ -137,7 +137,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from monitor.store import db
 
         engine = db.make_engine(_database_url(args, _config(args)))
-        db.upgrade(engine)
+        try:
+            db.upgrade(engine)
+        finally:
+            engine.dispose()
         print(f"database {db.redact(str(engine.url))} is at {db.head_revision()}")
         return EXIT_OK
     if command == "config":
@@ -180,14 +183,17 @@ def _open_engine(url: str) -> Any:
     from monitor.store import db
 
     engine = db.make_engine(url)
-    if db.is_sqlite(engine):
-        if db.current_revision(engine) != db.head_revision():
-            db.upgrade(engine)
-    else:
-        try:
+    try:
+        if db.is_sqlite(engine):
+            if db.current_revision(engine) != db.head_revision():
+                db.upgrade(engine)
+        else:
             db.require_head(engine)
-        except MonitorError as exc:
+    except MonitorError as exc:
+        engine.dispose()
+        if isinstance(exc, db.SchemaError):
             raise ConfigError(str(exc)) from None
+        raise
     return engine
 
 

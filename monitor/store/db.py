@@ -15,6 +15,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from monitor.errors import ConfigError, SchemaError, StoreError
 
 __all__ = [
+    "SchemaError",
     "current_revision",
     "head_revision",
     "is_sqlite",

@@ -68,6 +68,11 @@ def row_counts(db: str) -> tuple[int, int]:
 
 def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     db = database_url.replace("postgresql+psycopg://", "postgresql://")
+    if db.startswith("postgresql"):  # only SQLite is migrated by `check` itself
+        assert main(["check", "https://example.test/x.xml", "--database-url", db]) == 2
+        assert "sitemap-monitor db upgrade" in capsys.readouterr().err
+        assert main(["db", "upgrade", "--database-url", db]) == 0
+        assert "is at" in capsys.readouterr().out
     a = {U + "1": "2024-01-01", U + "2": "2024-01-01"}
     b = {U + "3": "2024-01-01"}
     site.set("/index.xml", index([site.url("/a.xml"), site.url("/b.xml")]))
