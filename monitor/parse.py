@@ -421,6 +421,11 @@ class DocumentParser:
                     other = [child]
                 else:
                     other.append(child)
+            extensions = None
+            if other is not None:
+                values = [loc, lastmod, changefreq, priority]
+                extensions = _other_children(other, values)
+                loc, lastmod, changefreq, priority = values
             if loc is None or not (loc := loc.strip()):
                 self._missing_loc("url")
                 continue
@@ -429,7 +434,7 @@ class DocumentParser:
             set_lastmod(entry, lastmod)
             set_changefreq(entry, changefreq)
             set_priority(entry, priority)
-            set_extensions(entry, None if other is None else _extensions(other))
+            set_extensions(entry, extensions)
             append(entry)
         self._items += items
         if url is not None:
@@ -537,6 +542,25 @@ def _syntax_message(exc: Exception) -> str:
 
 def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
+
+
+_FIELD_INDEX = {"loc": 0, "lastmod": 1, "changefreq": 2, "priority": 3}
+
+
+def _other_children(elements: list[etree._Element], values: list[str | None]) -> str | None:
+    """Children the fast path did not know: fields in another namespace, or extensions.
+
+    A <url> may redeclare the namespace (``<url xmlns="...">``) unlike the first one did, so
+    its fields are matched by local name here; ``values`` is filled where still missing.
+    """
+    rest = []
+    for element in elements:
+        index = _FIELD_INDEX.get(_local(element.tag))
+        if index is None:
+            rest.append(element)
+        elif values[index] is None:
+            values[index] = (element.text or "").strip()
+    return _extensions(rest) if rest else None
 
 
 def _extensions(elements: list[etree._Element]) -> str | None:

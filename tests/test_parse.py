@@ -183,6 +183,19 @@ def test_bom_leading_whitespace_and_prefixed_namespace() -> None:
     assert plain.issues == []
 
 
+def test_urls_that_declare_the_namespace_themselves() -> None:
+    """The root's xmlns is blanked for speed; a <url> with its own xmlns must read the same."""
+    declared = f"<url {NS}><loc>https://example.com/1</loc><lastmod>2024</lastmod></url>"
+    plain = "<url><loc>https://example.com/2</loc><priority>0.5</priority></url>"
+    one = Entry("https://example.com/1", "2024")
+    two = Entry("https://example.com/2", priority="0.5")
+    first_declared = parse_document(f"<urlset {NS}>{declared}{plain}</urlset>".encode(), URL)
+    first_plain = parse_document(f"<urlset {NS}>{plain}{declared}</urlset>".encode(), URL)
+    assert first_declared.entries == [one, two]
+    assert first_plain.entries == [two, one]
+    assert first_declared.issues == first_plain.issues == []
+
+
 def test_comments_and_processing_instructions_are_skipped() -> None:
     data = (
         b'<?xml version="1.0"?>\n<!-- <!DOCTYPE in a comment is fine -->'
