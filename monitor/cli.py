@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from monitor import __version__
-from monitor.config import Config, ConfigError, Target, adhoc_target, load, parse_duration
-from monitor.errors import MonitorError
+from monitor.config import Config, Target, adhoc_target, load, parse_duration
+from monitor.errors import ConfigError, MonitorError
 from monitor.model import CHANGE_KINDS, CheckResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAIL_ON = 0, 1, 2, 3
@@ -31,7 +31,7 @@ _URL = re.compile(r"^https?://", re.IGNORECASE)
 class _Parser(argparse.ArgumentParser):
     """argparse that exits with code 2 and one line, as every usage error here does."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise ConfigError(f"usage: {message}")
 
 

@@ -364,7 +364,7 @@ def _expand(value: Any, where: str, env: Mapping[str, str], base: Path) -> Any:
     return value
 
 
-def _location(error: dict[str, Any]) -> str:
+def _location(error: Mapping[str, Any]) -> str:
     parts = [str(p) for p in error["loc"] if not str(p).startswith("function-")]
     text = ""
     for part in parts:
@@ -386,7 +386,7 @@ def parse(data: object, *, source: str = "<config>", env: Mapping[str, str] | No
     try:
         return Config.model_validate(expanded)
     except ValidationError as exc:
-        first = exc.errors()[0]
+        first: Mapping[str, Any] = exc.errors()[0]
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             message = "unknown key"

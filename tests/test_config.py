@@ -34,11 +34,13 @@ def test_full_example_of_the_spec_loads() -> None:
     cfg = load(DATA / "valid-full.yaml", env={"SLACK_WEBHOOK_URL": "https://hooks.slack/T/B/x",
                                               "HOOK_SECRET": "s3cret"})
     blog, shop = cfg.resolved_targets()
-    assert blog.settings.interval == 600 and shop.settings.interval == 900
-    assert shop.site and shop.url == "https://shop.example.com"
+    assert blog.settings.interval == 600
+    assert shop.settings.interval == 900
+    assert shop.site
+    assert shop.url == "https://shop.example.com"
     assert blog.settings.max_bytes == 50 * 2**20
     assert blog.settings.user_agent == f"sitemap-monitor/{__version__}"
-    assert cfg.alerts.channels[2].secret == "s3cret"
+    assert cfg.alerts.channels[2].secret == "s3cret"  # noqa: S105 - a test fixture
     assert cfg.alerts.rules[0].ratio == 0.05
 
 
@@ -48,7 +50,7 @@ def test_secret_from_file(tmp_path: Path) -> None:
         "alerts:\n  channels: [{name: h, type: webhook, url: https://h.example/x, "
         "secret_file: secret}]\n"
     )
-    assert load(tmp_path / "c.yaml", env={}).alerts.channels[0].secret == "from-a-file"
+    assert load(tmp_path / "c.yaml", env={}).alerts.channels[0].secret == "from-a-file"  # noqa: S105
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("15m", 900), ("1.5h", 5400),
@@ -58,14 +60,17 @@ def test_durations(text: object, seconds: float) -> None:
 
 
 def test_sizes_and_ratios() -> None:
-    assert parse_size("50MiB") == 50 * 2**20 and parse_size("10MB") == 10**7
-    assert parse_ratio("10%") == 0.1 and parse_ratio(0.25) == 0.25
+    assert parse_size("50MiB") == 50 * 2**20
+    assert parse_size("10MB") == 10**7
+    assert parse_ratio("10%") == 0.1
+    assert parse_ratio(0.25) == 0.25
 
 
 def test_config_check_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "check", "--config", str(DATA / "invalid-unknown-key.yaml")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("targets[0].intervall: unknown key") and "\n" not in err
+    assert err.endswith("targets[0].intervall: unknown key")
+    assert "\n" not in err
     assert main(["config", "check", "--config", "examples/monitor.yaml"]) == 0
     assert "ok: 2 targets" in capsys.readouterr().out
 

@@ -64,14 +64,20 @@ def test_applying_the_diff_gives_the_new_set(
     assert len({c.loc for c in changes}) == len(changes)
     for c in changes:
         if c.kind == "added":
-            assert c.before is None and c.after is not None and c.after.valid
+            assert c.before is None
+            assert c.after is not None
+            assert c.after.valid
         elif c.kind == "removed":
-            assert c.after is None and c.before is not None
+            assert c.after is None
+            assert c.before is not None
         elif c.kind == "invalid":
-            assert c.after is not None and not c.after.valid
+            assert c.after is not None
+            assert not c.after.valid
             assert c.before is None or c.before.valid
         else:
-            assert c.before is not None and c.after is not None and c.before != c.after
+            assert c.before is not None
+            assert c.after is not None
+            assert c.before != c.after
 
 
 @given(url_sets)

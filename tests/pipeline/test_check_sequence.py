@@ -9,11 +9,11 @@ import json
 from typing import Any
 
 import pytest
+from site_fixture import Site, index, urlset
 from sqlalchemy import create_engine, func, select
 
 from monitor.cli import main
 from monitor.store.schema import changes, entries, targets
-from site_fixture import Site, index, urlset
 
 U = "https://example.test/"  # entries' locs: never fetched
 
@@ -82,7 +82,8 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
 
     # 1. First check: every URL is added.
     code, r = check(capsys, root, db)
-    assert code == 0 and r["outcome"] == "ok"
+    assert code == 0
+    assert r["outcome"] == "ok"
     assert counts(r) == (3, 0, 3, 0, 0, 0)
     first = r["snapshot_id"]
 
@@ -90,7 +91,8 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     a[U + "4"] = "2024-01-01"
     site.set("/a.xml", urlset(a))
     code, r = check(capsys, root, db)
-    assert code == 0 and counts(r) == (4, 0, 1, 0, 0, 0)
+    assert code == 0
+    assert counts(r) == (4, 0, 1, 0, 0, 0)
     assert outcomes(r) == {"index.xml": "not_modified", "a.xml": "ok", "b.xml": "not_modified"}
     assert [c["loc"] for c in r["changes"]] == [U + "4"]
 
@@ -99,7 +101,8 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     site.set("/a.xml", urlset(a))
     code, r = check(capsys, root, db)
     assert counts(r) == (3, 0, 0, 1, 0, 0)
-    assert r["changes"][0]["kind"] == "removed" and r["changes"][0]["loc"] == U + "2"
+    assert r["changes"][0]["kind"] == "removed"
+    assert r["changes"][0]["loc"] == U + "2"
 
     # 4. A lastmod change.
     a[U + "1"] = "2024-06-01"
@@ -107,13 +110,15 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     code, r = check(capsys, root, db)
     assert counts(r) == (3, 0, 0, 0, 1, 0)
     change = r["changes"][0]
-    assert change["before"]["lastmod"] == "2024-01-01" and change["after"]["lastmod"] == "2024-06-01"
+    assert change["before"]["lastmod"] == "2024-01-01"
+    assert change["after"]["lastmod"] == "2024-06-01"
 
     # 5. A new invalid entry: counted in invalid, not in urls, reported as `invalid`.
     a[U + "5"] = "yesterday"
     site.set("/a.xml", urlset(a))
     code, r = check(capsys, root, db)
-    assert code == 0 and counts(r) == (3, 1, 0, 0, 0, 1)
+    assert code == 0
+    assert counts(r) == (3, 1, 0, 0, 0, 1)
     assert "lastmod-invalid" in rules(r)
     code, r = check(capsys, root, db, "--fail-on", "invalid")
     assert code == 0, "no new invalid entry in an unchanged check"
@@ -122,7 +127,9 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     # 6. HTTP 500 on the index: the check fails, nothing is removed.
     site.status["/index.xml"] = 500
     code, r = check(capsys, root, db)
-    assert code == 1 and r["outcome"] == "failed" and r["error"]["kind"] == "http-status"
+    assert code == 1
+    assert r["outcome"] == "failed"
+    assert r["error"]["kind"] == "http-status"
     assert counts(r) == (3, 1, 0, 0, 0, 0)
     del site.status["/index.xml"]
 
@@ -130,7 +137,8 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     good_a = site.docs["/a.xml"]
     site.set("/a.xml", good_a[: len(good_a) // 2])
     code, r = check(capsys, root, db)
-    assert code == 0 and counts(r) == (3, 1, 0, 0, 0, 0)
+    assert code == 0
+    assert counts(r) == (3, 1, 0, 0, 0, 0)
     assert outcomes(r)["a.xml"] == "failed"
     assert {"xml-malformed", "child-fetch-failed"} <= rules(r)
     site.set("/a.xml", good_a)
@@ -139,14 +147,16 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     code, r = check(capsys, root, db)  # reads a.xml again after the failure
     rows = row_counts(db)
     code, r = check(capsys, root, db)
-    assert r["outcome"] == "unchanged" and counts(r) == (3, 1, 0, 0, 0, 0)
+    assert r["outcome"] == "unchanged"
+    assert counts(r) == (3, 1, 0, 0, 0, 0)
     assert set(outcomes(r).values()) == {"not_modified"}
     assert row_counts(db) == rows
 
     # 9. No ETags: the bodies are fetched, hashed and found unchanged; nothing parsed.
     site.etags = False
     code, r = check(capsys, root, db)
-    assert r["outcome"] == "unchanged" and set(outcomes(r).values()) == {"unchanged"}
+    assert r["outcome"] == "unchanged"
+    assert set(outcomes(r).values()) == {"unchanged"}
     assert row_counts(db) == rows
     site.etags = True
 
@@ -168,14 +178,17 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     # 11. A failed child: its URLs stay current.
     site.status["/b.xml"] = 503
     code, r = check(capsys, root, db)
-    assert code == 0 and counts(r) == (3, 1, 0, 0, 0, 0)
-    assert outcomes(r)["b.xml"] == "failed" and "child-fetch-failed" in rules(r)
+    assert code == 0
+    assert counts(r) == (3, 1, 0, 0, 0, 0)
+    assert outcomes(r)["b.xml"] == "failed"
+    assert "child-fetch-failed" in rules(r)
     del site.status["/b.xml"]
 
     # 12. A child dropped from a complete index: its URLs are removed.
     site.set("/index.xml", index([site.url("/a.xml")]))
     code, r = check(capsys, root, db, "--fail-on", "removed")
-    assert code == 3 and counts(r) == (2, 1, 0, 1, 0, 0)
+    assert code == 3
+    assert counts(r) == (2, 1, 0, 1, 0, 0)
     assert r["changes"][0]["loc"] == U + "3"
 
     # History: the URL set at any past snapshot is recoverable.

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from httpserver import Reply, TestServer
-from monitor.cli import main
 from site_fixture import Site, index, urlset
+
+from monitor.cli import main
 
 U = "https://example.test/"
 
@@ -49,7 +49,9 @@ def test_index_cycle_nested_index_and_out_of_scope_child(
     started = time.monotonic()
     code, r = check(capsys, site.url("/index.xml"), db)
     assert time.monotonic() - started < 5
-    assert code == 0 and r["urls"] == 2 and r["added"] == 2
+    assert code == 0
+    assert r["urls"] == 2
+    assert r["added"] == 2
     found = rules(r)
     assert found["index-cycle"] == 2  # the index lists itself; the inner index lists it again
     assert found["index-nested"] == 1
@@ -73,7 +75,8 @@ def test_child_at_metadata_address_is_refused_without_a_packet(
     code = main(["check", "t", "--config", str(config), "--database-url", db, "--json"])
     r = json.loads(capsys.readouterr().out)
     assert time.monotonic() - started < 5
-    assert code == 0 and r["urls"] == 1
+    assert code == 0
+    assert r["urls"] == 1
     failed = [d for d in r["documents"] if d["outcome"] == "failed"]
     assert [d["url"] for d in failed] == ["http://169.254.169.254/latest/meta-data/sitemap.xml"]
     assert "169.254.169.254" in failed[0]["error"]
@@ -93,7 +96,10 @@ def test_site_target_reads_robots_txt(site: Site, db: str, tmp_path: Any,
     config.write_text(f"targets:\n  - {{name: shop, site: '{site.url('/')}'}}\n")
     code = main(["check", "shop", "--config", str(config), "--database-url", db, "--json"])
     r = json.loads(capsys.readouterr().out)
-    assert code == 0 and r["target"] == "shop" and r["urls"] == 3 and r["added"] == 3
+    assert code == 0
+    assert r["target"] == "shop"
+    assert r["urls"] == 3
+    assert r["added"] == 3
     assert [d["url"].rsplit("/", 1)[1] for d in r["documents"]] == ["robots.txt", "a.xml",
                                                                      "b.xml"]
     # b.xml is dropped from robots.txt: its URL is removed.
@@ -108,7 +114,9 @@ def test_redirect_loop_fails_the_check(site: Site, db: str,
     site.server.route("/a.xml", Reply(302, headers={"Location": "/b.xml"}))
     site.server.route("/b.xml", Reply(302, headers={"Location": "/a.xml"}))
     code, r = check(capsys, site.url("/a.xml"), db)
-    assert code == 1 and r["outcome"] == "failed" and r["error"]["kind"] == "redirects"
+    assert code == 1
+    assert r["outcome"] == "failed"
+    assert r["error"]["kind"] == "redirects"
 
 
 def _bomb() -> Iterator[bytes]:
