@@ -20,10 +20,9 @@ from lxml import etree
 
 from monitor.model import DocumentKind, Entry, Issue, ParsedDocument
 
-__all__ = ["ATOM_NS", "SITEMAP_NS", "DocumentParser", "parse_document", "parse_robots"]
+__all__ = ["SITEMAP_NS", "DocumentParser", "parse_document", "parse_robots"]
 
 SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
-ATOM_NS = "http://www.w3.org/2005/Atom"
 
 _ROOTS: dict[bytes, DocumentKind] = {
     b"urlset": "urlset",
@@ -38,6 +37,7 @@ _ITEMS: dict[DocumentKind, str] = {
     "rss": "{*}item",
     "atom": "{*}entry",
 }
+_FIELD_INDEX = {"loc": 0, "lastmod": 1, "changefreq": 2, "priority": 3}  # of a <url>
 _SLICE = 64 * 1024  # lxml is fed at most this much at once, so the unread tree stays small
 _PROLOG_MAX = 1 << 20  # bytes before the root element; real sitemaps need a few hundred
 _WS = re.compile(rb"[ \t\r\n]*")
@@ -216,6 +216,7 @@ class DocumentParser:
         self._kind: DocumentKind | None = None
         self._xml: etree.XMLPullParser | None = None
         self._reader: Callable[[], None] = self._read_urls
+        self._read_item: Callable[[etree._Element], None] = self._sitemap
         self._text_tail: bytearray | None = None  # the unfinished last line of a text sitemap
         self._fields: tuple[str, ...] | None = None  # qualified child names, from the first item
         self._xmlns_blanked = False
@@ -329,12 +330,10 @@ class DocumentParser:
         self._kind = kind
         if head.encoding is not None:
             self._issue("encoding-not-utf8", f"the document is encoded as {head.encoding}")
-        self._reader = {
-            "urlset": self._read_urls,
-            "sitemapindex": self._read_sitemaps,
-            "rss": self._read_rss,
-            "atom": self._read_atom,
-        }[kind]
+        self._reader = self._read_urls if kind == "urlset" else self._read_items
+        self._read_item = {"sitemapindex": self._sitemap, "rss": self._rss_item}.get(
+            kind, self._atom_entry
+        )
         # DOCTYPEs never get here; these settings are the second line of defence.
         self._xml = etree.XMLPullParser(
             events=("end",),
@@ -376,13 +375,6 @@ class DocumentParser:
             xml.feed(chunk[start : start + _SLICE] if len(chunk) > _SLICE else chunk)
             self._reader()
 
-    def _child_names(self, item: etree._Element, *names: str) -> tuple[str, ...]:
-        # The children share the namespace of the first item, whatever it is (namespace-wrong).
-        tag = item.tag
-        prefix = tag[: tag.find("}") + 1] if tag[:1] == "{" else ""
-        self._fields = tuple(prefix + name for name in names)
-        return self._fields
-
     def _read_urls(self) -> None:
         """The hot path: one pass over each <url>'s children, then the <url> is dropped."""
         assert self._xml is not None
@@ -391,8 +383,11 @@ class DocumentParser:
             events = list(events)
             if not events:
                 return
-            self._child_names(events[0][1], "loc", "lastmod", "changefreq", "priority")
-            assert self._fields is not None
+            # Children share the namespace of the first <url>, whatever it is (namespace-wrong);
+            # a <url> that differs is read by _other_children.
+            tag = events[0][1].tag
+            prefix = tag[: tag.find("}") + 1] if tag[:1] == "{" else ""
+            self._fields = tuple(prefix + name for name in _FIELD_INDEX)
         loc_tag, lastmod_tag, changefreq_tag, priority_tag = self._fields
         append = self._entries.append
         new, set_loc, set_lastmod, set_changefreq = _new, _set_loc, _set_lastmod, _set_changefreq
@@ -440,55 +435,45 @@ class DocumentParser:
         if url is not None:
             _drop_through(url)
 
-    def _read_sitemaps(self) -> None:
-        assert self._xml is not None
-        last = None
-        for _, sitemap in _events(self._xml):
-            loc_tag = (self._fields or self._child_names(sitemap, "loc"))[0]
-            loc = _first_text(sitemap, loc_tag)
-            if loc:
-                self._children.append(loc)
-            else:
-                self._missing_loc("sitemap")
-            last = sitemap
-        if last is not None:
-            _drop_through(last)
-
-    def _read_rss(self) -> None:
+    def _read_items(self) -> None:
+        """Index, RSS and Atom: one simple pass per item (these documents are small)."""
         assert self._xml is not None
         last = None
         for _, item in _events(self._xml):
-            self._items += 1
-            loc = _first_text(item, "link")
-            pub_date = _first_text(item, "pubDate")
-            if loc:
-                lastmod = None if pub_date is None else _rfc822_to_w3c(pub_date)
-                self._entries.append(_entry(loc, lastmod, None, None, None))
-            else:
-                self._missing_loc("item", "link")
+            self._read_item(item)
             last = item
         if last is not None:
             _drop_through(last)
 
-    def _read_atom(self) -> None:
-        assert self._xml is not None
-        last = None
-        for _, item in _events(self._xml):
-            link_tag, updated_tag = self._fields or self._child_names(item, "link", "updated")
-            self._items += 1
-            loc = None
-            for link in item.iterchildren(link_tag):
-                if link.get("rel", "alternate").strip() == "alternate":
-                    loc = (link.get("href") or "").strip()
-                    break
-            if loc:
-                lastmod = _first_text(item, updated_tag)
-                self._entries.append(_entry(loc, lastmod, None, None, None))
-            else:
-                self._missing_loc("entry", "link href")
-            last = item
-        if last is not None:
-            _drop_through(last)
+    def _sitemap(self, sitemap: etree._Element) -> None:
+        loc = _first_text(sitemap, "loc")
+        if loc:
+            self._children.append(loc)
+        else:
+            self._missing_loc("sitemap")
+
+    def _rss_item(self, item: etree._Element) -> None:
+        self._items += 1
+        # Exact names: RSS items are not namespaced, and <atom:link> is not the item's link.
+        loc = next(((c.text or "").strip() for c in item.iterchildren("link")), None)
+        pub_date = next(((c.text or "").strip() for c in item.iterchildren("pubDate")), None)
+        if loc:
+            lastmod = None if pub_date is None else _rfc822_to_w3c(pub_date)
+            self._entries.append(_entry(loc, lastmod, None, None, None))
+        else:
+            self._missing_loc("item", "link")
+
+    def _atom_entry(self, entry: etree._Element) -> None:
+        self._items += 1
+        loc = None
+        for child in entry:
+            if _local(child.tag) == "link" and child.get("rel", "alternate") == "alternate":
+                loc = (child.get("href") or "").strip()
+                break
+        if loc:
+            self._entries.append(_entry(loc, _first_text(entry, "updated"), None, None, None))
+        else:
+            self._missing_loc("entry", "link href")
 
     # -- text sitemaps --------------------------------------------------------------------------
 
@@ -529,9 +514,11 @@ def _drop_through(last: etree._Element) -> None:
         del parent[: parent.index(last) + 1]
 
 
-def _first_text(element: etree._Element, tag: str) -> str | None:
-    for child in element.iterchildren(tag):
-        return (child.text or "").strip()
+def _first_text(element: etree._Element, name: str) -> str | None:
+    """The text of the first child with this local name, in whatever namespace."""
+    for child in element:
+        if _local(child.tag) == name:
+            return (child.text or "").strip()
     return None
 
 
@@ -542,9 +529,6 @@ def _syntax_message(exc: Exception) -> str:
 
 def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
-
-
-_FIELD_INDEX = {"loc": 0, "lastmod": 1, "changefreq": 2, "priority": 3}
 
 
 def _other_children(elements: list[etree._Element], values: list[str | None]) -> str | None:
