@@ -245,31 +245,17 @@ def write_entries(conn: Connection, w: EntryWrite) -> None:
             update(entries).where(e.id == bindparam("row")).values(document_url=bindparam("doc")),
             moved,
         )
-    _bulk(conn, entries, (
-        {
-            "target_id": w.target_id,
-            "document_url": current[loc][0],
-            "loc": loc,
-            "lastmod": current[loc][1].lastmod,
-            "changefreq": current[loc][1].changefreq,
-            "priority": current[loc][1].priority,
-            "extensions": current[loc][1].extensions,
-            "valid": current[loc][1].valid,
-            "issues": current[loc][2],
-            "first_snapshot_id": w.snapshot_id,
-            "removed_snapshot_id": None,
-        }
+    target_id, snapshot_id = w.target_id, w.snapshot_id
+    _copy(conn, entries, _ENTRY_COLUMNS, (
+        (target_id, current[loc][0], loc, current[loc][1].lastmod, current[loc][1].changefreq,
+         current[loc][1].priority, current[loc][1].extensions, current[loc][1].valid,
+         current[loc][2], snapshot_id)
         for loc in opened
     ))
-    _bulk(conn, changes, (
-        {
-            "snapshot_id": w.snapshot_id,
-            "target_id": w.target_id,
-            "kind": c.kind,
-            "loc": c.loc,
-            "before": None if c.before is None else _state_json(c.before),
-            "after": None if c.after is None else _state_json(c.after),
-        }
+    _copy(conn, changes, _CHANGE_COLUMNS, (
+        (snapshot_id, target_id, c.kind, c.loc,
+         None if c.before is None else _state_json(c.before),
+         None if c.after is None else _state_json(c.after))
         for c in w.changes
     ))
 
@@ -372,20 +358,57 @@ def _write_document_states(conn: Connection, w: SnapshotWrite) -> None:
         )
 
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: the hot path
+
+
 def _state_json(state: EntryState) -> str:
-    data: dict[str, object] = {
-        key: value
-        for key, value in (
-            ("lastmod", state.lastmod),
-            ("changefreq", state.changefreq),
-            ("priority", state.priority),
-            ("extensions", state.extensions),
-        )
-        if value is not None
-    }
+    """An entry state as compact JSON, leaving out what is unset (valid only when false)."""
+    data: dict[str, object] = {}
+    if state.lastmod is not None:
+        data["lastmod"] = state.lastmod
+    if state.changefreq is not None:
+        data["changefreq"] = state.changefreq
+    if state.priority is not None:
+        data["priority"] = state.priority
+    if state.extensions is not None:
+        data["extensions"] = state.extensions
     if not state.valid:
         data["valid"] = False
-    return json.dumps(data, separators=(",", ":"))
+    return _encode(data)
+
+
+_ENTRY_COLUMNS = ("target_id", "document_url", "loc", "lastmod", "changefreq", "priority",
+                  "extensions", "valid", "issues", "first_snapshot_id")
+_CHANGE_COLUMNS = ("snapshot_id", "target_id", "kind", "loc", "before", "after")
+
+
+def _copy(
+    conn: Connection, table: Any, columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]]
+) -> None:
+    """Insert many rows fast, inside the caller's transaction.
+
+    The hot path of a first check (one row per URL, and one change per URL): PostgreSQL gets
+    COPY, SQLite the driver's own executemany over tuples; both skip SQLAlchemy's per-row work,
+    which measured 4x (SQLite) to 10x (PostgreSQL) slower for 100,000 rows.
+    """
+    driver = conn.connection.driver_connection
+    names = ", ".join(columns)
+    if conn.dialect.name == "postgresql":
+        with driver.cursor() as cursor, cursor.copy(  # type: ignore[union-attr]
+            f"COPY {table.name} ({names}) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    statement = f"INSERT INTO {table.name} ({names}) VALUES ({', '.join('?' * len(columns))})"
+    batch: list[tuple[Any, ...]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= _BATCH:
+            driver.executemany(statement, batch)  # type: ignore[union-attr]
+            batch = []
+    if batch:
+        driver.executemany(statement, batch)  # type: ignore[union-attr]
 
 
 def _bulk(conn: Connection, table: Any, rows: Iterable[dict[str, Any]]) -> None:
