@@ -38,7 +38,7 @@ def write_config(path: Path, database_url: str, targets: list[tuple[str, str]], 
         f"database_url: {database_url}",
         "listen: 127.0.0.1:0",
         f"defaults: {{interval: {interval}, jitter: 0, timeout: 20s}}",
-        "targets:",
+        "targets:" if targets else "targets: []",
         *[f'  - {{name: "{name}", url: "{url}"}}' for name, url in targets],
     ]
     path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")

@@ -56,10 +56,11 @@ def test_checks_metrics_and_api_follow_the_sitemap(
     assert daemon.metric("sitemap_monitor_documents", target="shop", outcome="ok") == 1
 
     v2 = {f"{page}1": "2024-02-01", f"{page}2": "2024-01-02", f"{page}4": None, f"{page}5": None}
+    mark = len(daemon.lines)
     http_server.route("/sitemap.xml", Reply(body=sitemap(v2)))
-    second = daemon.wait_for(lambda line: line.get("event") == "check" and line["added"] == 2)
-    assert (second["removed"], second["changed"], second["urls"]) == (0, 1, 4)
-    # The invalid entry left the sitemap: it counts as gone from the invalid set, not removed.
+    second = daemon.wait_for(
+        lambda line: line.get("event") == "check" and line["outcome"] == "ok", after=mark)
+    assert (second["added"], second["changed"], second["urls"], second["invalid"]) == (2, 1, 4, 0)
     assert daemon.metric("sitemap_monitor_urls", target="shop") == 4
     assert daemon.metric("sitemap_monitor_changes_total", target="shop", kind="added") == 4
     assert daemon.metric("sitemap_monitor_issues", target="shop", rule="lastmod-invalid") == 0
@@ -121,7 +122,8 @@ def test_a_restart_restores_the_gauges(
     entries_v1[http_server.url("/bad")] = "yesterday"
     http_server.route("/s.xml", Reply(body=sitemap(entries_v1)))
     url = f"sqlite:///{tmp_path}/monitor.db"
-    config = write_config(tmp_path / "c.yaml", url, [("shop", http_server.url("/s.xml"))])
+    config = write_config(tmp_path / "c.yaml", url, [("shop", http_server.url("/s.xml"))],
+                          extra="scheduler: {shutdown_grace: 0.5s}\n")
     first = Daemon(config)
     daemons.append(first)
     first.started()
@@ -236,12 +238,15 @@ def test_no_secret_reaches_the_log(
     daemons.append(daemon)
     daemon.started()
     daemon.event("check", target="shop")
+    # A first check is no change to alert on; a new URL on the next one is.
+    http_server.route("/s.xml", Reply(body=sitemap(
+        {http_server.url("/p"): None, http_server.url("/new"): None})))
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not any(
         r.route.startswith("/hook/") for r in http_server.requests
     ):
         time.sleep(0.1)
-    assert any(r.route.startswith("/hook/") for r in http_server.requests)
+    assert any(r.route.startswith("/hook/") for r in http_server.requests), daemon.raw
     time.sleep(0.5)
     daemon.signal(signal.SIGTERM)
     assert daemon.wait() == 0

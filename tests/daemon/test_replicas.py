@@ -95,8 +95,9 @@ def test_three_replicas_check_each_due_target_once(
         name, interval = f"t{i}", interval_of(i)
         times = sorted(starts[name])
         gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
-        # Never twice within an interval: no due check ran on two replicas.
-        assert min(gaps) >= interval - 0.15, (name, gaps)
+        # Never twice within an interval: no due check ran on two replicas. (A snapshot's time
+        # is when its check began, a little after the claim the schedule counts from.)
+        assert min(gaps) >= interval - 0.35, (name, gaps)
         # Never much later than due, except once around the kill (the lease must run out).
         late = [g for g in gaps if g > interval * 1.1 + SLACK]
         assert len(late) <= 1, (name, gaps)
