@@ -98,6 +98,7 @@ def configure(
     root.setLevel(level.upper())
     # Libraries' chatter at INFO ("Added job", "Running job") says nothing a check line does not.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
