@@ -21,6 +21,17 @@ from typing import Any
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 
 
+# Leaves where a thread waits in C without py-spy noticing: an idle pool worker in queue.get, the
+# event loop in epoll, a lock or condition wait. Counting them would drown the real hotspots.
+_IDLE_LEAVES = {
+    ("_worker", "concurrent/futures/thread.py"),
+    ("EpollSelector.select", "selectors.py"),
+    ("Condition.wait", "threading.py"),
+    ("Event.wait", "threading.py"),
+    ("Thread._wait_for_tstate_lock", "threading.py"),
+}
+
+
 def _short(path: str) -> str:
     for marker in ("site-packages/", "/lib/python3.11/", "/work/main/"):
         if marker in path:
@@ -32,13 +43,12 @@ def summarise(collapsed: str) -> dict[str, Any]:
     """Self and inclusive sample shares per (function, module) from py-spy's raw output."""
     self_counts: Counter[tuple[str, str]] = Counter()
     inclusive: Counter[tuple[str, str]] = Counter()
-    total = 0
+    total = idle = 0
     for line in collapsed.splitlines():
         stack, _, count_s = line.rpartition(" ")
         if not stack or not count_s.isdigit():
             continue
         count = int(count_s)
-        total += count
         frames = []
         for raw in stack.split(";"):
             match = _FRAME.match(raw.strip())
@@ -46,8 +56,11 @@ def summarise(collapsed: str) -> dict[str, Any]:
                 frames.append((match["function"], _short(match["file"])))
             else:
                 frames.append((raw.strip(), "?"))
-        if frames:
-            self_counts[frames[-1]] += count
+        if not frames or frames[-1] in _IDLE_LEAVES:
+            idle += count
+            continue
+        total += count
+        self_counts[frames[-1]] += count
         for key in set(frames):
             inclusive[key] += count
     total = total or 1
@@ -63,7 +76,12 @@ def summarise(collapsed: str) -> dict[str, Any]:
             for (f, m), v in items[:25]
         ]
 
-    return {"samples": total, "self": rows(self_counts, False), "ours": rows(inclusive, True)}
+    return {
+        "samples": total,
+        "idle_samples": idle,
+        "self": rows(self_counts, False),
+        "ours": rows(inclusive, True),
+    }
 
 
 def main(argv: list[str]) -> None:

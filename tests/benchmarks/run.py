@@ -72,7 +72,10 @@ def _check(
     server: Server, db: harness.Database, name: str, url: str, expect: dict[str, Any]
 ) -> Measurement:
     argv = [monitor_cli(), "check", url, "--database-url", db.url, "--json"]
+    pg0 = measure.postgres_cpu_seconds() if db.kind == "postgres" else None
     m = _through(server, name, argv)
+    if pg0 is not None:
+        m.extra["db_cpu"] = measure.postgres_cpu_seconds() - pg0
     _verify(m, {"urls": EXPECTED_W1, **expect})
     r = m.extra["result"]
     m.extra["urls"] = r.get("urls")
@@ -189,9 +192,10 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 def report_w1(out: dict[str, Any]) -> list[str]:
     """The table of figures and the targets, as Markdown (the README pastes it)."""
     lines = [
-        "| run | URLs | wall s | CPU s | peak RSS MB | in-process s | server CPU s "
+        "| run | URLs | wall s | CPU s | peak RSS MB | in-process s | HTTP server CPU s "
+        "| PostgreSQL CPU s "
         "| HTTP 200/304 | wall vs first check | verified |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     checks: dict[str, tuple[Measurement, ...]] = out["checks"]
     base = next(iter(checks.values()))[0] if checks else None
@@ -204,7 +208,8 @@ def report_w1(out: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {_label(m.name)} | {m.extra.get('urls')} | {m.wall:.2f} | {m.cpu:.2f} | "
             f"{m.peak_rss_mb:.0f} | {_fmt(m.extra.get('in_process'))} | "
-            f"{_fmt(m.extra.get('server_cpu'))} | {m.extra.get('http', '-')} | {ratio} | "
+            f"{_fmt(m.extra.get('server_cpu'))} | {_fmt(m.extra.get('db_cpu'))} | "
+            f"{m.extra.get('http', '-')} | {ratio} | "
             f"{m.extra.get('verified')} |"
         )
     lines += [
