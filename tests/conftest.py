@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from databases import database_url, postgres_url  # noqa: F401 - fixtures for every test
 from httpserver import TestServer
 
 

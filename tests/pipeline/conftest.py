@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from databases import database_url  # noqa: F401 - the fixture, re-exported
 from httpserver import TestServer
 from site_fixture import Site
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from site_fixture import Site, index, urlset
 
 from monitor.cli import main
-from site_fixture import Site, index, urlset
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
