@@ -219,13 +219,14 @@ async def _serve(state: _State, engine: Engine, sock: socket.socket, url: str) -
 
     scheduler = Scheduler(
         engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)
-    await scheduler.start(targets)
-    # After start(): the rows exist, and gauges of targets never checked stay at zero.
-    for gauges in await asyncio.to_thread(store.last_gauges, engine, scheduler.target_names()):
+    # Before the first check can run, so a restored value never overwrites a fresh one;
+    # targets never checked keep their zeros.
+    for gauges in await asyncio.to_thread(store.last_gauges, engine, [t.name for t in targets]):
         metrics.restore(
             gauges.name, last_check=gauges.last_check, last_success=gauges.last_success,
             urls=gauges.urls, invalid=gauges.invalid, issue_counts=gauges.issue_counts,
             documents=gauges.documents)
+    await scheduler.start(targets)
 
     delivery = _Delivery(engine, owner, metrics)
     delivery.start(cfg.alerts)
