@@ -41,19 +41,31 @@ def proc_cpu_seconds(pid: int) -> float:
 
 
 def postgres_cpu_seconds() -> float:
-    """CPU seconds of every local ``postgres`` process: the database's share of a check.
+    """CPU seconds spent by the local PostgreSQL server so far: the database's share of a check.
 
-    The server is not our child, so its work never shows in our rusage. Machine-wide, so other
-    clients of the same server count too: read it beside a quiet machine's figures.
+    The server is not our child, so its work never shows in our rusage. Live processes count
+    their own time; backends that have exited count through the postmaster's reaped-children
+    time. Machine-wide, so other clients of the same server count too.
     """
+    ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
+    pids = set()
+    stats = {}
     for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if (proc / "comm").read_text().strip() == "postgres":
-                    total += proc_cpu_seconds(int(proc.name))
-            except OSError:
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "comm").read_text().strip() != "postgres":
                 continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pids.add(proc.name)
+        stats[proc.name] = fields
+    for fields in stats.values():
+        total += (int(fields[11]) + int(fields[12])) / ticks
+        if fields[1] not in pids:  # the postmaster: add its reaped backends' time
+            total += (int(fields[13]) + int(fields[14])) / ticks
     return total
 
 

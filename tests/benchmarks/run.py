@@ -13,6 +13,7 @@ import argparse
 import functools
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -214,7 +215,8 @@ def report_w1(out: dict[str, Any]) -> list[str]:
         )
     lines += [
         "",
-        "| target (issue 5) | database | measured | limit | result | same ratio in CPU s |",
+        "| target (issue 5) | database | measured | limit | result "
+        "| same ratio in CPU s (+ PostgreSQL's) |",
         "|---|---|---|---|---|---|",
     ]
     for kind, (first, again, changed) in checks.items():
@@ -227,14 +229,14 @@ def report_w1(out: dict[str, Any]) -> list[str]:
                     f"first check wall / {label} wall",
                     first.wall / peer_m.wall,
                     limit,
-                    cpu=first.cpu / peer_m.cpu,
+                    cpu=_cpu(first) / peer_m.cpu,
                 )
         floor = out["floor"]
         target(
             "first check wall / lxml floor wall",
             first.wall / floor.wall,
             2.5,
-            cpu=first.cpu / floor.cpu,
+            cpu=_cpu(first) / floor.cpu,
         )
         target("first check peak RSS", first.peak_rss_mb, 150, "MB")
         fi, ai, ci = (m.extra.get("in_process") for m in (first, again, changed))
@@ -247,13 +249,13 @@ def report_w1(out: dict[str, Any]) -> list[str]:
             "unchanged re-check / first, process wall",
             again.wall / first.wall,
             0.01,
-            cpu=again.cpu / first.cpu,
+            cpu=_cpu(again) / _cpu(first),
         )
         target(
             "1-child re-check / first, process wall",
             changed.wall / first.wall,
             0.15,
-            cpu=changed.cpu / first.cpu,
+            cpu=_cpu(changed) / _cpu(first),
         )
         target(
             "1-child re-check / first, in-process", ci / fi if ci is not None and fi else None, 0.15
@@ -279,6 +281,11 @@ def _target(
     limit_s = f"{limit}{unit}" if unit == "x" else f"{limit:.0f} {unit}"
     cpu_s = "-" if cpu is None else f"{cpu:.3f}x"
     lines.append(f"| {what} | {kind} | {shown} | {limit_s} | {verdict} | {cpu_s} |")
+
+
+def _cpu(m: Measurement) -> float:
+    """The run's CPU seconds plus, on PostgreSQL, the server's (a COPY moves work there)."""
+    return m.cpu + max(0.0, m.extra.get("db_cpu") or 0.0)
 
 
 def _kind(m: Measurement) -> str:
@@ -345,9 +352,13 @@ def main() -> None:
     args = parser.parse_args()
     workload_names = args.workload or ["W1", "W2"]
     kinds = args.database or ["sqlite", "postgres"]
+    commit = subprocess.run(
+        ["git", "-C", str(harness.ROOT), "describe", "--always", "--dirty"],
+        capture_output=True, text=True, check=False,
+    ).stdout.strip()  # fmt: skip
     print(
-        f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
-        f"python {sys.version.split()[0]}"
+        f"sitemap-monitor at {commit or '?'}; machine: {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.2f}; python {sys.version.split()[0]}"
     )
     deadline = time.monotonic() + args.wait_for_cli
     while not monitor_cli_works():
