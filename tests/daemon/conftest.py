@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from databases import database_url, postgres_url  # noqa: F401 - fixtures
 from sqlalchemy import Engine, insert
 
 from monitor.store import db
@@ -17,7 +16,7 @@ T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:  # noqa: F811 - the imported fixture
+def engine(database_url: str) -> Iterator[Engine]:
     """A migrated database, once on SQLite and once on PostgreSQL."""
     eng = db.make_engine(database_url)
     db.upgrade(eng)
