@@ -144,6 +144,7 @@ def _watch(
     cpu0 = measure.proc_cpu_seconds(proc.pid)
     served0 = server.stats()
     server_cpu0 = measure.proc_cpu_seconds(server.proc.pid)
+    pg_cpu0 = measure.postgres_cpu_seconds() if db.kind == "postgres" else None
     metrics0 = _metrics_checks(listen)
     while True:
         n = db.count("SELECT count(*) FROM snapshots")
@@ -156,6 +157,8 @@ def _watch(
     t1 = time.perf_counter()
     served1 = server.stats()
     out["server_cpu"] = measure.proc_cpu_seconds(server.proc.pid) - server_cpu0
+    if pg_cpu0 is not None:
+        out["db_cpu"] = measure.postgres_cpu_seconds() - pg_cpu0
     out["round_s"] = t1 - t0
     out["round_cpu"] = measure.proc_cpu_seconds(proc.pid) - cpu0
     out["checks_per_s"] = targets / (t1 - t0)
@@ -240,21 +243,22 @@ def report(results: dict[str, Any]) -> list[str]:
     """The W2 table as Markdown."""
     lines = [
         "| database | concurrency | first round s | full re-check round s | checks/s "
-        "| daemon CPU s in round | server CPU s in round | HTTP 200/304 in round "
+        "| daemon CPU s in round | HTTP server CPU s | PostgreSQL CPU s | HTTP 200/304 in round "
         "| outcomes in round | daemon peak RSS MB | target <= 10 s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for kind, r in results.items():
         if "round_s" not in r:
             lines.append(
                 f"| {kind} | {r['concurrency']} | {r.get('first_round_s', '-')} | "
-                f"error: {r.get('error')} | | | | | | | FAIL |"
+                f"error: {r.get('error')} | | | | | | | | FAIL |"
             )
             lines.append(f"\ndaemon log tail [{kind}]:\n{r.get('log_tail', '')}")
             continue
+        db_cpu = f"{r['db_cpu']:.1f}" if "db_cpu" in r else "-"
         lines.append(
             f"| {kind} | {r['concurrency']} | {r['first_round_s']:.1f} | {r['round_s']:.2f} | "
-            f"{r['checks_per_s']:.0f} | {r['round_cpu']:.1f} | {r['server_cpu']:.1f} | "
+            f"{r['checks_per_s']:.0f} | {r['round_cpu']:.1f} | {r['server_cpu']:.1f} | {db_cpu} | "
             f"{r['http_200']}/{r['http_304']} | "
             f"{r['outcomes']} | {r['peak_rss_mb']:.0f} | "
             f"{'PASS' if r['round_s'] <= 10 else 'FAIL'} |"

@@ -103,7 +103,7 @@ class Database:
         import psycopg
 
         with psycopg.connect(_libpq(self.url), autocommit=True) as conn:
-            row: Any = conn.execute(sql).fetchone()  # type: ignore[arg-type]
+            row: Any = conn.execute(sql).fetchone()
             return int(row[0])
 
 

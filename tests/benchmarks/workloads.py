@@ -18,9 +18,10 @@ import random
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Bump when the generator's output changes, so a stale cache is never measured.
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 SEED = 20241121
 PLACEHOLDER = b"127.0.0.1:00000"
 ORIGIN = "http://" + PLACEHOLDER.decode()
@@ -180,7 +181,7 @@ def _write(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def _generate_w1(root: Path) -> dict[str, object]:
+def _generate_w1(root: Path) -> dict[str, Any]:
     rng = random.Random(SEED)
     child_lastmods = []
     total = 0
@@ -203,7 +204,7 @@ def _generate_w1(root: Path) -> dict[str, object]:
     return {"urls": W1_CHILDREN * W1_URLS_PER_CHILD, "bytes": total}
 
 
-def _generate_w2(root: Path) -> dict[str, object]:
+def _generate_w2(root: Path) -> dict[str, Any]:
     rng = random.Random(SEED + 2)
     total = 0
     for t in range(1, W2_TARGETS + 1):
@@ -216,14 +217,14 @@ def _generate_w2(root: Path) -> dict[str, object]:
 _GENERATORS = {"W1": _generate_w1, "W2": _generate_w2}
 
 
-def ensure(workload: str, data_dir: Path) -> dict[str, object]:
+def ensure(workload: str, data_dir: Path) -> dict[str, Any]:
     """Generate ``workload`` under ``data_dir`` unless a matching cached copy is there."""
     stamp = data_dir / f"{workload}.manifest.json"
-    key = hashlib.sha256(
-        f"{GENERATOR_VERSION}:{SEED}:{Path(__file__).read_bytes().hex()}".encode()
-    ).hexdigest()[:16]
+    shape = (GENERATOR_VERSION, SEED, W1_CHILDREN, W1_URLS_PER_CHILD, W1_CHANGED_CHILD,
+             W1_CHANGED_URLS, W2_TARGETS, W2_URLS_PER_TARGET)  # fmt: skip
+    key = hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
     if stamp.exists():
-        manifest: dict[str, object] = json.loads(stamp.read_text())
+        manifest: dict[str, Any] = json.loads(stamp.read_text())
         if manifest.get("key") == key:
             return manifest
     data_dir.mkdir(parents=True, exist_ok=True)
