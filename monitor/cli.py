@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     changes.add_argument("target")
     changes.add_argument("--since", help="ISO time or a duration back from now, e.g. 24h")
     changes.add_argument("--kind", choices=CHANGE_KINDS)
-    changes.add_argument("--limit", type=int, default=1000)
+    changes.add_argument("--limit", type=int, default=1000, help="newest first, at most N")
     changes.add_argument("--json", action="store_true")
     with_config(changes)
     with_db(changes)
@@ -332,17 +332,17 @@ def _since(value: str | None) -> datetime | None:
 
 
 def _read(args: argparse.Namespace) -> int:
-    from monitor.store import read
+    from monitor.store import daemon as store  # the same queries as the daemon's JSON API
 
     cfg = _config(args)
     engine = _open_engine(_database_url(args, cfg))
     try:
-        with engine.connect() as conn:
-            if args.command == "history":
-                rows = read.target_history(conn, args.target, args.limit)
-            else:
-                rows = read.target_changes(conn, args.target, since=_since(args.since),
-                                           kind=args.kind, limit=args.limit)
+        if args.command == "history":
+            rows = store.list_snapshots(engine, args.target, limit=args.limit)
+        else:
+            rows = store.list_changes(engine, args.target, limit=args.limit,
+                                      since=_since(args.since),
+                                      kinds=[args.kind] if args.kind else None)
     finally:
         engine.dispose()
     if rows is None:
@@ -352,7 +352,7 @@ def _read(args: argparse.Namespace) -> int:
     elif args.command == "history":
         _table(["SNAPSHOT", "FINISHED", "OUTCOME", "URLS", "INVALID", "ADDED", "REMOVED",
                 "CHANGED", "ERROR"],
-               [[r["snapshot_id"], r["finished_at"], r["outcome"], r["urls"], r["invalid"],
+               [[r["id"], r["finished_at"], r["outcome"], r["urls"], r["invalid"],
                  r["added"], r["removed"], r["changed"],
                  (r["error"] or {}).get("message", "")] for r in rows])
     else:

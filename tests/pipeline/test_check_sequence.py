@@ -199,3 +199,16 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(targets)).scalar_one() == 1
     engine.dispose()
+
+    # The CLI's read commands: newest first, the same shapes as the JSON API.
+    assert main(["history", root, "--database-url", db, "--limit", "3", "--json"]) == 0
+    history = json.loads(capsys.readouterr().out)
+    assert history[0]["id"] == r["snapshot_id"]
+    assert len(history) == 3
+    assert history[0]["removed"] == 1
+    assert main(["changes", root, "--database-url", db, "--kind", "removed", "--json"]) == 0
+    removed = [c["loc"] for c in json.loads(capsys.readouterr().out)]
+    assert removed == [U + "3", U + "2"]
+    assert main(["changes", root, "--database-url", db, "--since", "1h"]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert main(["history", "https://never.checked/", "--database-url", db]) == 2
