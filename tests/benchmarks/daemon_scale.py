@@ -105,9 +105,8 @@ def _database(kind: str, folder: Path) -> tuple[str, str | None]:
 
 def _drop(name: str) -> None:
     server = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    admin = create_engine(
-        make_url(server).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT"
-    )
+    admin = create_engine(make_url(server).set(drivername="postgresql+psycopg"),
+                          isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
@@ -125,9 +124,8 @@ def main() -> int:
     args = parser.parse_args()
 
     queue: Any = multiprocessing.Queue()
-    server = multiprocessing.Process(
-        target=_serve, args=(queue, args.urls, args.changing), daemon=True
-    )
+    server = multiprocessing.Process(target=_serve, args=(queue, args.urls, args.changing),
+                                     daemon=True)
     server.start()
     port = queue.get(timeout=10)
     with tempfile.TemporaryDirectory() as tmp:
@@ -141,19 +139,15 @@ def main() -> int:
             "defaults: {interval: 1s, jitter: 0, allow_private: true}",
             f"scheduler: {{concurrency: {args.concurrency}, per_host: {args.concurrency}}}",
             "targets:",
-            *[
-                f'  - {{name: t{i}, url: "http://127.0.0.1:{port}/t{i}.xml"}}'
-                for i in range(args.targets)
-            ],
+            *[f'  - {{name: t{i}, url: "http://127.0.0.1:{port}/t{i}.xml"}}'
+              for i in range(args.targets)],
         ]
         config = folder / "bench.yaml"
         config.write_text("\n".join(lines) + "\n", encoding="utf-8")
         script = Path(sys.executable).with_name("sitemap-monitor")
         daemon = subprocess.Popen(
             [str(script), "run", "--config", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def snapshot_count() -> int:
             with engine.connect() as conn:
@@ -180,16 +174,12 @@ def main() -> int:
     rate = (n1 - n0) / (t1 - t0)
     cpu = (cpu1 - cpu0) / (t1 - t0)
     kind = "changing" if args.changing else "unchanged (304)"
-    print(
-        "| database | targets | sitemaps | concurrency | first round s | checks/s "
-        "| CPU (cores) | CPU ms/check | RSS MiB | peak RSS MiB | exit |"
-    )
+    print("| database | targets | sitemaps | concurrency | first round s | checks/s "
+          "| CPU (cores) | CPU ms/check | RSS MiB | peak RSS MiB | exit |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    print(
-        f"| {args.database} | {args.targets} | {args.urls} URLs, {kind} | {args.concurrency} "
-        f"| {first_round:.1f} | {rate:.1f} | {cpu:.2f} | {1000 * cpu / rate:.1f} "
-        f"| {rss:.0f} | {peak:.0f} | {code} |"
-    )
+    print(f"| {args.database} | {args.targets} | {args.urls} URLs, {kind} | {args.concurrency} "
+          f"| {first_round:.1f} | {rate:.1f} | {cpu:.2f} | {1000 * cpu / rate:.1f} "
+          f"| {rss:.0f} | {peak:.0f} | {code} |")
     return 0
 
 
