@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import ipaddress
-import socket
 import tempfile
 import time
 from collections import Counter
@@ -26,9 +24,10 @@ from sqlalchemy import Connection, Engine
 
 from monitor import diff as diffing
 from monitor import parse, validate
+from monitor.addresses import is_private_address, literal_address, system_resolver
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
-from monitor.fetch import Fetcher, is_private_address
+from monitor.fetch import Fetcher
 from monitor.model import (
     Change,
     CheckResult,
@@ -527,12 +526,11 @@ def _rollback(conn: Connection) -> None:
 async def _is_private_target(url: str) -> bool:
     """Whether the target's own URL is on a private or loopback address (SPEC 3.6)."""
     host = urlsplit(url).hostname or ""
+    literal = literal_address(host)
+    if literal is not None:
+        return is_private_address(literal)
     try:
-        return is_private_address(str(ipaddress.ip_address(host)))
-    except ValueError:
-        pass
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError:
+        addresses = await system_resolver(host, 0)
+    except (OSError, ValueError):  # unresolvable here: the fetch will report it
         return False
-    return any(is_private_address(str(info[4][0])) for info in infos)
+    return any(is_private_address(ip) for ip in addresses)
