@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 from datetime import UTC, datetime, timedelta
@@ -9,10 +10,12 @@ from datetime import UTC, datetime, timedelta
 from httpserver import Request
 from sqlalchemy import Engine, insert, select
 
+from monitor.alerts.outbox import Deliverer
 from monitor.alerts.rules import evaluate
-from monitor.config import Alerts
+from monitor.config import Alerts, Channel, Delivery
 from monitor.model import CheckResult, Notification
 from monitor.store import outbox as store_outbox
+from monitor.store.outbox import SqlOutbox
 from monitor.store.schema import snapshots, targets
 
 T0 = datetime(2025, 1, 6, 12, 0, tzinfo=UTC)
@@ -57,3 +60,19 @@ def store_check(engine: Engine, alerts: Alerts, check: CheckResult,
         notes = evaluate(alerts, check.target, check, context, now)
         store_outbox.write(conn, check.snapshot_id, notes, now)
     return notes
+
+
+def deliver(engine: Engine, channel: Channel, owner: str = "test") -> list[str]:
+    """One delivery pass over the outbox for one channel; the outcomes."""
+    outcomes: list[str] = []
+    deliverer = Deliverer([channel], SqlOutbox(engine), owner=owner, delivery=Delivery(),
+                          on_result=lambda _c, o: outcomes.append(o))
+
+    async def go() -> None:
+        try:
+            await deliverer.deliver_due()
+        finally:
+            await deliverer.aclose()
+
+    asyncio.run(go())
+    return outcomes

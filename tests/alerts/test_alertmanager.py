@@ -14,14 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
-from alerttools import result, store_check
+from alerttools import deliver, result, store_check
 from httpserver import closed_port
 from sqlalchemy import Engine
 
 from monitor.alerts import send_test
-from monitor.alerts.outbox import Deliverer
 from monitor.config import Alerts, Channel, Delivery, Rule
-from monitor.store.outbox import SqlOutbox
 
 AM_CONFIG = """\
 route:
@@ -83,22 +81,6 @@ def active_alerts(base: str) -> list[dict[str, Any]]:
     response.raise_for_status()
     alerts: list[dict[str, Any]] = response.json()
     return alerts
-
-
-def deliver(engine: Engine, channel: Channel) -> list[str]:
-    """One delivery pass; the outcomes."""
-    outcomes: list[str] = []
-    deliverer = Deliverer([channel], SqlOutbox(engine), owner="am-test", delivery=Delivery(),
-                          on_result=lambda _c, o: outcomes.append(o))
-
-    async def go() -> None:
-        try:
-            await deliverer.deliver_due()
-        finally:
-            await deliverer.aclose()
-
-    asyncio.run(go())
-    return outcomes
 
 
 def test_fire_re_send_and_resolve(alertmanager: str, sqlite_engine: Engine) -> None:

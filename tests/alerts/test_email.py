@@ -18,16 +18,14 @@ from typing import Any
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
-from alerttools import result, store_check
+from alerttools import deliver, result, store_check
 from httpserver import closed_port
 from sqlalchemy import Engine
 
 from monitor.alerts import send_test
-from monitor.alerts.outbox import Deliverer
 from monitor.config import Alerts, Channel, Delivery, Rule
 from monitor.errors import DeliveryError
 from monitor.model import Change, EntryState
-from monitor.store.outbox import SqlOutbox
 
 USER, PASSWORD = "monitor", "smtp-pass"
 
@@ -127,22 +125,6 @@ def channel(server: SmtpServer, **extra: Any) -> Channel:
         "smtp_username": USER, "smtp_password": PASSWORD, "timeout": 5,
         "from": "monitor@example.com", "to": ["seo@example.com", "ops@example.com"], **extra,
     })
-
-
-def deliver(engine: Engine, mail: Channel) -> list[str]:
-    """One delivery pass; the outcomes."""
-    outcomes: list[str] = []
-    deliverer = Deliverer([mail], SqlOutbox(engine), owner="mail", delivery=Delivery(),
-                          on_result=lambda _c, o: outcomes.append(o))
-
-    async def go() -> None:
-        try:
-            await deliverer.deliver_due()
-        finally:
-            await deliverer.aclose()
-
-    asyncio.run(go())
-    return outcomes
 
 
 def test_email_over_starttls_with_auth(smtp_tls: SmtpServer, sqlite_engine: Engine) -> None:
