@@ -194,6 +194,8 @@ class CheckResult:
     error_message: str | None = None
     duration_seconds: float = 0.0
     fetched_bytes: int = 0
+    # rule id -> count of the target's current issues after this check (what the gauges show)
+    issue_counts: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """The ``check --json`` object of SPEC section 5."""

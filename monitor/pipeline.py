@@ -59,11 +59,17 @@ async def run_check(
     alerts: Alerts | None = None,
     now: Callable[[], datetime] | None = None,
     max_changes: int = 1000,
+    in_transaction: Callable[[Connection], None] | None = None,
 ) -> CheckResult:
     """Check one target: fetch, parse, validate, diff and store one snapshot; never raises
-    for anything the target's server does (a failed check is a value)."""
+    for anything the target's server does (a failed check is a value).
+
+    ``in_transaction`` runs in the snapshot's transaction just before it commits (the daemon
+    gives its lease back there, saving a transaction per check).
+    """
     clock = now or utcnow
     check = _Check(target, engine, fetcher, alerts, clock(), max_changes)
+    check.in_transaction = in_transaction
     return await check.run(clock)
 
 
@@ -117,6 +123,7 @@ class _Check:
         self.pending_removed: dict[str, PreviousEntry] = {}
         self.pending_added: dict[str, tuple[str, EntryState, str | None]] = {}
         self.dropped: list[str] = []
+        self.in_transaction: Callable[[Connection], None] | None = None
 
     # -- the walk -------------------------------------------------------------------------
 
@@ -490,8 +497,11 @@ class _Check:
             document_states=list(self.read.values()), dropped_documents=self.dropped,
             untouched_documents=self.untouched,
         ))
+        r.issue_counts = dict(issue_counts)
         if self.alerts is not None and self.alerts.rules:
             await self._db(_raise_alerts, self.alerts, r, snapshot_id, self.started)
+        if self.in_transaction is not None:
+            await self._db(self.in_transaction)
 
 
 def _raise_alerts(
