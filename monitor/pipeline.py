@@ -1,19 +1,24 @@
 """ONE check of one target: the only module that composes the stages.
 
 fetch -> parse -> validate -> diff -> store, document by document, in one transaction
-(SPEC 3.2). Memory holds one document's entries at a time (SPEC 3.4): the first check of a
-target writes each document's entries as it reads them; later checks diff each document
-against its own previous entries and keep only the changes. Removals and additions are held
+(SPEC 3.2). The children of an index are fetched a few at a time and digested (parse, validate,
+diff, encode: ``monitor.digest``) in worker processes, but applied to the check strictly in
+their listed order. Memory holds a few documents' entries at a time (SPEC 3.4): each document's
+entries are stored as one entry set as soon as it is read; a re-check diffs each document
+against its own previous entry set and keeps only the changes. Removals and additions are held
 back to the end, so a URL that moves between two children is neither added nor removed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
 import tempfile
 import time
-from collections import Counter
+from array import array
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -22,28 +27,19 @@ from urllib.parse import urljoin, urlsplit
 
 from sqlalchemy import Connection, Engine
 
-from monitor import diff as diffing
-from monitor import parse, validate
+from monitor import digest as digesting
+from monitor import entryset, parse
 from monitor.addresses import is_private_address, literal_address, system_resolver
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.fetch import Fetcher
-from monitor.model import (
-    Change,
-    CheckResult,
-    DocumentResult,
-    EntryState,
-    Issue,
-    ParsedDocument,
-)
+from monitor.model import Change, CheckResult, DocumentResult, EntryState, Issue
 from monitor.store import sql as store
-from monitor.store.sql import DocumentState, PreviousEntry
+from monitor.store.sql import DocumentState, StoredSet
 
 __all__ = ["run_check", "utcnow"]
 
 INDEX_KINDS = ("sitemapindex", "robots")
-_CHUNK = 64 * 1024
-_SPOOL_IN_MEMORY = 1 << 20
 
 
 def utcnow() -> datetime:
@@ -71,6 +67,62 @@ async def run_check(
     check = _Check(target, engine, fetcher, alerts, clock(), max_changes)
     check.in_transaction = in_transaction
     return await check.run(clock)
+
+
+class _Body:
+    """A document's bytes as they arrive: in memory while small, then in a file of its own
+    (which a worker process reads)."""
+
+    def __init__(self) -> None:
+        self.data: bytearray | None = bytearray()
+        self.path: str | None = None
+        self._file: IO[bytes] | None = None
+
+    def write(self, chunk: bytes) -> None:
+        if self.data is not None and len(self.data) + len(chunk) <= digesting.IN_PROCESS_MAX:
+            self.data += chunk
+            return
+        if self._file is None:
+            self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in finish/close)
+                prefix="sitemap-monitor-", suffix=".body", delete=False
+            )
+            self.path = self._file.name
+            assert self.data is not None
+            self._file.write(self.data)
+            self.data = None
+        self._file.write(chunk)
+
+    def finish(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def read(self) -> bytes:
+        if self.path is None:
+            return bytes(self.data or b"")
+        with open(self.path, "rb") as file:
+            return file.read()
+
+    def close(self) -> None:
+        self.finish()
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            self.path = None
+
+
+@dataclass(slots=True)
+class _Got:
+    """One document as fetched (and digested) ahead of its turn."""
+
+    url: str
+    doc: DocumentResult
+    previous: DocumentState | None
+    error: FetchError | None = None
+    unchanged: bool = False
+    robots: str | None = None  # the text of a site's robots.txt
+    job: digesting.Job | None = None
+    digest: digesting.Digest | None = None
+    stored: StoredSet | None = None  # the document's entry set before this check
 
 
 @dataclass(slots=True)
@@ -109,20 +161,24 @@ class _Check:
         self.changes = _Examples(max_changes)
         self.issue_limit = max_changes
         self.issue_counts: Counter[str] = Counter()
-        self.seen: set[str] = set()
+        self.seen: set[int] = set()  # entryset.loc_hash of every loc read this check
+        self.written: list[str] = []  # documents whose new entry set this check stored
         self.visited: set[str] = set()
         self.read: dict[str, DocumentState] = {}  # documents read completely this check
         self.untouched: list[str] = []  # 304 or same hash: previous state stands
         self.failed: set[str] = set()  # previous state stands, with its subtree
         self.allow_private = target.settings.allow_private
         self.conn: Connection | None = None
+        self.db_lock = asyncio.Lock()
         self.snapshot_id: int | None = None
         self.first = True  # no previous documents: nothing to diff against
         self.state: store.TargetState | None = None
         # Held back to the end of the walk (re-checks only): see the module docstring.
-        self.pending_removed: dict[str, PreviousEntry] = {}
-        self.pending_added: dict[str, tuple[str, EntryState, str | None]] = {}
+        self.pending_removed: dict[str, EntryState] = {}
+        self.pending_added: dict[str, EntryState] = {}
+        self.closed: list[int] = []  # entry sets of documents gone from their index
         self.dropped: list[str] = []
+        self.window = max(2, digesting.workers() + 1)  # children fetched ahead of their turn
         self.in_transaction: Callable[[Connection], None] | None = None
 
     # -- the walk -------------------------------------------------------------------------
@@ -138,7 +194,7 @@ class _Check:
             )
             self.first = not self.state.documents
             self.allow_private = self.allow_private or await _is_private_target(self.target.url)
-            await self._walk_roots()
+            await self._walk_root()
             await self._finish(clock, t0)
             await asyncio.to_thread(conn.commit)
         except BaseException:
@@ -150,53 +206,92 @@ class _Check:
 
     async def _db(self, fn: Callable[..., Any], *args: Any) -> Any:
         assert self.conn is not None
-        return await asyncio.to_thread(fn, self.conn, *args)
+        async with self.db_lock:  # one connection: one statement at a time
+            return await asyncio.to_thread(fn, self.conn, *args)
 
-    async def _walk_roots(self) -> None:
+    async def _walk_root(self) -> None:
         url = self.target.url
         if self.target.site:
             url = urljoin(url if url.endswith("/") else url + "/", "/robots.txt")
-        await self._document(url, None, 0, frozenset(), root=True)
+        doc = self._admit(url, None, frozenset())
+        assert doc is not None
+        got = await self._obtain(url, doc, root=True)
+        await self._apply(got, 0, frozenset(), root=True)
 
-    async def _document(
-        self, url: str, parent: str | None, depth: int, ancestors: frozenset[str], *,
-        root: bool = False,
-    ) -> None:
+    def _admit(self, url: str, parent: str | None, ancestors: frozenset[str],
+               ) -> DocumentResult | None:
+        """The document's result row, or None when it is not to be read (cycle, seen, scope)."""
         if url in ancestors:
             self._issue("index-cycle", f"{url} lists an index that reaches it again", parent)
-            return
+            return None
         if url in self.visited:
-            return
+            return None
         self.visited.add(url)
         if parent is not None and not self._in_scope(url, parent):
-            return
-        assert self.state is not None
-        previous = self.state.documents.get(url)
+            return None
         doc = DocumentResult(url=url, outcome="failed", parent=parent)
         self.result.documents.append(doc)
+        return doc
+
+    async def _obtain(self, url: str, doc: DocumentResult, *, root: bool = False) -> _Got:
+        """Fetch a document and digest it; touches nothing the listed order matters to."""
+        assert self.state is not None
+        got = _Got(url, doc, self.state.documents.get(url))
         try:
-            body = await self._fetch(url, previous, doc)
+            body = await self._fetch(url, got.previous, doc)
         except FetchError as exc:
-            self._fail(doc, exc.kind, exc.message, exc.status, root=root)
-            return
+            got.error = exc
+            return got
         if body is None:  # 304 or the same bytes as last time
+            got.unchanged = True
+            return got
+        try:
+            if root and self.target.site:
+                got.robots = body.read().decode("utf-8", errors="replace")
+                return got
+            await self._digest(got, body)
+        except digesting.WorkerDied as exc:
+            got.error = FetchError("worker-died", str(exc))
+        finally:
+            body.close()
+        return got
+
+    async def _digest(self, got: _Got, body: _Body) -> None:
+        if not self.first:
+            sets = await self._db(store.load_entry_sets, self._target_id(), [got.url])
+            got.stored = sets.get(got.url)
+        limits = self.target.limits
+        got.job = digesting.Job(
+            url=got.url, now=self.started, max_bytes=limits.max_bytes,
+            max_urls=limits.max_urls, max_children=limits.max_children,
+            body=None if body.data is None else bytes(body.data), path=body.path,
+            previous=None if got.stored is None else got.stored.data,
+            baseline=self.first, examples=self.issue_limit,
+        )
+        got.digest = await digesting.run(got.job)
+
+    async def _apply(self, got: _Got, depth: int, ancestors: frozenset[str], *,
+                     root: bool = False) -> None:
+        """Take a document's outcome into the check, in its listed order."""
+        doc, previous = got.doc, got.previous
+        if got.error is not None:
+            self._fail(doc, got.error.kind, got.error.message, got.error.status, root=root)
+            return
+        if got.unchanged:
             assert previous is not None
             doc.kind = previous.kind  # type: ignore[assignment]
             doc.urls, doc.invalid = previous.urls, previous.invalid
-            await self._children(url, previous.children, depth, ancestors, previous.kind)
+            await self._children(got.url, previous.children, depth, ancestors, previous.kind)
             return
-        try:
-            if root and self.target.site:
-                await self._robots(url, body, doc, depth, ancestors)
-            else:
-                await self._sitemap(url, body, doc, depth, ancestors, root=root, parent=parent)
-        finally:
-            body.close()
+        if got.robots is not None:
+            await self._robots(got.url, got.robots, doc, depth, ancestors)
+            return
+        await self._sitemap(got, depth, ancestors, root=root)
 
     async def _fetch(
         self, url: str, previous: DocumentState | None, doc: DocumentResult
-    ) -> IO[bytes] | None:
-        """The document's body in a spool, or None when it did not change since last time."""
+    ) -> _Body | None:
+        """The document's body, or None when it did not change since last time."""
         etag = previous.etag if previous else None
         last_modified = previous.last_modified if previous else None
         async with self.fetcher.fetch(
@@ -214,29 +309,26 @@ class _Check:
                 doc.sha256 = previous.sha256
                 self._touch(previous, doc)
                 return None
-            # Not a with-block: the caller reads and closes the spool (closed here on error).
-            spool: IO[bytes] = tempfile.SpooledTemporaryFile(  # noqa: SIM115
-                max_size=_SPOOL_IN_MEMORY
-            )
+            body = _Body()
             digest = hashlib.sha256()
             try:
                 async for chunk in response.chunks():
                     digest.update(chunk)
-                    spool.write(chunk)
+                    body.write(chunk)
                     doc.bytes += len(chunk)
+                body.finish()
             except BaseException:
-                spool.close()
+                body.close()
                 raise
             finally:
                 self.result.fetched_bytes += response.wire_bytes
         doc.sha256 = digest.hexdigest()
         if previous is not None and previous.sha256 == doc.sha256:
-            spool.close()
+            body.close()
             doc.outcome = "unchanged"
             self._touch(previous, doc)
             return None
-        spool.seek(0)
-        return spool
+        return body
 
     def _touch(self, previous: DocumentState, doc: DocumentResult) -> None:
         """Keep a document's previous state; store new validators if the server sent some."""
@@ -248,10 +340,8 @@ class _Check:
             )
 
     async def _robots(
-        self, url: str, body: IO[bytes], doc: DocumentResult, depth: int,
-        ancestors: frozenset[str],
+        self, url: str, text: str, doc: DocumentResult, depth: int, ancestors: frozenset[str],
     ) -> None:
-        text = body.read().decode("utf-8", errors="replace")
         children = parse.parse_robots(text, url)
         doc.outcome, doc.kind = "ok", "robots"
         if not children:
@@ -261,50 +351,45 @@ class _Check:
         await self._children(url, children, depth, ancestors, "robots")
 
     async def _sitemap(
-        self, url: str, body: IO[bytes], doc: DocumentResult, depth: int,
-        ancestors: frozenset[str], *, root: bool, parent: str | None,
+        self, got: _Got, depth: int, ancestors: frozenset[str], *, root: bool,
     ) -> None:
-        limits = self.target.limits
-        parsed: ParsedDocument = await asyncio.to_thread(
-            _parse_spool, body, url, limits.max_bytes, limits.max_urls, limits.max_children
-        )
-        doc.kind = parsed.kind
-        if parsed.failure is not None:
-            self._issue_obj(parsed.failure)
-            self._fail(doc, parsed.failure.rule, parsed.failure.message, doc.http_status,
+        url, doc, found = got.url, got.doc, got.digest
+        assert found is not None
+        doc.kind = found.kind
+        if found.failure is not None:
+            self._issue_obj(found.failure)
+            self._fail(doc, found.failure.rule, found.failure.message, doc.http_status,
                        root=root)
             return
         doc.outcome = "ok"
-        for issue in parsed.issues:
+        for issue in found.issues:
             self._issue_obj(issue, count=False)
-        own_counts = Counter(i.rule for i in parsed.issues)
         stored_issues = [
-            {"rule": i.rule, "message": i.message, "loc": i.loc} for i in parsed.issues
+            {"rule": i.rule, "message": i.message, "loc": i.loc} for i in found.issues
         ]
-        if parsed.kind == "sitemapindex":
-            if parent is not None and self._kind(parent) == "sitemapindex":
-                self._issue("index-nested", f"{url} is a sitemap index inside an index", parent)
-            self.read[url] = self._state(url, doc, "sitemapindex", children=parsed.children,
-                                         issues=stored_issues, counts=own_counts)
-            await self._children(url, parsed.children, depth, ancestors, "sitemapindex")
+        if found.kind == "sitemapindex":
+            if doc.parent is not None and self._kind(doc.parent) == "sitemapindex":
+                self._issue("index-nested", f"{url} is a sitemap index inside an index",
+                            doc.parent)
+            self.read[url] = self._state(url, doc, "sitemapindex", children=found.children,
+                                         issues=stored_issues, counts=found.counts)
+            if got.stored is not None:  # it listed URLs before: they are gone from it
+                await self._gone([got.stored])
+            await self._children(url, found.children, depth, ancestors, "sitemapindex")
             return
-        checked = await asyncio.to_thread(
-            validate.validate_document, parsed.entries, url, now=self.started, seen=self.seen
-        )
-        del parsed.entries
-        for issue in checked.issues:
-            own_counts[issue.rule] += 1
+        await self._dedupe(got)
+        for issue in found.entry_issues:
             self._issue_obj(issue, count=False)
-        doc.urls = sum(1 for s in checked.entries.values() if s.valid)
-        doc.invalid = checked.invalid + parsed.unkeyed_invalid
-        self.read[url] = self._state(url, doc, parsed.kind or "urlset", issues=stored_issues,
-                                     counts=own_counts)
-        await self._entries(url, checked)
+        doc.urls, doc.invalid = found.urls, found.invalid
+        self.read[url] = self._state(url, doc, found.kind or "urlset", issues=stored_issues,
+                                     counts=found.counts)
+        await self._entries(got)
 
     async def _children(
         self, url: str, children: list[str], depth: int, ancestors: frozenset[str],
         kind: str | None,
     ) -> None:
+        """Read an index's children: a few fetched ahead, each applied in its turn."""
         if kind not in INDEX_KINDS:
             return
         if depth + 1 > self.target.limits.max_depth:
@@ -313,8 +398,22 @@ class _Check:
             self.failed.add(url)
             return
         inner = ancestors | {url}
-        for child in children:
-            await self._document(child, url, depth + 1, inner)
+        ahead: deque[asyncio.Task[_Got]] = deque()
+        try:
+            for child in children:
+                doc = self._admit(child, url, inner)
+                if doc is None:
+                    continue
+                ahead.append(asyncio.create_task(self._obtain(child, doc)))
+                if len(ahead) >= self.window:
+                    await self._apply(await ahead.popleft(), depth + 1, inner)
+            while ahead:
+                await self._apply(await ahead.popleft(), depth + 1, inner)
+        finally:
+            for task in ahead:
+                task.cancel()
+            if ahead:
+                await asyncio.gather(*ahead, return_exceptions=True)
 
     def _kind(self, url: str) -> str | None:
         """The kind of a document read this check, else of its stored state."""
@@ -367,42 +466,72 @@ class _Check:
 
     # -- entries and changes --------------------------------------------------------------
 
-    async def _entries(self, url: str, checked: validate.ValidatedDocument) -> None:
-        """Diff one document against its own previous entries and write what changed."""
-        current = {loc: (url, state, checked.rules.get(loc))
-                   for loc, state in checked.entries.items()}
-        if self.first:
-            found = diffing.diff({}, checked.entries)
-            await self._write(found, {}, current)
+    async def _dedupe(self, got: _Got) -> None:
+        """Drop locs that an earlier document of this check listed (``loc-duplicate``)."""
+        found, job = got.digest, got.job
+        assert found is not None
+        assert job is not None
+        hashes = array("Q")
+        hashes.frombytes(found.hashes)
+        if not self.seen.isdisjoint(hashes):
+            hits = self.seen.intersection(hashes)
+            earlier: dict[str, StoredSet] = await self._db(
+                store.load_entry_sets, self._target_id(), self.written
+            )
+            duplicates = {
+                loc for stored in earlier.values() for loc in entryset.locs(stored.data)
+                if entryset.loc_hash(loc) in hits
+            }
+            if duplicates:
+                await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
+                hashes = array("Q")
+                hashes.frombytes(found.hashes)
+        self.seen.update(hashes)
+
+    async def _entries(self, got: _Got) -> None:
+        """Store a document's new entry set; count or hold back its changes."""
+        found = got.digest
+        assert found is not None
+        assert found.data is not None
+        snapshot_id = await self._snapshot()
+        await self._db(store.write_entry_set, store.EntrySetWrite(
+            target_id=self._target_id(), snapshot_id=snapshot_id, document_url=got.url,
+            previous_id=None if got.stored is None else got.stored.id,
+            urls=found.urls, invalid=found.entries - found.urls, data=found.data,
+        ))
+        self.written.append(got.url)
+        if self.first:  # the baseline: every entry is new, and no change rows are written
+            self.changes.counts["added"] += found.urls
+            self.changes.counts["invalid"] += found.entries - found.urls
+            room = self.changes.limit - len(self.changes.kept)
+            self.changes.kept.extend(found.changes[: max(0, room)])
             return
-        assert self.state is not None
-        previous: dict[str, PreviousEntry] = await self._db(
-            store.load_entries, self.state.target_id, [url]
-        )
-        found = diffing.diff({loc: p.state for loc, p in previous.items()}, checked.entries)
         now: list[Change] = []
-        for change in found:
-            if change.kind == "removed":
-                self.pending_removed[change.loc] = previous[change.loc]
+        for change in found.changes:
+            if change.after is None:
+                assert change.before is not None
+                self.pending_removed[change.loc] = change.before
             elif change.before is None:
-                self.pending_added[change.loc] = current[change.loc]
+                self.pending_added[change.loc] = change.after
             else:
                 now.append(change)
-        await self._write(now, previous, {c.loc: current[c.loc] for c in now})
+        await self._record(now)
 
-    async def _write(
-        self, found: list[Change], previous: dict[str, PreviousEntry],
-        current: dict[str, tuple[str, EntryState, str | None]],
-    ) -> None:
-        if not found and not current:
+    async def _record(self, found: list[Change]) -> None:
+        if not found:
             return
         for change in found:
             self.changes.add(change)
         snapshot_id = await self._snapshot()
-        await self._db(store.write_entries, store.EntryWrite(
-            target_id=self._target_id(), snapshot_id=snapshot_id, previous=previous,
-            current=current, changes=found,
-        ))
+        await self._db(store.write_changes, self._target_id(), snapshot_id, found)
+
+    async def _gone(self, sets: list[StoredSet]) -> None:
+        """Entry sets of documents that no longer list URLs: their locs are held as removed."""
+        for stored in sets:
+            self.closed.append(stored.id)
+            decoded = await asyncio.to_thread(entryset.decode, stored.data)
+            for loc, state in decoded.states.items():
+                self.pending_removed.setdefault(loc, state)
 
     async def _settle(self) -> None:
         """Resolve held-back removals and additions: moves, true removals, true additions."""
@@ -410,31 +539,24 @@ class _Check:
         dropped = [u for u in self.state.documents if u not in self.read
                    and u not in self.untouched and not self._under_failed(u)]
         if dropped:
-            gone: dict[str, PreviousEntry] = await self._db(
-                store.load_entries, self.state.target_id, dropped
+            gone: dict[str, StoredSet] = await self._db(
+                store.load_entry_sets, self.state.target_id, dropped
             )
-            for loc, entry in gone.items():
-                self.pending_removed.setdefault(loc, entry)
+            await self._gone(list(gone.values()))
         self.dropped = dropped
-        previous: dict[str, PreviousEntry] = {}
-        current: dict[str, tuple[str, EntryState, str | None]] = {}
         found: list[Change] = []
-        for loc, added in self.pending_added.items():
+        for loc, after in self.pending_added.items():
             before = self.pending_removed.pop(loc, None)
             if before is None:
-                found.append(Change("added" if added[1].valid else "invalid", loc, None,
-                                    added[1]))
-                current[loc] = added
-                continue
-            previous[loc] = before
-            current[loc] = added
-            if before.state != added[1]:
-                kind = "invalid" if before.state.valid and not added[1].valid else "changed"
-                found.append(Change(kind, loc, before.state, added[1]))  # type: ignore[arg-type]
+                found.append(Change("added" if after.valid else "invalid", loc, None, after))
+            elif before != after:
+                kind = "invalid" if before.valid and not after.valid else "changed"
+                found.append(Change(kind, loc, before, after))  # type: ignore[arg-type]
         for loc, before in self.pending_removed.items():
-            previous[loc] = before
-            found.append(Change("removed", loc, before.state, None))
-        await self._write(found, previous, current)
+            found.append(Change("removed", loc, before, None))
+        if self.closed:
+            await self._db(store.close_entry_sets, self.closed, await self._snapshot())
+        await self._record(found)
 
     def _under_failed(self, url: str) -> bool:
         """Whether a previous document hangs below a document that failed this check."""
@@ -515,17 +637,6 @@ def _raise_alerts(
     context = outbox.rule_context(conn, result.target, now)
     notifications = rules.evaluate(alerts, result.target, result, context, now)
     outbox.write(conn, snapshot_id, notifications, now)
-
-
-def _parse_spool(
-    body: IO[bytes], url: str, max_bytes: int, max_urls: int, max_children: int
-) -> ParsedDocument:
-    parser = parse.DocumentParser(
-        url, max_bytes=max_bytes, max_urls=max_urls, max_children=max_children
-    )
-    while chunk := body.read(_CHUNK):
-        parser.feed(chunk)
-    return parser.close()
 
 
 def _rollback(conn: Connection) -> None:

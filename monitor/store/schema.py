@@ -1,9 +1,11 @@
 """SQLAlchemy tables: the single source of the schema and the target of Alembic migrations.
 
-History model (SPEC 2): ``entries`` holds versions. A version is current while
-``removed_snapshot_id`` is NULL; the URL set of a target at snapshot S is every version with
-``first_snapshot_id <= S`` and (``removed_snapshot_id`` NULL or ``> S``). A document that did not
-change writes no entry rows at all.
+History model (SPEC 2): ``entry_sets`` holds versions of each document's entries, one row a
+version (``monitor.entryset``). A version is current while ``removed_snapshot_id`` is NULL; the
+URL set of a target at snapshot S is the union of the versions with ``first_snapshot_id <= S``
+and (``removed_snapshot_id`` NULL or ``> S``). A document that did not change writes nothing.
+``changes`` holds one row per change found by a re-check; a target's first check is its
+baseline: its snapshot counts every entry as added and its entry sets list them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -119,24 +122,19 @@ target_documents = Table(
     Column("last_snapshot_id", Id, nullable=True),
 )
 
-entries = Table(
-    "entries",
+# One row per version of a document's entries (monitor.entryset: one compressed value).
+entry_sets = Table(
+    "entry_sets",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("target_id", Id, ForeignKey("targets.id", ondelete="CASCADE"), nullable=False),
     Column("document_url", Text, nullable=False),
-    Column("loc", Text, nullable=False),
-    Column("lastmod", Text, nullable=True),
-    Column("changefreq", Text, nullable=True),
-    Column("priority", Text, nullable=True),
-    Column("extensions", Text, nullable=True),
-    Column("valid", Boolean, nullable=False),
-    # Space-separated rule ids of the entry's issues, or NULL.
-    Column("issues", Text, nullable=True),
     Column("first_snapshot_id", Id, nullable=False),
     Column("removed_snapshot_id", Id, nullable=True),
-    Index("ix_entries_target_id_document_url", "target_id", "document_url"),
-    Index("ix_entries_target_id_loc", "target_id", "loc"),
+    Column("urls", Integer, nullable=False, server_default=text("0")),
+    Column("invalid", Integer, nullable=False, server_default=text("0")),
+    Column("data", LargeBinary, nullable=False),
+    Index("ix_entry_sets_target_id_document_url", "target_id", "document_url"),
 )
 
 changes = Table(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -17,13 +17,14 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, bindparam, delete, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
+from monitor import entryset
 from monitor.errors import StoreError
 from monitor.model import Change, CheckResult, DocumentResult, EntryState
 from monitor.store.db import redact
 from monitor.store.schema import (
     changes,
     documents,
-    entries,
+    entry_sets,
     snapshots,
     target_documents,
     targets,
@@ -31,16 +32,19 @@ from monitor.store.schema import (
 
 __all__ = [
     "DocumentState",
-    "EntryWrite",
-    "PreviousEntry",
+    "EntrySetWrite",
     "SnapshotWrite",
+    "StoredSet",
     "TargetState",
+    "close_entry_sets",
     "close_snapshot",
-    "load_entries",
+    "load_entry_sets",
     "load_state",
     "open_snapshot",
     "transaction",
-    "write_entries",
+    "url_set_at",
+    "write_changes",
+    "write_entry_set",
 ]
 
 T = TypeVar("T")
@@ -75,12 +79,12 @@ class TargetState:
 
 
 @dataclass(frozen=True, slots=True)
-class PreviousEntry:
-    """A current entry row: its id (to close it), its document and its state."""
+class StoredSet:
+    """The current version of one document's entries: its row id and stored value."""
 
     id: int
     document_url: str
-    state: EntryState
+    data: bytes
 
 
 def transaction(engine: Engine, work: Callable[[Connection], T], *, attempts: int = 3) -> T:
@@ -167,32 +171,36 @@ def load_state(conn: Connection, name: str, url: str, now: datetime) -> TargetSt
     )
 
 
-def load_entries(
+def load_entry_sets(
     conn: Connection, target_id: int, document_urls: Collection[str]
-) -> dict[str, PreviousEntry]:
-    """The current entries of these documents of a target, by loc."""
-    result: dict[str, PreviousEntry] = {}
-    if not document_urls:
-        return result
-    e = entries.c
-    query = select(
-        e.id, e.document_url, e.loc, e.lastmod, e.changefreq, e.priority, e.extensions, e.valid
-    ).where(
-        e.target_id == target_id,
-        e.removed_snapshot_id.is_(None),
-        e.document_url.in_(bindparam("urls", expanding=True)),
+) -> dict[str, StoredSet]:
+    """The current entry set of each of these documents of a target that has one."""
+    result: dict[str, StoredSet] = {}
+    v = entry_sets.c
+    query = select(v.id, v.document_url, v.data).where(
+        v.target_id == target_id,
+        v.removed_snapshot_id.is_(None),
+        v.document_url.in_(bindparam("urls", expanding=True)),
     )
     urls = list(document_urls)
     for start in range(0, len(urls), 500):
-        rows = conn.execute(query, {"urls": urls[start : start + 500]})
-        for row in rows:
-            result[row.loc] = PreviousEntry(
-                row.id,
-                row.document_url,
-                EntryState(row.lastmod, row.changefreq, row.priority, row.extensions,
-                           bool(row.valid)),
-            )
+        for row in conn.execute(query, {"urls": urls[start : start + 500]}):
+            result[row.document_url] = StoredSet(row.id, row.document_url, bytes(row.data))
     return result
+
+
+def url_set_at(conn: Connection, target_id: int, snapshot_id: int) -> set[str]:
+    """Every loc a target listed as of a snapshot (SPEC 2: recoverable at any past time)."""
+    v = entry_sets.c
+    rows = conn.execute(select(v.data).where(
+        v.target_id == target_id,
+        v.first_snapshot_id <= snapshot_id,
+        v.removed_snapshot_id.is_(None) | (v.removed_snapshot_id > snapshot_id),
+    ))
+    found: set[str] = set()
+    for row in rows:
+        found.update(entryset.locs(bytes(row.data)))
+    return found
 
 
 def open_snapshot(conn: Connection, target_id: int, started_at: datetime) -> int:
@@ -206,57 +214,47 @@ def open_snapshot(conn: Connection, target_id: int, started_at: datetime) -> int
 
 
 @dataclass(slots=True)
-class EntryWrite:
-    """Entry versions to close, open or move, and the changes they make."""
+class EntrySetWrite:
+    """A document's new entry set, replacing its current version (if any)."""
 
     target_id: int
     snapshot_id: int
-    previous: Mapping[str, PreviousEntry]
-    current: Mapping[str, tuple[str, EntryState, str | None]]  # loc -> (document, state, rules)
-    changes: list[Change]
+    document_url: str
+    previous_id: int | None
+    urls: int
+    invalid: int
+    data: bytes
 
 
-def write_entries(conn: Connection, w: EntryWrite) -> None:
-    """Close the versions that changed or went, insert the new ones, move the moved ones."""
-    closed: list[dict[str, Any]] = []
-    opened: list[str] = []
-    for c in w.changes:
-        before = w.previous.get(c.loc)
-        if before is not None:
-            closed.append({"row": before.id})
-        if c.after is not None:
-            opened.append(c.loc)
-    current = w.current
-    moved = [
-        {"row": prev.id, "doc": current[loc][0]}
-        for loc, prev in w.previous.items()
-        if loc in current and current[loc][0] != prev.document_url
-        and current[loc][1] == prev.state
-    ]
-    e = entries.c
-    if closed:
-        conn.execute(
-            update(entries).where(e.id == bindparam("row"))
-            .values(removed_snapshot_id=w.snapshot_id),
-            closed,
-        )
-    if moved:
-        conn.execute(
-            update(entries).where(e.id == bindparam("row")).values(document_url=bindparam("doc")),
-            moved,
-        )
-    target_id, snapshot_id = w.target_id, w.snapshot_id
-    _copy(conn, entries, _ENTRY_COLUMNS, (
-        (target_id, current[loc][0], loc, current[loc][1].lastmod, current[loc][1].changefreq,
-         current[loc][1].priority, current[loc][1].extensions, current[loc][1].valid,
-         current[loc][2], snapshot_id)
-        for loc in opened
+def write_entry_set(conn: Connection, w: EntrySetWrite) -> None:
+    """Close the document's current version and insert the new one."""
+    if w.previous_id is not None:
+        close_entry_sets(conn, [w.previous_id], w.snapshot_id)
+    conn.execute(insert(entry_sets).values(
+        target_id=w.target_id, document_url=w.document_url, first_snapshot_id=w.snapshot_id,
+        urls=w.urls, invalid=w.invalid, data=w.data,
     ))
+
+
+def close_entry_sets(conn: Connection, ids: Collection[int], snapshot_id: int) -> None:
+    """End these versions at this snapshot (their documents changed or went)."""
+    if ids:
+        conn.execute(
+            update(entry_sets).where(entry_sets.c.id == bindparam("row"))
+            .values(removed_snapshot_id=snapshot_id),
+            [{"row": i} for i in ids],
+        )
+
+
+def write_changes(
+    conn: Connection, target_id: int, snapshot_id: int, found: Iterable[Change]
+) -> None:
+    """One row per change (re-checks; a first check is the baseline and writes none)."""
     _copy(conn, changes, _CHANGE_COLUMNS, (
         (snapshot_id, target_id, c.kind, c.loc,
          None if c.before is None else _state_json(c.before),
          None if c.after is None else _state_json(c.after))
-        for c in w.changes
+        for c in found
     ))
 
 
@@ -377,8 +375,6 @@ def _state_json(state: EntryState) -> str:
     return _encode(data)
 
 
-_ENTRY_COLUMNS = ("target_id", "document_url", "loc", "lastmod", "changefreq", "priority",
-                  "extensions", "valid", "issues", "first_snapshot_id")
 _CHANGE_COLUMNS = ("snapshot_id", "target_id", "kind", "loc", "before", "after")
 
 
@@ -387,9 +383,9 @@ def _copy(
 ) -> None:
     """Insert many rows fast, inside the caller's transaction.
 
-    The hot path of a first check (one row per URL, and one change per URL): PostgreSQL gets
-    COPY, SQLite the driver's own executemany over tuples; both skip SQLAlchemy's per-row work,
-    which measured 4x (SQLite) to 10x (PostgreSQL) slower for 100,000 rows.
+    The change rows of a re-check that changed much: PostgreSQL gets COPY, SQLite the driver's
+    own executemany over tuples; both skip SQLAlchemy's per-row work, which measured 4x
+    (SQLite) to 10x (PostgreSQL) slower for 100,000 rows.
     """
     driver = conn.connection.driver_connection
     names = ", ".join(columns)

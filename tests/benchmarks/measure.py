@@ -2,6 +2,13 @@
 
 ``os.wait4`` returns the rusage of exactly that child (and of the descendants it waited for), so
 ``ru_maxrss`` is that run's peak and not the cumulative maximum of every child so far.
+
+A run that starts worker processes of its own (sitemap-monitor parses big documents in a
+pool) is measured as a process tree too: while it runs, its descendants are sampled from /proc
+every 20 ms. ``tree_cpu`` adds each descendant's CPU as last sampled (it can miss a last few ms
+and over-counts a descendant the root reaped itself); ``tree_rss_mb`` is the highest sum of the
+proportional set sizes (PSS: a page shared by N processes counts 1/N in each) of the whole tree
+at one sample: what a pod's memory limit sees, shared pages counted once.
 """
 
 from __future__ import annotations
@@ -27,6 +34,58 @@ class Measurement:
     stdout: str
     stderr: str
     extra: dict[str, Any] = field(default_factory=dict)
+    tree_cpu: float = 0.0
+    tree_rss_mb: float = 0.0
+    processes: int = 1
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live descendant of ``root``, from each process's parent in /proc/*/stat."""
+    parents: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(proc.name))
+    out, todo = [], list(parents.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += parents.get(pid, [])
+    return out
+
+
+def _pss_kb(pid: int) -> int:
+    """Proportional set size: pages shared between the processes count once in the sum."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class _Tree:
+    """Samples of a running process tree: descendants' CPU and the peak of the summed PSS."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.cpu: dict[int, float] = {}
+        self.peak_kb = 0
+
+    def sample(self) -> None:
+        pids = _descendants(self.root)
+        total = _pss_kb(self.root)
+        for pid in pids:
+            total += _pss_kb(pid)
+            cpu = proc_cpu_seconds(pid)
+            if cpu:
+                self.cpu[pid] = max(cpu, self.cpu.get(pid, 0.0))
+        self.peak_kb = max(self.peak_kb, total)
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -84,6 +143,7 @@ def run(
         started = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd)
         deadline = started + timeout
+        tree = _Tree(proc.pid)
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
@@ -92,7 +152,8 @@ def run(
                 proc.kill()
                 pid, status, usage = os.wait4(proc.pid, 0)
                 break
-            time.sleep(0.01)
+            tree.sample()
+            time.sleep(0.02)
         wall = time.perf_counter() - started
     # Popen must not wait for a pid we have already reaped.
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -100,13 +161,18 @@ def run(
     stderr = err_path.read_text(errors="replace")
     out_path.unlink(missing_ok=True)
     err_path.unlink(missing_ok=True)
+    cpu = usage.ru_utime + usage.ru_stime
+    peak = usage.ru_maxrss / 1024  # Linux reports kilobytes
     return Measurement(
         name=name,
         argv=argv,
         returncode=proc.returncode,
         wall=wall,
-        cpu=usage.ru_utime + usage.ru_stime,
-        peak_rss_mb=usage.ru_maxrss / 1024,  # Linux reports kilobytes
+        cpu=cpu,
+        peak_rss_mb=peak,
         stdout=stdout,
         stderr=stderr,
+        tree_cpu=cpu + sum(tree.cpu.values()),
+        tree_rss_mb=max(peak, tree.peak_kb / 1024),
+        processes=1 + len(tree.cpu),
     )

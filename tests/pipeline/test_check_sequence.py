@@ -13,7 +13,8 @@ from site_fixture import Site, index, urlset
 from sqlalchemy import create_engine, func, select
 
 from monitor.cli import main
-from monitor.store.schema import changes, entries, targets
+from monitor.store import sql
+from monitor.store.schema import changes, entry_sets, targets
 
 U = "https://example.test/"  # entries' locs: never fetched
 
@@ -43,24 +44,20 @@ def rules(result: dict[str, Any]) -> set[str]:
 
 
 def url_set_at(db: str, snapshot_id: int) -> set[str]:
-    """The target's URL set as of a snapshot, recovered from the entry versions."""
+    """The target's URL set as of a snapshot, recovered from the entry set versions."""
     engine = create_engine(db)
-    e = entries.c
     with engine.connect() as conn:
-        rows = conn.execute(select(e.loc).where(
-            e.first_snapshot_id <= snapshot_id,
-            (e.removed_snapshot_id.is_(None)) | (e.removed_snapshot_id > snapshot_id),
-        ))
-        found = {r.loc for r in rows}
+        target_id = conn.execute(select(targets.c.id)).scalar_one()
+        found = sql.url_set_at(conn, target_id, snapshot_id)
     engine.dispose()
     return found
 
 
 def row_counts(db: str) -> tuple[int, int]:
-    """How many entry versions and change rows the database holds."""
+    """How many entry set versions and change rows the database holds."""
     engine = create_engine(db)
     with engine.connect() as conn:
-        result = (conn.execute(select(func.count()).select_from(entries)).scalar_one(),
+        result = (conn.execute(select(func.count()).select_from(entry_sets)).scalar_one(),
                   conn.execute(select(func.count()).select_from(changes)).scalar_one())
     engine.dispose()
     return result

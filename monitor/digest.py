@@ -1,0 +1,218 @@
+"""One document's CPU work: bytes -> parse -> validate -> diff -> stored entry set.
+
+The pipeline hands each fetched document here. Big documents (over ``IN_PROCESS_MAX`` bytes)
+go to a pool of worker processes, so that a sitemap index's children are parsed on every core
+while the check fetches the next ones; small ones are digested in a thread of the calling
+process, where a round trip to a worker would cost more than it saves. ``digest`` is pure
+(no database, no network) and returns only what the check needs: counts, the first issues and
+changes, the new entry set ready to store, and the 64-bit fingerprints of its locs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import threading
+from array import array
+from collections import Counter
+from collections.abc import Collection, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import islice
+
+from monitor import diff as diffing
+from monitor import entryset, parse, validate
+from monitor.model import Change, DocumentKind, EntryState, Issue
+
+__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "WorkerDied", "digest", "drop_duplicates",
+           "pool_started", "run", "workers"]
+
+IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
+_CHUNK = 64 * 1024
+_ENV = "SITEMAP_MONITOR_PARSE_WORKERS"
+
+
+class WorkerDied(Exception):
+    """The worker process digesting a document died (killed for memory, most likely)."""
+
+
+@dataclass(slots=True)
+class Job:
+    """A fetched document to digest: its bytes (small) or the file holding them (big)."""
+
+    url: str
+    now: datetime
+    max_bytes: int
+    max_urls: int
+    max_children: int
+    body: bytes | None = None
+    path: str | None = None
+    previous: bytes | None = None  # the document's stored entry set, on a re-check
+    baseline: bool = False  # the target's first check: keep only the first additions
+    examples: int = 1000  # issues (and additions of a baseline) kept in full; the rest counted
+
+
+@dataclass(slots=True)
+class Digest:
+    """What the check needs of one document."""
+
+    kind: DocumentKind | None
+    failure: Issue | None = None
+    issues: list[Issue] = field(default_factory=list)  # the document's own (parse) issues
+    entry_issues: list[Issue] = field(default_factory=list)  # the first ``examples``
+    counts: Counter[str] = field(default_factory=Counter)  # every issue's rule, counted
+    children: list[str] = field(default_factory=list)
+    urls: int = 0  # valid entries
+    entries: int = 0  # entries kept, valid or not (duplicates and locless ones are not)
+    invalid: int = 0  # invalid occurrences, with duplicates and entries without loc
+    data: bytes | None = None  # the entry set (monitor.entryset), None for an index
+    hashes: bytes = b""  # array("Q") of entryset.loc_hash of each kept loc, in order
+    # Every change against the previous entry set (none: every entry is new). On a baseline,
+    # only the first ``examples`` additions: ``urls`` were added, ``entries - urls`` invalid.
+    changes: list[Change] = field(default_factory=list)
+
+
+def digest(job: Job) -> Digest:
+    """Parse, validate and diff one document; encode its entries for storage."""
+    parser = parse.DocumentParser(
+        job.url, max_bytes=job.max_bytes, max_urls=job.max_urls, max_children=job.max_children
+    )
+    for chunk in _chunks(job):
+        parser.feed(chunk)
+    parsed = parser.close()
+    result = Digest(kind=parsed.kind, failure=parsed.failure)
+    if parsed.failure is not None:
+        return result
+    result.issues = parsed.issues
+    result.counts.update(i.rule for i in parsed.issues)
+    if parsed.kind == "sitemapindex":
+        result.children = parsed.children
+        return result
+    checked = validate.validate_document(parsed.entries, job.url, now=job.now)
+    del parsed.entries
+    result.counts.update(i.rule for i in checked.issues)
+    result.entry_issues = checked.issues[: job.examples]
+    _fill(result, checked.entries, checked.rules, checked.invalid + parsed.unkeyed_invalid, job)
+    return result
+
+
+def _fill(
+    result: Digest, states: dict[str, EntryState], rules: dict[str, str], invalid: int, job: Job
+) -> None:
+    result.urls = sum(1 for s in states.values() if s.valid)
+    result.entries = len(states)
+    result.invalid = invalid
+    result.data = entryset.encode(states, rules)
+    result.hashes = array("Q", map(entryset.loc_hash, states)).tobytes()
+    if job.baseline:
+        result.changes = list(islice(_additions(states), job.examples))
+    elif job.previous is None:
+        result.changes = list(_additions(states))
+    else:
+        result.changes = diffing.diff(entryset.decode(job.previous).states, states)
+
+
+def _additions(states: dict[str, EntryState]) -> Iterator[Change]:
+    for loc, state in states.items():
+        yield Change("added" if state.valid else "invalid", loc, None, state)
+
+
+def _chunks(job: Job) -> Iterator[bytes]:
+    if job.body is not None:
+        for start in range(0, len(job.body), _CHUNK):
+            yield job.body[start : start + _CHUNK]
+        return
+    assert job.path is not None
+    with open(job.path, "rb") as body:
+        while chunk := body.read(_CHUNK):
+            yield chunk
+
+
+def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> None:
+    """Drop locs an earlier document of the check listed (``loc-duplicate``), in place.
+
+    The rare path (a URL in two children of one index): decode, drop, encode again.
+    """
+    assert result.data is not None
+    stored = entryset.decode(result.data)
+    states, rules = stored.states, stored.rules
+    dropped = set()
+    for loc in duplicates:
+        state = states.pop(loc, None)
+        if state is None:
+            continue
+        dropped.add(loc)
+        for rule in (rules.pop(loc, "") or "").split():
+            result.counts[rule] -= 1
+        result.invalid += state.valid  # the occurrence counts as invalid, like in a document
+        result.counts["loc-duplicate"] += 1
+        if len(result.entry_issues) < job.examples:
+            result.entry_issues.append(Issue(
+                "loc-duplicate", "loc is listed more than once in this target", loc=loc,
+                document=job.url,
+            ))
+    result.counts = +result.counts
+    # A duplicate is not validated further: its other issues go (SPEC 4, as within a document).
+    result.entry_issues = [
+        i for i in result.entry_issues if i.loc not in dropped or i.rule == "loc-duplicate"
+    ]
+    # Invalid entries that were dropped were counted in ``invalid`` already: nothing to add.
+    _fill(result, states, rules, result.invalid, job)
+
+
+def workers() -> int:
+    """Worker processes for big documents: $SITEMAP_MONITOR_PARSE_WORKERS, else up to 2 CPUs."""
+    configured = os.environ.get(_ENV, "").strip()
+    if configured:
+        try:
+            return max(0, int(configured))
+        except ValueError:
+            raise ValueError(f"{_ENV}={configured!r}: not a whole number") from None
+    return min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+
+
+_lock = threading.Lock()
+_pool: ProcessPoolExecutor | None = None
+
+
+def _get_pool(size: int) -> ProcessPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            methods = multiprocessing.get_all_start_methods()
+            context = multiprocessing.get_context(
+                "forkserver" if "forkserver" in methods else "spawn"
+            )
+            if "forkserver" in methods:
+                context.set_forkserver_preload(["monitor.digest"])
+            _pool = ProcessPoolExecutor(max_workers=size, mp_context=context)
+        return _pool
+
+
+def pool_started() -> bool:
+    """Whether this process has started its pool of worker processes."""
+    return _pool is not None
+
+
+def _reset_pool(broken: ProcessPoolExecutor) -> None:
+    global _pool
+    with _lock:
+        if _pool is broken:
+            _pool = None
+    broken.shutdown(wait=False, cancel_futures=True)
+
+
+async def run(job: Job) -> Digest:
+    """Digest a document: in a worker process when it is big and workers are enabled."""
+    size = workers()
+    if job.path is None or size == 0:
+        return await asyncio.to_thread(digest, job)
+    pool = _get_pool(size)
+    try:
+        return await asyncio.get_running_loop().run_in_executor(pool, digest, job)
+    except BrokenProcessPool as exc:
+        _reset_pool(pool)
+        raise WorkerDied(f"{job.url}: the worker process parsing it died") from exc

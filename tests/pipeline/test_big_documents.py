@@ -1,0 +1,104 @@
+"""Documents over 1 MiB: digested in worker processes, and the same without workers.
+
+The children here are ~1.4 MB each, so with workers enabled (the default) every one goes to the
+process pool; with SITEMAP_MONITOR_PARSE_WORKERS=0 the same bytes are digested in a thread.
+Both must give the same counts, changes, duplicates and URL sets.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from site_fixture import Site, index, urlset
+from sqlalchemy import create_engine, select
+
+from monitor import digest
+from monitor.cli import main
+from monitor.store import sql
+from monitor.store.schema import targets
+
+N = 12_000  # URLs a child: about 1.4 MB, over digest.IN_PROCESS_MAX
+
+
+def check(capsys: pytest.CaptureFixture[str], url: str, db: str) -> dict[str, Any]:
+    assert main(["check", url, "--database-url", db, "--json"]) in (0, 3)
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return result
+
+
+def url_set_at(db: str, snapshot_id: int) -> set[str]:
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        target_id = conn.execute(select(targets.c.id)).scalar_one()
+        found = sql.url_set_at(conn, target_id, snapshot_id)
+    engine.dispose()
+    return found
+
+
+@pytest.mark.parametrize("workers", ["2", "0"])
+def test_big_children(
+    site: Site, database_url: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, workers: str,
+) -> None:
+    db = database_url.replace("postgresql+psycopg://", "postgresql://")
+    if db.startswith("postgresql"):  # only SQLite is migrated by `check` itself
+        assert main(["db", "upgrade", "--database-url", db]) == 0
+        capsys.readouterr()
+    monkeypatch.setenv("SITEMAP_MONITOR_PARSE_WORKERS", workers)
+    assert digest.workers() == int(workers)
+    U = site.url("/")
+    a = {f"{U}a/{i:06d}/{'x' * 60}": "2024-01-01" for i in range(N)}
+    b = {f"{U}b/{i:06d}/{'x' * 60}": "2024-01-01" for i in range(N)}
+    a[f"{U}a/bad"] = "yesterday"  # one invalid entry
+    site.set("/a.xml", urlset(a))
+    site.set("/b.xml", urlset(b))
+    assert len(site.docs["/a.xml"]) > digest.IN_PROCESS_MAX
+    site.set("/index.xml", index([site.url("/a.xml"), site.url("/b.xml")]))
+    root = site.url("/index.xml")
+
+    first = check(capsys, root, db)
+    assert (first["urls"], first["invalid"], first["added"]) == (2 * N, 1, 2 * N)
+    assert first["changes_truncated"] is True
+    assert len(first["changes"]) == 1000
+    assert [i["rule"] for i in first["issues"]] == ["lastmod-invalid"]
+    if workers != "0":
+        assert digest.pool_started()
+
+    # 10 lastmods change in a, 5 URLs move from a to b, one URL of b is also listed in a.
+    moved = list(a)[:5]
+    changed = list(a)[5:15]
+    for loc in changed:
+        a[loc] = "2024-06-01"
+    for loc in moved:
+        b[loc] = a.pop(loc)
+    duplicate = next(iter(b))
+    a[duplicate] = "2024-01-01"
+    site.set("/a.xml", urlset(a))
+    site.set("/b.xml", urlset(b))
+    second = check(capsys, root, db)
+    assert (second["added"], second["removed"], second["changed"]) == (0, 0, 10)
+    assert sorted(c["loc"] for c in second["changes"]) == sorted(changed)
+    duplicates = [i for i in second["issues"] if i["rule"] == "loc-duplicate"]
+    assert [i["loc"] for i in duplicates] == [duplicate]
+    # b is read after a: its occurrence is the later one and is dropped there.
+    assert duplicates[0]["document"] == site.url("/b.xml")
+    assert second["urls"] == 2 * N
+    assert second["invalid"] == 2  # the bad lastmod and the duplicate occurrence
+
+    # a goes from the index and b gains a URL: a's URLs are removed, but not the one b
+    # still lists (no longer a duplicate once a is gone).
+    b[f"{U}b/new"] = "2024-01-01"
+    site.set("/b.xml", urlset(b))
+    site.set("/index.xml", index([site.url("/b.xml")]))
+    third = check(capsys, root, db)
+    assert (third["added"], third["removed"], third["changed"]) == (1, N - 4, 0)
+    assert third["urls"] == N + 6
+    assert third["invalid"] == 0
+
+    assert len(url_set_at(db, first["snapshot_id"])) == 2 * N + 1
+    at_second = url_set_at(db, second["snapshot_id"])
+    assert set(moved) <= at_second
+    assert len(at_second) == 2 * N + 1
+    assert url_set_at(db, third["snapshot_id"]) == set(b)
