@@ -185,7 +185,7 @@ def _open_engine(url: str) -> Any:
     engine = db.make_engine(url)
     try:
         if db.is_sqlite(engine):
-            if db.current_revision(engine) != db.head_revision():
+            if not db.at_head(engine):
                 db.upgrade(engine)
         else:
             db.require_head(engine)

@@ -1,21 +1,28 @@
-"""Engines and migrations: one place that knows how to open and upgrade a database."""
+"""Engines and migrations: one place that knows how to open and upgrade a database.
+
+Alembic is imported only when a migration runs or the schema is not at head: importing it costs
+more than a whole ``check`` of a small sitemap (issue 5), and a database at head needs only one
+plain query of ``alembic_version`` compared with the head read from the migration files.
+"""
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from monitor.errors import ConfigError, SchemaError, StoreError
 
+if TYPE_CHECKING:
+    from alembic.config import Config as AlembicConfig
+
 __all__ = [
     "SchemaError",
+    "at_head",
     "current_revision",
     "head_revision",
     "is_sqlite",
@@ -25,6 +32,12 @@ __all__ = [
     "require_head",
     "upgrade",
 ]
+
+_VERSION_TABLE = "alembic_version"  # Alembic's default, which migrations/env.py keeps
+# A migration file's identifiers, as Alembic's template writes them: `revision: str = "0001"`.
+_HEADER = re.compile(
+    r"^(revision|down_revision|branch_labels|depends_on)\s*(?::[^=\n]*)?=(.*)$", re.MULTILINE
+)
 
 
 def migrations_dir() -> Path:
@@ -89,6 +102,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _alembic_config(engine: Engine) -> AlembicConfig:
+    from alembic.config import Config as AlembicConfig
+
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.attributes["engine"] = engine
@@ -97,12 +112,16 @@ def _alembic_config(engine: Engine) -> AlembicConfig:
 
 def head_revision() -> str | None:
     """The newest migration this installation ships."""
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory(str(migrations_dir()))
     return script.get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:
     """The migration the database is at, or None for an empty database."""
+    from alembic.runtime.migration import MigrationContext
+
     try:
         with engine.connect() as connection:
             return MigrationContext.configure(connection).get_current_revision()
@@ -113,6 +132,8 @@ def current_revision(engine: Engine) -> str | None:
 
 def upgrade(engine: Engine) -> None:
     """Apply every migration up to the newest (``db upgrade``)."""
+    from alembic import command
+
     try:
         command.upgrade(_alembic_config(engine), "head")
     except SQLAlchemyError as exc:
@@ -121,6 +142,8 @@ def upgrade(engine: Engine) -> None:
 
 def require_head(engine: Engine) -> None:
     """Raise SchemaError unless the schema is at the newest migration."""
+    if _known_at_head(engine):
+        return
     current, head = current_revision(engine), head_revision()
     if current != head:
         raise SchemaError(
@@ -128,3 +151,68 @@ def require_head(engine: Engine) -> None:
             "run 'sitemap-monitor db upgrade'"
         )
 
+
+def at_head(engine: Engine) -> bool:
+    """Whether the schema is at the newest migration this installation ships."""
+    return _known_at_head(engine) or current_revision(engine) == head_revision()
+
+
+def _known_at_head(engine: Engine) -> bool:
+    """True when, without Alembic, the database is surely at head; False means "ask Alembic"."""
+    try:
+        head = _shipped_head(migrations_dir() / "versions")
+    except SchemaError:
+        return False  # no migrations here: Alembic's path reports it, as it always has
+    if head is None:
+        return False
+    try:
+        with engine.connect() as connection:
+            # Alembic's own test for the table (default schema), so an empty database, where
+            # the query would fail, never sends it.
+            if not inspect(connection).has_table(_VERSION_TABLE):
+                return False
+            stored = connection.execute(text(f"SELECT version_num FROM {_VERSION_TABLE}"))
+            return stored.scalars().all() == [head]
+    except SQLAlchemyError as exc:
+        where = redact(str(engine.url))
+        raise StoreError(f"database {where} is unreachable: {exc.__class__.__name__}") from None
+
+
+def _shipped_head(versions: Path) -> str | None:
+    """The head of the migration files in ``versions`` read as text, or None unless plain.
+
+    Plain: every file names its revision and down_revision as string literals (or None) and has
+    no branch labels or dependencies, and the revisions form one chain. Anything else is left to
+    Alembic, which imports the files.
+    """
+    try:
+        files = [f for f in versions.iterdir()
+                 if f.suffix == ".py" and not f.name.startswith((".#", "__init__"))]
+        sources = [f.read_text(encoding="utf-8") for f in files]
+    except (OSError, UnicodeDecodeError):
+        return None
+    parents: dict[str, str | None] = {}
+    for source in sources:
+        header: dict[str, object] = {}
+        for match in _HEADER.finditer(source):
+            name, value = match.groups()
+            if name in header:
+                return None
+            try:
+                header[name] = ast.literal_eval(value.strip())
+            except (ValueError, SyntaxError):
+                return None
+        revision, parent = header.get("revision"), header.get("down_revision", ...)
+        if (not isinstance(revision, str) or not (parent is None or isinstance(parent, str))
+                or header.get("branch_labels") is not None
+                or header.get("depends_on") is not None or revision in parents):
+            return None
+        parents[revision] = parent
+    heads = set(parents) - set(parents.values())
+    if len(heads) != 1:
+        return None
+    head = heads.pop()
+    step: str | None = head
+    for _ in parents:  # the chain from the head down must hold every file, once
+        step = parents.get(step, "") if step is not None else ""
+    return head if step is None else None

@@ -1,0 +1,117 @@
+"""`check`'s start-up: a database at head is opened without importing Alembic (issue 5).
+
+The schema test reads the migration files as text; these tests hold it to Alembic's answer on
+the shipped migrations and on shapes it must leave to Alembic, and run the real console entry in
+a fresh process, where ``sys.modules`` shows what a user's ``check`` imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from alembic.script import ScriptDirectory
+from httpserver import Reply, TestServer
+
+from monitor.cli import main
+from monitor.store import db
+
+ROOT = Path(__file__).resolve().parents[1]
+URLSET = (b'<?xml version="1.0" encoding="UTF-8"?>\n'
+          b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+          b"<url><loc>https://example.test/a</loc></url></urlset>\n")
+# Runs `check` as the console script does, then reports which heavy modules it imported.
+CHECK = """
+import json, sys
+from monitor.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "alembic": "alembic" in sys.modules}))
+"""
+
+
+def check_in_fresh_process(url: str, database_url: str) -> dict[str, object]:
+    """Run ``check URL`` in a new interpreter: its exit code, outcome and whether Alembic loaded."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK, "check", url, "--database-url", database_url, "--json"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=False,
+    )
+    assert done.stderr == "", done.stderr
+    result, report = (json.loads(line) for line in done.stdout.splitlines())
+    return {**report, "outcome": result["outcome"]}
+
+
+def test_check_at_head_does_not_import_alembic(
+    http_server: TestServer, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    http_server.route("/sitemap.xml", Reply(200, URLSET, {"Content-Type": "application/xml"}))
+    url = http_server.url("/sitemap.xml")
+    db_url = database_url.replace("postgresql+psycopg://", "postgresql://")
+    if db_url.startswith("postgresql"):  # PostgreSQL is never migrated by `check`
+        assert main(["check", url, "--database-url", db_url]) == 2
+        assert "run 'sitemap-monitor db upgrade'" in capsys.readouterr().err
+        assert main(["db", "upgrade", "--database-url", db_url]) == 0
+        first = check_in_fresh_process(url, db_url)
+        assert first == {"code": 0, "outcome": "ok", "alembic": False}
+    else:  # an empty SQLite database is migrated by the first check, which needs Alembic
+        first = check_in_fresh_process(url, db_url)
+        assert first == {"code": 0, "outcome": "ok", "alembic": True}
+    engine = db.make_engine(db_url)
+    try:
+        assert db.current_revision(engine) == db.head_revision()
+    finally:
+        engine.dispose()
+    again = check_in_fresh_process(url, db_url)
+    assert again == {"code": 0, "outcome": "unchanged", "alembic": False}
+
+
+def test_shipped_head_is_alembics() -> None:
+    assert db._shipped_head(db.migrations_dir() / "versions") == db.head_revision()
+
+
+def migration(revision: str, down: str, extra: str = "") -> str:
+    """A migration file as Alembic's template writes it (``down`` is Python source)."""
+    return (f'"""{revision}\n\nRevision ID: {revision}\nRevises: \n"""\n\n'
+            f'revision: str = "{revision}"\ndown_revision: str | None = {down}\n'
+            f"branch_labels = None\ndepends_on = None\n{extra}\n\n"
+            "def upgrade() -> None:\n    pass\n\n\ndef downgrade() -> None:\n    pass\n")
+
+
+PLAIN = {"0001_a.py": migration("0001", "None"), "0002_b.py": migration("0002", "'0001'"),
+         "0003_c.py": migration("0003", '"0002"')}
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        pytest.param(PLAIN, "0003", id="a chain"),
+        pytest.param({"0001_a.py": migration("0001", "None")}, "0001", id="one file"),
+        pytest.param({**PLAIN, "__init__.py": "", "notes.txt": "revision = 'x'\n"}, "0003",
+                     id="other files ignored"),
+        pytest.param({**PLAIN, "0004_m.py": migration("0004", "('0002', '0003')")}, None,
+                     id="a merge"),
+        pytest.param({**PLAIN, "0004_d.py": migration("0004", "'0002'")}, None, id="two heads"),
+        pytest.param({"0002_b.py": migration("0002", "'0001'")}, None, id="a missing parent"),
+        pytest.param({**PLAIN, "0004_l.py": migration("0004", "'0003'").replace(
+            "branch_labels = None", "branch_labels = ('x',)")}, None, id="a branch label"),
+        pytest.param({**PLAIN, "0004_r.py": migration("0004", "'0003'").replace(
+            'revision: str = "0004"', "revision = make_id()")}, None, id="a computed id"),
+        pytest.param({**PLAIN, "0004_t.py": migration("0004", "'0003'", "revision = '0005'")},
+                     None, id="an id set twice"),
+        pytest.param({}, None, id="no files"),
+    ],
+)
+def test_shipped_head_reads_only_plain_chains(
+    tmp_path: Path, files: dict[str, str], expected: str | None
+) -> None:
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    for name, text in files.items():
+        (versions / name).write_text(text, encoding="utf-8")
+    assert db._shipped_head(versions) == expected
+    if expected is not None:  # the same answer as Alembic's, which imports the files
+        assert ScriptDirectory(str(tmp_path)).get_current_head() == expected
