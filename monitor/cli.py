@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -261,6 +259,8 @@ def _table(header: list[str], rows: list[list[Any]]) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    import tempfile
+
     cfg = _config(args)
     source: str = args.source
     if _URL.match(source):
@@ -286,6 +286,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _validate_file(path: Path, cfg: Config) -> CheckResult:
+    import gzip
+
     from monitor import parse, validate
     from monitor.model import DocumentResult
 

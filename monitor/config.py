@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -395,6 +394,8 @@ def parse(data: object, *, source: str = "<config>", env: Mapping[str, str] | No
 
 def load(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Config:
     """Read and validate a YAML configuration file."""
+    import yaml  # here: `check URL` without a file never needs it
+
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")

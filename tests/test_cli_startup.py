@@ -24,17 +24,17 @@ ROOT = Path(__file__).resolve().parents[1]
 URLSET = (b'<?xml version="1.0" encoding="UTF-8"?>\n'
           b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
           b"<url><loc>https://example.test/a</loc></url></urlset>\n")
-# Runs `check` as the console script does, then reports which heavy modules it imported.
+# Runs `check` as the console script does, then reports which modules it need not import were.
 CHECK = """
 import json, sys
 from monitor.cli import main
 code = main(sys.argv[1:])
-print(json.dumps({"code": code, "alembic": "alembic" in sys.modules}))
+print(json.dumps({"code": code, **{name: name in sys.modules for name in ("alembic", "yaml")}}))
 """
 
 
 def check_in_fresh_process(url: str, database_url: str) -> dict[str, object]:
-    """Run ``check URL`` in a new interpreter: its exit code, outcome and whether Alembic loaded."""
+    """Run ``check URL`` (no config file) in a new interpreter: exit code, outcome, imports."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", CHECK, "check", url, "--database-url", database_url, "--json"],
@@ -56,17 +56,17 @@ def test_check_at_head_does_not_import_alembic(
         assert "run 'sitemap-monitor db upgrade'" in capsys.readouterr().err
         assert main(["db", "upgrade", "--database-url", db_url]) == 0
         first = check_in_fresh_process(url, db_url)
-        assert first == {"code": 0, "outcome": "ok", "alembic": False}
+        assert first == {"code": 0, "outcome": "ok", "alembic": False, "yaml": False}
     else:  # an empty SQLite database is migrated by the first check, which needs Alembic
         first = check_in_fresh_process(url, db_url)
-        assert first == {"code": 0, "outcome": "ok", "alembic": True}
+        assert first == {"code": 0, "outcome": "ok", "alembic": True, "yaml": False}
     engine = db.make_engine(db_url)
     try:
         assert db.current_revision(engine) == db.head_revision()
     finally:
         engine.dispose()
     again = check_in_fresh_process(url, db_url)
-    assert again == {"code": 0, "outcome": "unchanged", "alembic": False}
+    assert again == {"code": 0, "outcome": "unchanged", "alembic": False, "yaml": False}
 
 
 def test_shipped_head_is_alembics() -> None:
