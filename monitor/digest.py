@@ -17,7 +17,7 @@ import threading
 from array import array
 from collections import Counter
 from collections.abc import Collection, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,7 +28,7 @@ from monitor import entryset, parse, validate
 from monitor.model import Change, DocumentKind, EntryState, Issue
 
 __all__ = ["IN_PROCESS_MAX", "Digest", "Job", "WorkerDied", "digest", "drop_duplicates",
-           "pool_started", "run", "workers"]
+           "pool_started", "run", "warm", "workers"]
 
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
 _CHUNK = 64 * 1024
@@ -164,22 +164,34 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
 
 
 def workers() -> int:
-    """Worker processes for big documents: $SITEMAP_MONITOR_PARSE_WORKERS, else up to 2 CPUs."""
+    """Worker processes for big documents: $SITEMAP_MONITOR_PARSE_WORKERS, else one fewer than
+    the CPUs this process may use, at most 3 (this process digests too when they are busy)."""
     configured = os.environ.get(_ENV, "").strip()
     if configured:
         try:
             return max(0, int(configured))
         except ValueError:
             raise ValueError(f"{_ENV}={configured!r}: not a whole number") from None
-    return min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    return min(3, cpus - 1)
 
 
 _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
+_ready: Future[int] | None = None  # done once a worker answered: the pool is warm
+_busy = 0  # digests submitted to the pool and not back yet
+_inline = 0  # big documents being digested in a thread of this process
+
+
+def warm() -> None:
+    """Start the pool now (a big document is on its way), so that no check waits for it."""
+    size = workers()
+    if size > 0:
+        _get_pool(size)
 
 
 def _get_pool(size: int) -> ProcessPoolExecutor:
-    global _pool
+    global _pool, _ready
     with _lock:
         if _pool is None:
             methods = multiprocessing.get_all_start_methods()
@@ -189,6 +201,7 @@ def _get_pool(size: int) -> ProcessPoolExecutor:
             if "forkserver" in methods:
                 context.set_forkserver_preload(["monitor.digest"])
             _pool = ProcessPoolExecutor(max_workers=size, mp_context=context)
+            _ready = _pool.submit(os.getpid)
         return _pool
 
 
@@ -206,13 +219,24 @@ def _reset_pool(broken: ProcessPoolExecutor) -> None:
 
 
 async def run(job: Job) -> Digest:
-    """Digest a document: in a worker process when it is big and workers are enabled."""
+    """Digest a document: big ones in a worker process, or in a thread here while the pool is
+    still starting or all its workers are busy (this process is one more worker then)."""
+    global _busy, _inline
     size = workers()
     if job.path is None or size == 0:
         return await asyncio.to_thread(digest, job)
     pool = _get_pool(size)
+    if _inline == 0 and (_busy >= size or _ready is None or not _ready.done()):
+        _inline += 1
+        try:
+            return await asyncio.to_thread(digest, job)
+        finally:
+            _inline -= 1
+    _busy += 1
     try:
         return await asyncio.get_running_loop().run_in_executor(pool, digest, job)
     except BrokenProcessPool as exc:
         _reset_pool(pool)
         raise WorkerDied(f"{job.url}: the worker process parsing it died") from exc
+    finally:
+        _busy -= 1

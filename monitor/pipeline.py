@@ -83,6 +83,7 @@ class _Body:
             self.data += chunk
             return
         if self._file is None:
+            digesting.warm()  # a big document: have the workers ready when it has arrived
             self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in finish/close)
                 prefix="sitemap-monitor-", suffix=".body", delete=False
             )
@@ -178,7 +179,7 @@ class _Check:
         self.pending_added: dict[str, EntryState] = {}
         self.closed: list[int] = []  # entry sets of documents gone from their index
         self.dropped: list[str] = []
-        self.window = max(2, digesting.workers() + 1)  # children fetched ahead of their turn
+        self.window = digesting.workers() + 2  # children fetched ahead of their turn
         self.in_transaction: Callable[[Connection], None] | None = None
 
     # -- the walk -------------------------------------------------------------------------
