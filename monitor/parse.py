@@ -47,6 +47,7 @@ _ATTRIBUTE = re.compile(rb"""[ \t\r\n]+([^ \t\r\n=/>]+)[ \t\r\n]*=[ \t\r\n]*("[^
 _TAG_END = re.compile(rb"[ \t\r\n]*/?>")
 _SITEMAP_NS_BYTES = SITEMAP_NS.encode()
 _UTF8_NAMES = {"utf-8", "utf8", "us-ascii", "ascii"}  # ASCII bytes are UTF-8 bytes
+_NOT_IN_XML = dict.fromkeys(range(3), "\ufffd")
 
 # Entry is a frozen dataclass: its __init__ goes through object.__setattr__ per field, which is
 # ~3x slower than setting the slots directly, and a document has up to 50,000 entries.
@@ -499,7 +500,8 @@ class DocumentParser:
                 self._issue("encoding-not-utf8", "a line of the text sitemap is not UTF-8")
             loc = line.decode("utf-8", "replace")
         self._items += 1
-        self._entries.append(_entry(loc, None, None, None, None))
+        # \x00-\x02 cannot occur in XML; out of text they would break stored entry sets.
+        self._entries.append(_entry(loc.translate(_NOT_IN_XML), None, None, None, None))
 
 
 def _events(xml: etree.XMLPullParser) -> Iterator[tuple[str, etree._Element]]:

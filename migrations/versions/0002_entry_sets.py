@@ -29,24 +29,41 @@ _FIELDS = ("lastmod", "changefreq", "priority", "extensions")
 
 def _encode(rows: list[Any]) -> bytes:
     """Version 1 of monitor.entryset's format, frozen here as this migration wrote it."""
-    data: dict[str, Any] = {"v": 1, "loc": [r.loc for r in rows]}
+    columns = ["\x00".join(r.loc for r in rows)]
+    absent = []
     for name in _FIELDS:
-        column = [getattr(r, name) for r in rows]
-        data[name] = column if any(v is not None for v in column) else None
-    data["invalid"] = [i for i, r in enumerate(rows) if not r.valid]
+        values = [getattr(r, name) for r in rows]
+        if any(v is not None for v in values):
+            columns.append("\x00".join("\x01" if v is None else v for v in values))
+        else:
+            columns.append("")
+            absent.append(name)
+    header: dict[str, Any] = {
+        "v": 1, "n": len(rows), "invalid": [i for i, r in enumerate(rows) if not r.valid],
+    }
+    if absent:
+        header["absent"] = absent
     rules = {str(i): r.issues for i, r in enumerate(rows) if r.issues}
     if rules:
-        data["rules"] = rules
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return zlib.compress(text.encode("utf-8"), 1)
+        header["rules"] = rules
+    text = "\x02".join([json.dumps(header, separators=(",", ":"), ensure_ascii=False),
+                         *columns])
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 1)
 
 
 def _decode(blob: bytes) -> list[dict[str, Any]]:
-    data = json.loads(zlib.decompress(blob))
-    size = len(data["loc"])
-    columns = {name: data[name] or [None] * size for name in _FIELDS}
-    invalid = set(data["invalid"])
-    rules = data.get("rules") or {}
+    header_text, *texts = zlib.decompress(blob).decode("utf-8", "surrogatepass").split("\x02")
+    header = json.loads(header_text)
+    size = header["n"]
+    absent = set(header.get("absent") or [])
+    locs = texts[0].split("\x00") if size else []
+    columns = {
+        name: [None] * size if name in absent or not size
+        else [None if v == "\x01" else v for v in text.split("\x00")]
+        for name, text in zip(_FIELDS, texts[1:], strict=True)
+    }
+    invalid = set(header["invalid"])
+    rules = header.get("rules") or {}
     return [
         {
             "loc": loc,
@@ -54,7 +71,7 @@ def _decode(blob: bytes) -> list[dict[str, Any]]:
             "valid": i not in invalid,
             "issues": rules.get(str(i)),
         }
-        for i, loc in enumerate(data["loc"])
+        for i, loc in enumerate(locs)
     ]
 
 

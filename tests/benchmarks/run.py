@@ -27,6 +27,7 @@ from measure import Measurement
 
 EXPECTED_W1 = workloads.W1_CHILDREN * workloads.W1_URLS_PER_CHILD
 CHANGED_W1 = workloads.W1_CHANGED_URLS
+EXTRA_ENV: dict[str, str] = {}  # for sitemap-monitor's runs (--parse-workers)
 
 
 def _json_out(m: Measurement) -> dict[str, Any]:
@@ -44,7 +45,7 @@ def _through(server: Server | None, name: str, argv: list[str], **kw: Any) -> Me
     """Measure one run; with a server, also what it served and the CPU it spent doing so."""
     before = server.stats() if server else None
     cpu0 = measure.proc_cpu_seconds(server.proc.pid) if server else 0.0
-    m = measure.run(name, argv, env=child_env(), **kw)
+    m = measure.run(name, argv, env=child_env(**EXTRA_ENV), **kw)
     if server and before is not None:
         after = server.stats()
         m.extra["server_cpu"] = measure.proc_cpu_seconds(server.proc.pid) - cpu0
@@ -353,7 +354,12 @@ def main() -> None:
         "--concurrency", type=int, default=16, help="W2 daemon scheduler concurrency"
     )
     parser.add_argument("--results", type=Path, help="also write the figures here as JSON")
+    parser.add_argument(
+        "--parse-workers", type=int, help="SITEMAP_MONITOR_PARSE_WORKERS for the checks"
+    )
     args = parser.parse_args()
+    if args.parse_workers is not None:
+        EXTRA_ENV["SITEMAP_MONITOR_PARSE_WORKERS"] = str(args.parse_workers)
     workload_names = args.workload or ["W1", "W2"]
     kinds = args.database or ["sqlite", "postgres"]
     commit = subprocess.run(

@@ -1,0 +1,52 @@
+"""The stored form of a document's entries: what goes in comes out, in order."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monitor import entryset
+from monitor.model import EntryState
+
+# Any text XML can carry: no \x00-\x02 (not XML characters), no lone surrogates.
+text = st.text(st.characters(min_codepoint=3, exclude_categories=("Cs",)), max_size=30)
+maybe = st.none() | text
+state = st.builds(EntryState, maybe, maybe, maybe, maybe, st.booleans())
+entries = st.dictionaries(text, state, max_size=40)
+
+
+@given(entries, st.data())
+def test_round_trip(states: dict[str, EntryState], data: st.DataObject) -> None:
+    chosen = data.draw(st.sets(st.sampled_from(sorted(states)))) if states else set()
+    rules = {loc: data.draw(st.sampled_from(["lastmod-invalid", "a b"])) for loc in chosen}
+    blob = entryset.encode(states, rules)
+    back = entryset.decode(blob)
+    assert back.states == states
+    assert list(back.states) == list(states)  # document order
+    assert back.rules == rules
+    assert entryset.locs(blob) == list(states)
+
+
+def test_empty_and_unset_columns() -> None:
+    assert entryset.decode(entryset.encode({}, {})).states == {}
+    only_locs = {"https://e.test/a": EntryState(), "https://e.test/": EntryState(valid=False)}
+    back = entryset.decode(entryset.encode(only_locs, {}))
+    assert back.states == only_locs
+    # An empty string is a value, not "unset".
+    empty = {"u": EntryState(lastmod="", priority=None)}
+    assert entryset.decode(entryset.encode(empty, {})).states == empty
+
+
+def test_other_versions_are_refused() -> None:
+    blob = zlib.compress(b'{"v":9,"n":0,"invalid":[]}\x02\x02\x02\x02\x02')
+    with pytest.raises(ValueError, match="version 1"):
+        entryset.decode(blob)
+
+
+def test_loc_hash_is_stable_across_processes() -> None:
+    # A fixed value: workers and the main process must agree, whatever PYTHONHASHSEED is.
+    assert entryset.loc_hash("https://example.com/") == 0x5B55279CB72EBA14
+    assert entryset.loc_hash("https://example.com/a") != entryset.loc_hash("https://example.com/")
