@@ -6,6 +6,10 @@ import hashlib
 from xml.sax.saxutils import escape
 
 from httpserver import Reply, Request, TestServer
+from sqlalchemy import create_engine, select
+
+from monitor.store import sql
+from monitor.store.schema import targets
 
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 
@@ -56,3 +60,13 @@ class Site:
             if request.headers.get("if-none-match") == etag:
                 return Reply(304, b"", headers)
         return Reply(200, body, headers)
+
+
+def url_set_at(db: str, snapshot_id: int) -> set[str]:
+    """The (only) target's URL set as of a snapshot, recovered from the entry set versions."""
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        target_id = conn.execute(select(targets.c.id)).scalar_one()
+        found = sql.url_set_at(conn, target_id, snapshot_id)
+    engine.dispose()
+    return found

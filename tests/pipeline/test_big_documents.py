@@ -11,13 +11,10 @@ import json
 from typing import Any
 
 import pytest
-from site_fixture import Site, index, urlset
-from sqlalchemy import create_engine, select
+from site_fixture import Site, index, url_set_at, urlset
 
 from monitor import digest
 from monitor.cli import main
-from monitor.store import sql
-from monitor.store.schema import targets
 
 N = 12_000  # URLs a child: about 1.4 MB, over digest.IN_PROCESS_MAX
 
@@ -26,15 +23,6 @@ def check(capsys: pytest.CaptureFixture[str], url: str, db: str) -> dict[str, An
     assert main(["check", url, "--database-url", db, "--json"]) in (0, 3)
     result: dict[str, Any] = json.loads(capsys.readouterr().out)
     return result
-
-
-def url_set_at(db: str, snapshot_id: int) -> set[str]:
-    engine = create_engine(db)
-    with engine.connect() as conn:
-        target_id = conn.execute(select(targets.c.id)).scalar_one()
-        found = sql.url_set_at(conn, target_id, snapshot_id)
-    engine.dispose()
-    return found
 
 
 @pytest.mark.parametrize("workers", ["2", "0"])

@@ -9,11 +9,10 @@ import json
 from typing import Any
 
 import pytest
-from site_fixture import Site, index, urlset
+from site_fixture import Site, index, url_set_at, urlset
 from sqlalchemy import create_engine, func, select
 
 from monitor.cli import main
-from monitor.store import sql
 from monitor.store.schema import changes, entry_sets, targets
 
 U = "https://example.test/"  # entries' locs: never fetched
@@ -41,16 +40,6 @@ def outcomes(result: dict[str, Any]) -> dict[str, str]:
 def rules(result: dict[str, Any]) -> set[str]:
     """The rule ids reported by a check."""
     return {i["rule"] for i in result["issues"]}
-
-
-def url_set_at(db: str, snapshot_id: int) -> set[str]:
-    """The target's URL set as of a snapshot, recovered from the entry set versions."""
-    engine = create_engine(db)
-    with engine.connect() as conn:
-        target_id = conn.execute(select(targets.c.id)).scalar_one()
-        found = sql.url_set_at(conn, target_id, snapshot_id)
-    engine.dispose()
-    return found
 
 
 def row_counts(db: str) -> tuple[int, int]:
