@@ -49,15 +49,9 @@ _SITEMAP_NS_BYTES = SITEMAP_NS.encode()
 _UTF8_NAMES = {"utf-8", "utf8", "us-ascii", "ascii"}  # ASCII bytes are UTF-8 bytes
 _NOT_IN_XML = dict.fromkeys(range(3), "\ufffd")
 
-# Entry is a frozen dataclass: its __init__ goes through object.__setattr__ per field, which is
-# ~3x slower than setting the slots directly, and a document has up to 50,000 entries.
-_new = object.__new__
-_SLOTS = vars(Entry)
-_set_loc = _SLOTS["loc"].__set__
-_set_lastmod = _SLOTS["lastmod"].__set__
-_set_changefreq = _SLOTS["changefreq"].__set__
-_set_priority = _SLOTS["priority"].__set__
-_set_extensions = _SLOTS["extensions"].__set__
+# Entry is a named tuple; tuple.__new__ builds one without its Python-level __new__.
+_tuple = tuple.__new__
+_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False).encode
 
 
 def _skip_ws(s: bytes, i: int) -> int:
@@ -68,13 +62,7 @@ def _skip_ws(s: bytes, i: int) -> int:
 def _entry(
     loc: str, lastmod: str | None, changefreq: str | None, priority: str | None, ext: str | None
 ) -> Entry:
-    entry: Entry = _new(Entry)
-    _set_loc(entry, loc)
-    _set_lastmod(entry, lastmod)
-    _set_changefreq(entry, changefreq)
-    _set_priority(entry, priority)
-    _set_extensions(entry, ext)
-    return entry
+    return _tuple(Entry, (loc, lastmod, changefreq, priority, ext))
 
 
 class _Head:
@@ -391,8 +379,7 @@ class DocumentParser:
             self._fields = tuple(prefix + name for name in _FIELD_INDEX)
         loc_tag, lastmod_tag, changefreq_tag, priority_tag = self._fields
         append = self._entries.append
-        new, set_loc, set_lastmod, set_changefreq = _new, _set_loc, _set_lastmod, _set_changefreq
-        set_priority, set_extensions = _set_priority, _set_extensions
+        new = _tuple
         items = 0
         url = None
         for _, url in events:
@@ -425,13 +412,7 @@ class DocumentParser:
             if loc is None or not (loc := loc.strip()):
                 self._missing_loc("url")
                 continue
-            entry = new(Entry)
-            set_loc(entry, loc)
-            set_lastmod(entry, lastmod)
-            set_changefreq(entry, changefreq)
-            set_priority(entry, priority)
-            set_extensions(entry, extensions)
-            append(entry)
+            append(new(Entry, (loc, lastmod, changefreq, priority, extensions)))
         self._items += items
         if url is not None:
             _drop_through(url)
@@ -566,15 +547,15 @@ def _extensions(elements: list[etree._Element]) -> str | None:
             data.setdefault(name, []).append(_as_json(element))
     if not data:
         return None
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return _json(data)
 
 
 def _as_json(element: etree._Element) -> Any:
     """An element as JSON: its text, or attributes (``@name``), children and ``#text``."""
     text = (element.text or "").strip()
-    children = list(element)
-    if not children and not element.attrib:
+    if not len(element) and not element.keys():
         return text
+    children = list(element)
     value: dict[str, Any] = {"@" + _local(str(k)): str(v) for k, v in element.attrib.items()}
     for child in children:
         key, item = _local(child.tag), _as_json(child)
