@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from hashlib import blake2b
 from operator import attrgetter
@@ -34,6 +34,7 @@ _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circ
 _FIELDS = ("lastmod", "changefreq", "priority", "extensions")
 _GETTERS = tuple(attrgetter(name) for name in _FIELDS)
 _SEP = "\x02"  # between the header and the columns
+_SEP_BYTES = _SEP.encode()
 _UNSET = "\x01"  # a value that is not set (None)
 
 
@@ -49,28 +50,36 @@ class EntrySet:
 def encode(states: Mapping[str, EntryState], rules: Mapping[str, str]) -> bytes:
     """The stored form of one document's entries (in their order)."""
     values = list(states.values())
-    columns = ["\x00".join(states)]
-    absent = []
-    for name, getter in zip(_FIELDS, _GETTERS, strict=True):
-        column = list(map(getter, values))
-        if any(v is not None for v in column):
-            columns.append("\x00".join([_UNSET if v is None else v for v in column]))
-        else:  # a column without any value (extensions, usually) is not stored at all
-            columns.append("")
-            absent.append(name)
     header: dict[str, object] = {
         "v": VERSION,
         "n": len(values),
         "invalid": [i for i, state in enumerate(values) if not state.valid],
     }
-    if absent:
+    columns: list[list[str | None]] = [list(map(getter, values)) for getter in _GETTERS]
+    absent = [name for name, column in zip(_FIELDS, columns, strict=True)
+              if all(v is None for v in column)]
+    if absent:  # a column without any value (extensions, usually) is not stored at all
         header["absent"] = absent
     if rules:
         position = {loc: i for i, loc in enumerate(states)}
         header["rules"] = {str(position[loc]): ids for loc, ids in rules.items()
                            if loc in position}
-    text = _SEP.join([_encode(header), *columns])
-    return zlib.compress(text.encode("utf-8", "surrogatepass"), _LEVEL)
+    # One column at a time into the compressor: never the whole text in memory at once.
+    packer = zlib.compressobj(_LEVEL)
+    out = [packer.compress(_encode(header).encode("utf-8", "surrogatepass"))]
+    for text in _column_texts(states, columns, absent):
+        out.append(packer.compress(_SEP_BYTES))
+        out.append(packer.compress(text.encode("utf-8", "surrogatepass")))
+    out.append(packer.flush())
+    return b"".join(out)
+
+
+def _column_texts(
+    states: Mapping[str, EntryState], columns: list[list[str | None]], absent: list[str]
+) -> Iterator[str]:
+    yield "\x00".join(states)
+    for name, column in zip(_FIELDS, columns, strict=True):
+        yield "" if name in absent else "\x00".join([_UNSET if v is None else v for v in column])
 
 
 def _load(blob: bytes) -> tuple[dict[str, object], list[str]]:
