@@ -106,7 +106,7 @@ def _fill(
     result.entries = len(states)
     result.invalid = invalid
     result.data = entryset.encode(states, rules)
-    result.hashes = array("Q", map(entryset.loc_hash, states)).tobytes()
+    result.hashes = array("Q", entryset.loc_hashes(states)).tobytes()
     if job.baseline:
         result.changes = list(islice(_additions(states), job.examples))
     elif job.previous is None:

@@ -479,10 +479,12 @@ class _Check:
             earlier: dict[str, StoredSet] = await self._db(
                 store.load_entry_sets, self._target_id(), self.written
             )
-            duplicates = {
-                loc for stored in earlier.values() for loc in entryset.locs(stored.data)
-                if entryset.loc_hash(loc) in hits
-            }
+            duplicates: set[str] = set()
+            for stored in earlier.values():
+                locs = entryset.locs(stored.data)
+                duplicates.update(loc for loc, fingerprint in
+                                  zip(locs, entryset.loc_hashes(locs), strict=True)
+                                  if fingerprint in hits)
             if duplicates:
                 await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
                 hashes = array("Q")
