@@ -496,13 +496,15 @@ class _Check:
         found = got.digest
         assert found is not None
         assert found.data is not None
+        self.written.append(got.url)
+        if got.stored is not None and got.stored.data == found.data:
+            return  # new bytes, same entries and verdicts (whitespace, order of attributes)
         snapshot_id = await self._snapshot()
         await self._db(store.write_entry_set, store.EntrySetWrite(
             target_id=self._target_id(), snapshot_id=snapshot_id, document_url=got.url,
             previous_id=None if got.stored is None else got.stored.id,
             urls=found.urls, invalid=found.entries - found.urls, data=found.data,
         ))
-        self.written.append(got.url)
         if self.first:  # the baseline: every entry is new, and no change rows are written
             self.changes.counts["added"] += found.urls
             self.changes.counts["invalid"] += found.entries - found.urls

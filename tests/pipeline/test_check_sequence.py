@@ -146,6 +146,13 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     assert row_counts(db) == rows
     site.etags = True
 
+    # 9b. New bytes, the same entries: a.xml is read again, but no entry set or change is written.
+    site.set("/a.xml", urlset(a).replace(b"<url>", b"\n  <url>"))
+    code, r = check(capsys, root, db)
+    assert counts(r) == (3, 1, 0, 0, 0, 0)
+    assert outcomes(r)["a.xml"] == "ok"
+    assert row_counts(db) == rows
+
     # 10. A URL moves from b to a: neither added nor removed.
     moved = b.pop(U + "3")
     a[U + "3"] = moved
