@@ -11,8 +11,10 @@ changes, the new entry set ready to store, and the 64-bit fingerprints of its lo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
+import tempfile
 import threading
 from array import array
 from collections import Counter
@@ -22,12 +24,13 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
+from typing import IO
 
 from monitor import diff as diffing
 from monitor import entryset, parse, validate
 from monitor.model import Change, DocumentKind, EntryState, Issue
 
-__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "WorkerDied", "digest", "drop_duplicates",
+__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "digest", "drop_duplicates",
            "pool_started", "run", "warm", "workers"]
 
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
@@ -161,6 +164,48 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
     ]
     # Invalid entries that were dropped were counted in ``invalid`` already: nothing to add.
     _fill(result, states, rules, result.invalid, job)
+
+
+class Spool:
+    """A document's bytes as they arrive: in memory while small, then in a file of its own
+    (which a worker process reads)."""
+
+    def __init__(self) -> None:
+        self.data: bytearray | None = bytearray()
+        self.path: str | None = None
+        self._file: IO[bytes] | None = None
+
+    def write(self, chunk: bytes) -> None:
+        if self.data is not None and len(self.data) + len(chunk) <= IN_PROCESS_MAX:
+            self.data += chunk
+            return
+        if self._file is None:
+            warm()  # a big document: have the workers ready when it has arrived
+            self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in finish/close)
+                prefix="sitemap-monitor-", suffix=".body", delete=False
+            )
+            self.path = self._file.name
+            assert self.data is not None
+            self._file.write(self.data)
+            self.data = None
+        self._file.write(chunk)
+
+    def finish(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def read(self) -> bytes:
+        if self.path is None:
+            return bytes(self.data or b"")
+        with open(self.path, "rb") as file:
+            return file.read()
+
+    def close(self) -> None:
+        self.finish()
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            self.path = None
 
 
 def workers() -> int:

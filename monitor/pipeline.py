@@ -12,17 +12,14 @@ back to the end, so a URL that moves between two children is neither added nor r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-import os
-import tempfile
 import time
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from sqlalchemy import Connection, Engine
@@ -67,48 +64,6 @@ async def run_check(
     check = _Check(target, engine, fetcher, alerts, clock(), max_changes)
     check.in_transaction = in_transaction
     return await check.run(clock)
-
-
-class _Body:
-    """A document's bytes as they arrive: in memory while small, then in a file of its own
-    (which a worker process reads)."""
-
-    def __init__(self) -> None:
-        self.data: bytearray | None = bytearray()
-        self.path: str | None = None
-        self._file: IO[bytes] | None = None
-
-    def write(self, chunk: bytes) -> None:
-        if self.data is not None and len(self.data) + len(chunk) <= digesting.IN_PROCESS_MAX:
-            self.data += chunk
-            return
-        if self._file is None:
-            digesting.warm()  # a big document: have the workers ready when it has arrived
-            self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in finish/close)
-                prefix="sitemap-monitor-", suffix=".body", delete=False
-            )
-            self.path = self._file.name
-            assert self.data is not None
-            self._file.write(self.data)
-            self.data = None
-        self._file.write(chunk)
-
-    def finish(self) -> None:
-        if self._file is not None:
-            self._file.close()
-
-    def read(self) -> bytes:
-        if self.path is None:
-            return bytes(self.data or b"")
-        with open(self.path, "rb") as file:
-            return file.read()
-
-    def close(self) -> None:
-        self.finish()
-        if self.path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
-            self.path = None
 
 
 @dataclass(slots=True)
@@ -257,7 +212,7 @@ class _Check:
             body.close()
         return got
 
-    async def _digest(self, got: _Got, body: _Body) -> None:
+    async def _digest(self, got: _Got, body: digesting.Spool) -> None:
         if not self.first:
             sets = await self._db(store.load_entry_sets, self._target_id(), [got.url])
             got.stored = sets.get(got.url)
@@ -291,7 +246,7 @@ class _Check:
 
     async def _fetch(
         self, url: str, previous: DocumentState | None, doc: DocumentResult
-    ) -> _Body | None:
+    ) -> digesting.Spool | None:
         """The document's body, or None when it did not change since last time."""
         etag = previous.etag if previous else None
         last_modified = previous.last_modified if previous else None
@@ -310,7 +265,7 @@ class _Check:
                 doc.sha256 = previous.sha256
                 self._touch(previous, doc)
                 return None
-            body = _Body()
+            body = digesting.Spool()
             digest = hashlib.sha256()
             try:
                 async for chunk in response.chunks():
