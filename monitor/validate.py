@@ -3,6 +3,8 @@
 Built for hundreds of thousands of entries a check: the common valid entry costs a few dict and
 string operations (a prefix test for the scope, a cache of ``lastmod`` verdicts, sets of the
 usual ``changefreq`` and ``priority`` spellings); regexes and URL parsing run only off that path.
+A distinct ``lastmod`` on a day two or more before the check costs a cached verdict for its date
+and one strict pattern for its time (``_CLOCK``) instead of ``_lastmod_rule``'s full parse.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from urllib.parse import urlsplit
 
 from monitor.model import RULES, Entry, EntryState, Issue
@@ -25,6 +27,12 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DATETIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+)
+# The time of a lastmod whose date part is known to be valid, in ranges fromisoformat accepts
+# (a subset of what _DATETIME and fromisoformat accept: off these ranges, ask _lastmod_rule).
+_CLOCK = re.compile(
+    r"T(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]+)?)?"
+    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 )
 _YEAR_MONTH = re.compile(r"([0-9]{4})(?:-([0-9]{2}))?")
 _PRIORITY = re.compile(r"\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
@@ -131,9 +139,24 @@ def _lastmod_rule(value: str, now: datetime, today: date) -> str | None:
         return "lastmod-invalid"
 
 
+def _past_cutoff(today: date) -> str:
+    """The last date whose every moment, in any timezone, is before ``today`` began in UTC.
+
+    Offsets are less than 24 hours, so every moment of day D is before D+2 00:00 UTC.
+    """
+    try:
+        return (today - timedelta(days=2)).isoformat()
+    except OverflowError:
+        return ""  # no date is that early; every value takes _lastmod_rule
+
+
+def _past_day(day: str, cutoff: str, now: datetime, today: date) -> bool:
+    """``day`` (10 characters) is a valid YYYY-MM-DD no later than ``cutoff``."""
+    # Valid dates are ASCII digits in fixed places, so they compare as strings.
+    return _lastmod_rule(day, now, today) is None and day <= cutoff
+
+
 def _priority_ok(value: str) -> bool:
-    if value in _PRIORITIES:
-        return True
     return _PRIORITY.fullmatch(value) is not None and 0.0 <= float(value) <= 1.0
 
 
@@ -179,6 +202,9 @@ def validate_document(
     issues: list[Issue] = []
     invalid = 0
     lastmod_cache: dict[str, str | None] = {}
+    cutoff = _past_cutoff(today)
+    past_days: dict[str, bool] = {}  # a lastmod's first 10 characters -> _past_day()
+    clock = _CLOCK.fullmatch
     shared: dict[tuple[str | None, str | None, str | None, str | None, bool], EntryState] = {}
     for entry in entries:
         loc = entry.loc
@@ -194,11 +220,22 @@ def validate_document(
         lastmod = entry.lastmod
         repeated = True  # worth looking for a state to share: a lastmod seen before, or none
         if lastmod is not None:
-            try:
-                rule = lastmod_cache[lastmod]
-            except KeyError:
+            rule = lastmod_cache.get(lastmod, "")  # "" is no rule id: not cached yet
+            if rule == "":
                 repeated = False
-                rule = _lastmod_rule(lastmod, now, today)
+                rule = None
+                size = len(lastmod)
+                past: bool | None = False
+                if size >= 10:
+                    day = lastmod[:10]
+                    past = past_days.get(day)
+                    if past is None:
+                        past = _past_day(day, cutoff, now, today)
+                        if len(past_days) < _CACHE_MAX:
+                            past_days[day] = past
+                # A valid date two days before the check, and a valid time if any: no rule.
+                if not (past and (size == 10 or clock(lastmod, 10) is not None)):
+                    rule = _lastmod_rule(lastmod, now, today)
                 if len(lastmod_cache) < _CACHE_MAX:
                     lastmod_cache[lastmod] = rule
             if rule is not None:
@@ -211,7 +248,7 @@ def validate_document(
         ):
             rules = ["changefreq-invalid"] if rules is None else [*rules, "changefreq-invalid"]
         priority = entry.priority
-        if priority is not None and not _priority_ok(priority):
+        if priority is not None and priority not in _PRIORITIES and not _priority_ok(priority):
             rules = ["priority-invalid"] if rules is None else [*rules, "priority-invalid"]
         valid = True
         if rules is not None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monitor.model import RULES, Entry, EntryState
-from monitor.validate import ValidatedDocument, validate_document
+from monitor.validate import ValidatedDocument, _lastmod_rule, validate_document
 
 DOC = "https://example.com/sitemaps/sitemap.xml"
 NOW = datetime(2024, 6, 15, 12, 0, 0, tzinfo=UTC)
@@ -85,6 +87,24 @@ CASES: list[tuple[str, Entry, str | None]] = [
     ("a-second-later", Entry(IN, "2024-06-15T12:00:01Z"), "lastmod-future"),
     ("later-clock-earlier-instant", Entry(IN, "2024-06-15T13:00:00+02:00"), None),
     ("earlier-clock-later-instant", Entry(IN, "2024-06-15T11:00:00-02:00"), "lastmod-future"),
+    # the last moment of a day two days back, in the westernmost offsets, is still past...
+    ("two-days-back-far-west", Entry(IN, "2024-06-13T23:59:59.999-23:59"), None),
+    # ...while yesterday's can be later than the check
+    ("yesterday-far-west", Entry(IN, "2024-06-14T23:59:59-14:00"), "lastmod-future"),
+    ("yesterday-far-west-earlier", Entry(IN, "2024-06-14T21:59:59-14:00"), None),
+    # days well in the past still need a valid calendar date and clock
+    ("not-leap-day-time", Entry(IN, "2023-02-29T10:00:00Z"), "lastmod-invalid"),
+    ("day-30-of-february", Entry(IN, "2023-02-30T10:00Z"), "lastmod-invalid"),
+    ("leap-day-time", Entry(IN, "2024-02-29T10:00:00Z"), None),
+    ("hour-24", Entry(IN, "2024-06-01T24:00Z"), "lastmod-invalid"),
+    ("minute-60", Entry(IN, "2024-06-01T23:60Z"), "lastmod-invalid"),
+    ("offset-24", Entry(IN, "2024-06-01T10:00+24:00"), "lastmod-invalid"),
+    ("offset-too-far", Entry(IN, "2024-06-01T10:00:00-99:00"), "lastmod-invalid"),
+    ("empty-fraction", Entry(IN, "2024-06-01T10:00:00.Z"), "lastmod-invalid"),
+    ("long-fraction", Entry(IN, "2024-06-01T10:00:00.123456789012+01:00"), None),
+    ("trailing-text", Entry(IN, "2024-06-01T10:00:00Zabc"), "lastmod-invalid"),
+    ("arabic-digit-clock", Entry(IN, "2024-06-01T1\u0660:00Z"), "lastmod-invalid"),
+    ("date-then-junk", Entry(IN, "2024-06-01xx"), "lastmod-invalid"),
     # changefreq
     ("changefreq-upper", Entry(IN, changefreq="Weekly"), None),
     ("changefreq-never", Entry(IN, changefreq="never"), None),
@@ -254,3 +274,110 @@ def test_half_a_million_entries_are_fast() -> None:
     assert len(result.entries) == 500_000
     assert result.invalid == 0
     assert elapsed < 3.0, f"{elapsed:.2f}s"
+
+
+# The fast path of validate_document must give _lastmod_rule's verdict for every value; these
+# strategies aim at where a shortcut could go wrong: around "now" in any timezone, at month and
+# day boundaries, out-of-range clocks and offsets, and junk after a valid date.
+_NOWS = st.builds(
+    lambda moment, offset: moment.replace(tzinfo=timezone(timedelta(minutes=offset))),
+    st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 12, 31)),
+    st.integers(min_value=-(24 * 60 - 1), max_value=24 * 60 - 1),
+)
+
+
+# Each piece of a W3C time: well-formed values, and broken ones a fast path could let through.
+_PIECES: list[tuple[list[str], list[str]]] = [
+    (["T"], ["", " ", "t", "x", ":", "TT"]),
+    (["00", "09", "12", "23"], ["24", "25", "99", "", "0", "000", "\u0660\u0660", "1:"]),
+    ([":"], ["", ".", "-", "::"]),
+    (["00", "30", "59"], ["60", "61", "99", "", "0", "000", "\u0660\u0660"]),
+    (["", ":00", ":59", ":30.5", ":59.999999999", ":07.123456"],
+     [":60", ":61", ":", ":5", ":005", ":59.", ":59,5", ":59..5", ":59.\u0660", ":59.1a"]),
+    (["Z", "+00:00", "-00:00", "+14:00", "-14:00", "+23:59", "-23:59", "+05:30", "-09:45"],
+     ["", "z", " Z", "Z\n", "UTC", "Z+01:00", "+0530", "+05", "+05:30:00", "+24:00", "-24:00",
+      "+99:00", "+05:60", "+00:99", "-5:30", "+\u0660\u0660:00"]),
+]  # fmt: skip
+
+
+@st.composite
+def _days(draw: st.DrawFn, now: datetime) -> str:
+    """A YYYY-MM-DD near now's UTC date, well before it, or on a month boundary (maybe invalid)."""
+    today = now.astimezone(UTC).date()
+    kind = draw(st.integers(0, 2))
+    if kind == 0:
+        return (today + timedelta(days=draw(st.integers(-5, 3)))).isoformat()
+    if kind == 1:  # well before the check, where the fast path answers
+        return (today - timedelta(days=draw(st.integers(2, 4000)))).isoformat()
+    year = today.year + draw(st.integers(-1, 1))
+    month = draw(st.sampled_from([0, 1, 2, 3, 4, 6, 9, 11, 12, 13, today.month]))
+    day = draw(st.sampled_from([0, 1, 27, 28, 29, 30, 31, 32, today.day]))
+    return f"{year:04d}-{month:02d}-{day:02d}"
+
+
+@st.composite
+def _times(draw: st.DrawFn) -> str:
+    """What may follow a date: a W3C time and zone, or one with exactly one piece broken."""
+    broken = draw(st.integers(-1, len(_PIECES) - 1))  # -1: none
+    return "".join(
+        draw(st.sampled_from(bad if i == broken else good)) for i, (good, bad) in enumerate(_PIECES)
+    )
+
+
+@st.composite
+def _lastmods(draw: st.DrawFn, now: datetime) -> str:
+    """A lastmod value: mostly a date and time near now, sometimes a bare date or other text."""
+    day = draw(_days(now))
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return day
+    if kind == 1:
+        return day[: draw(st.sampled_from([4, 7]))]
+    if kind == 2:
+        return day + draw(st.text("0123456789T:.+-Z ", max_size=16))
+    return day + draw(_times())
+
+
+def _expected(values: list[str], now: datetime) -> dict[str, str]:
+    today = now.astimezone(UTC).date()
+    expected = {}
+    for i, value in enumerate(values):
+        rule = _lastmod_rule(value, now, today)
+        if rule is not None:
+            expected[f"{IN}/{i}"] = rule
+    return expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.data(), now=_NOWS)
+def test_lastmod_verdicts_match_the_reference(data: st.DataObject, now: datetime) -> None:
+    """One value per document: no cache can hide a wrong fast-path verdict."""
+    value = data.draw(_lastmods(now))
+    result = validate_document([Entry(f"{IN}/0", value)], DOC, now=now)
+    assert result.rules == _expected([value], now)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), now=_NOWS)
+def test_lastmod_verdicts_match_the_reference_in_bulk(data: st.DataObject, now: datetime) -> None:
+    """Many values in one document share the per-day and per-value caches."""
+    values = data.draw(st.lists(_lastmods(now), min_size=1, max_size=40))
+    entries = [Entry(f"{IN}/{i}", value) for i, value in enumerate(values)]
+    result = validate_document(entries, DOC, now=now)
+    assert result.rules == _expected(values, now)
+    assert result.invalid == sum(rule == "lastmod-invalid" for rule in result.rules.values())
+
+
+def test_lastmod_days_around_the_check() -> None:
+    """Each day from a week before to after now, at the edges of the clock and of the offsets."""
+    now = datetime(2024, 3, 1, 0, 30, tzinfo=UTC)  # just after a month boundary in a leap year
+    values = [
+        f"{(date(2024, 2, 22) + timedelta(days=d)).isoformat()}{clock}{zone}"
+        for d in range(12)
+        for clock in ("", "T00:00", "T23:59:59", "T23:59:59.999999999")
+        for zone in (("",) if not clock else ("Z", "+14:00", "-14:00", "-23:59", "+23:59"))
+    ]
+    result = validate_document([Entry(f"{IN}/{i}", v) for i, v in enumerate(values)], DOC, now=now)
+    assert result.rules == _expected(values, now)
+    assert "lastmod-future" in result.rules.values()  # the table reaches past the check
+    assert len(result.rules) < len(values)
