@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
@@ -258,7 +257,9 @@ def test_repeated_values_give_the_same_verdicts() -> None:
         assert result.rules.get(entry.loc) == alone.rules.get(entry.loc)
 
 
-def test_half_a_million_entries_are_fast() -> None:
+def test_half_a_million_entries_in_one_call() -> None:
+    """Many entries, many distinct lastmods: every one kept and valid (speed is measured in
+    tests/benchmarks, not here)."""
     entries = [
         Entry(
             f"https://example.com/sitemaps/p/{i}?a=1&b=2",
@@ -268,12 +269,10 @@ def test_half_a_million_entries_are_fast() -> None:
         )
         for i in range(500_000)
     ]
-    started = time.process_time()
     result = check(*entries)
-    elapsed = time.process_time() - started
     assert len(result.entries) == 500_000
     assert result.invalid == 0
-    assert elapsed < 3.0, f"{elapsed:.2f}s"
+    assert result.issues == []
 
 
 # The fast path of validate_document must give _lastmod_rule's verdict for every value; these
