@@ -37,7 +37,7 @@ __all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "digest", "
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
 _CHUNK = 64 * 1024
 _ENV = "SITEMAP_MONITOR_PARSE_WORKERS"
-_TASKS_PER_WORKER = 200
+_TASKS_PER_WORKER = 20
 
 
 class WorkerDied(Exception):
@@ -249,7 +249,7 @@ def _get_pool(size: int) -> ProcessPoolExecutor:
                 context.set_forkserver_preload(["monitor.digest"])
             # A worker only digests: automatic garbage collection would walk the ~200,000
             # objects of each document again and again for ~12% of its time, and a digest
-            # makes no reference cycles. Workers are replaced now and then all the same.
+            # makes no reference cycles. Workers are replaced every 20 documents all the same.
             _pool = ProcessPoolExecutor(
                 max_workers=size, mp_context=context, initializer=gc.disable,
                 max_tasks_per_child=_TASKS_PER_WORKER,

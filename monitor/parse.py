@@ -253,6 +253,11 @@ class DocumentParser:
         except (etree.LxmlError, ValueError) as exc:
             self._fail("xml-malformed", _syntax_message(exc))
         self._xml = None
+        # Bound methods kept on self make a reference cycle: without these two lines the
+        # parser, and with it every entry, would wait for the cycle collector (digest
+        # workers run without one).
+        self._reader = _nothing
+        self._read_item = _ignore
         if self._failure is not None:
             self._result = ParsedDocument(kind=self._kind, failure=self._failure)
             return self._result
@@ -483,6 +488,14 @@ class DocumentParser:
         self._items += 1
         # \x00-\x02 cannot occur in XML; out of text they would break stored entry sets.
         self._entries.append(_entry(loc.translate(_NOT_IN_XML), None, None, None, None))
+
+
+def _nothing() -> None:
+    return None
+
+
+def _ignore(_element: etree._Element) -> None:
+    return None
 
 
 def _events(xml: etree.XMLPullParser) -> Iterator[tuple[str, etree._Element]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from pathlib import Path
@@ -677,3 +678,27 @@ ROBOTS = "https://example.com/robots.txt"
 )
 def test_robots(text: str, expected: list[str]) -> None:
     assert parse_robots(text, ROBOTS) == expected
+
+
+def test_a_parsed_document_is_freed_without_the_cycle_collector() -> None:
+    """Digest workers run with automatic garbage collection off: the parser and its entries
+    must not hang in a cycle (lxml's own pull parser keeps a few small objects in one)."""
+    body = b"".join(
+        [b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">']
+        + [b"<url><loc>https://example.com/%d</loc></url>" % i for i in range(1000)]
+        + [b"</urlset>"]
+    )
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        doc = parse_document(body, "https://example.com/sitemap.xml")
+        assert len(doc.entries) == 1000
+        del doc
+        assert gc.collect() < 50
+        ours = [o for o in gc.garbage if isinstance(o, (Entry, DocumentParser))]
+        assert ours == []
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
