@@ -5,11 +5,17 @@ check after a conditional ``UPDATE`` that takes a free lease on a due target has
 exactly one row; whoever loses the race sees ``rowcount == 0`` and leaves the check to the
 winner. The same statement runs on SQLite and PostgreSQL. Times are passed in (UTC), never
 read from the database's clock, so tests can drive them; replicas' clocks are NTP-close.
+
+A claim, a renewal and a release are each one statement, run in autocommit: the statement is
+its own transaction, so it stays atomic, without the round trips of ``BEGIN`` and ``COMMIT``.
+The daemon gives a lease back inside the check's own transaction (``release_in``); ``release``
+is for a check that did not commit.
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -24,17 +30,30 @@ from monitor.store.sql import transaction
 __all__ = [
     "TargetGauges",
     "claim",
+    "claim_many",
     "get_target",
     "last_gauges",
     "list_changes",
     "list_snapshots",
     "list_targets",
     "release",
+    "release_in",
     "renew",
     "schedule_times",
     "snapshot_issue_counts",
     "upsert_targets",
 ]
+
+
+_AUTOCOMMIT: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
+
+
+def _autocommit(engine: Engine) -> Engine:
+    """The engine, its connections in autocommit: for work that is one statement."""
+    found = _AUTOCOMMIT.get(engine)
+    if found is None:
+        found = _AUTOCOMMIT[engine] = engine.execution_options(isolation_level="AUTOCOMMIT")
+    return found
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -83,11 +102,30 @@ def claim(
     The next due time moves one interval on at once, anchored at the claim: a 10-minute
     target is checked every 10 minutes however long its checks take.
     """
+    return name in claim_many(engine, [(name, interval)], owner, now, lease=lease)
+
+
+def claim_many(
+    engine: Engine,
+    wanted: Iterable[tuple[str, float]],
+    owner: str,
+    now: datetime,
+    *,
+    lease: float,
+) -> set[str]:
+    """``claim`` for several (name, interval) at once: the names this owner got.
+
+    One conditional ``UPDATE ... RETURNING`` per distinct interval; each row is still taken
+    by exactly one replica (the condition is evaluated per row, under its row lock).
+    """
     t = targets.c
-    statement = (
+    by_interval: dict[float, set[str]] = {}
+    for name, interval in wanted:
+        by_interval.setdefault(interval, set()).add(name)
+    statements = [
         update(targets)
         .where(
-            t.name == name,
+            t.name.in_(sorted(names)),
             or_(t.lease_until.is_(None), t.lease_until < now),
             or_(t.next_due_at.is_(None), t.next_due_at <= now),
         )
@@ -96,8 +134,17 @@ def claim(
             lease_until=now + timedelta(seconds=lease),
             next_due_at=now + timedelta(seconds=interval),
         )
-    )
-    return transaction(engine, lambda conn: conn.execute(statement).rowcount) == 1
+        .returning(t.name)
+        for interval, names in by_interval.items()
+    ]
+
+    def work(conn: Connection) -> set[str]:
+        got: set[str] = set()
+        for statement in statements:
+            got.update(conn.execute(statement).scalars())
+        return got
+
+    return transaction(_autocommit(engine), work)
 
 
 def renew(engine: Engine, name: str, owner: str, now: datetime, *, lease: float) -> bool:
@@ -108,17 +155,32 @@ def renew(engine: Engine, name: str, owner: str, now: datetime, *, lease: float)
         .where(t.name == name, t.lease_owner == owner)
         .values(lease_until=now + timedelta(seconds=lease))
     )
-    return transaction(engine, lambda conn: conn.execute(statement).rowcount) == 1
+    return transaction(_autocommit(engine), lambda conn: conn.execute(statement).rowcount) == 1
 
 
-def release(engine: Engine, name: str, owner: str, *, next_due_at: datetime | None = None) -> None:
-    """Give the lease back; ``next_due_at`` overrides the due time the claim set."""
+def release_in(
+    conn: Connection, name: str, owner: str, *, next_due_at: datetime | None = None
+) -> bool:
+    """Give the lease back in the caller's transaction; False if this owner no longer held it.
+
+    ``next_due_at`` overrides the due time the claim set.
+    """
     t = targets.c
     values: dict[str, Any] = {"lease_owner": None, "lease_until": None}
     if next_due_at is not None:
         values["next_due_at"] = next_due_at
     statement = update(targets).where(t.name == name, t.lease_owner == owner).values(**values)
-    transaction(engine, lambda conn: conn.execute(statement))
+    return bool(conn.execute(statement).rowcount == 1)
+
+
+def release(
+    engine: Engine, name: str, owner: str, *, next_due_at: datetime | None = None
+) -> bool:
+    """Give the lease back on its own; False if this owner no longer held it."""
+    return transaction(
+        _autocommit(engine),
+        lambda conn: release_in(conn, name, owner, next_due_at=next_due_at),
+    )
 
 
 def schedule_times(engine: Engine, names: Collection[str]) -> dict[str, datetime | None]:
@@ -126,7 +188,10 @@ def schedule_times(engine: Engine, names: Collection[str]) -> dict[str, datetime
     t = targets.c
 
     def work(conn: Connection) -> dict[str, datetime | None]:
-        rows = conn.execute(select(t.name, t.next_due_at, t.lease_until)).all()
+        query = select(t.name, t.next_due_at, t.lease_until)
+        if len(names) <= 100:  # one target that another replica has (see Scheduler._follow)
+            query = query.where(t.name.in_(sorted(names)))
+        rows = conn.execute(query).all()
         out: dict[str, datetime | None] = {}
         for name, due, lease_until in rows:
             if name in names:
@@ -134,7 +199,7 @@ def schedule_times(engine: Engine, names: Collection[str]) -> dict[str, datetime
                 out[name] = max(times) if times else None
         return out
 
-    return transaction(engine, work)
+    return transaction(_autocommit(engine), work)
 
 
 @dataclass(slots=True)

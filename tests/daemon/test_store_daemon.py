@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from conftest import T0, add_snapshot, add_target
@@ -134,3 +136,49 @@ def test_changes_filter_by_time_and_kind_and_page(engine: Engine) -> None:
     assert older is not None
     assert [c["loc"] for c in older] == ["u1"]
     assert store.list_changes(engine, "nope", limit=1) is None
+
+
+def test_a_batch_claims_the_due_free_targets_each_on_its_interval(engine: Engine) -> None:
+    for name in ("a", "b", "leased", "later"):
+        add_target(engine, name)
+    assert store.claim(engine, "leased", "r1", T0, lease=60, interval=1)
+    assert store.claim(engine, "later", "r1", T0, lease=60, interval=1)
+    store.release(engine, "later", "r1", next_due_at=T0 + timedelta(seconds=100))
+    now = T0 + timedelta(seconds=2)
+    wanted = [("a", 10), ("b", 20), ("leased", 10), ("later", 10), ("missing", 10)]
+    assert store.claim_many(engine, wanted, "r2", now, lease=60) == {"a", "b"}
+    with engine.connect() as conn:
+        rows = {r.name: r for r in conn.execute(select(targets))}
+    assert rows["a"].next_due_at.replace(tzinfo=None) == (now + timedelta(seconds=10)).replace(
+        tzinfo=None)
+    assert rows["b"].next_due_at.replace(tzinfo=None) == (now + timedelta(seconds=20)).replace(
+        tzinfo=None)
+    assert (rows["a"].lease_owner, rows["leased"].lease_owner, rows["later"].lease_owner) == (
+        "r2", "r1", None)
+    assert store.claim_many(engine, wanted, "r3", now, lease=60) == set()
+
+
+def test_racing_batches_split_the_targets_between_replicas(engine: Engine) -> None:
+    names = [f"t{i}" for i in range(40)]
+    for name in names:
+        add_target(engine, name)
+    start = threading.Barrier(4)
+
+    def replica(owner: str) -> set[str]:
+        start.wait()
+        got: set[str] = set()
+        for offset in range(0, 40, 8):  # overlapping batches, in a different order per owner
+            batch = names[offset:] + names[:offset] if owner != "r0" else names[::-1]
+            got |= store.claim_many(engine, [(n, 10) for n in batch[:20]], owner, T0,
+                                    lease=60)
+        return got
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(replica, ["r0", "r1", "r2", "r3"]))
+    claimed = [name for got in results for name in got]
+    assert sorted(claimed) == sorted(set(claimed))  # nobody claimed what another got
+    assert set(claimed) == set(names)
+    with engine.connect() as conn:
+        owners = dict(conn.execute(select(targets.c.name, targets.c.lease_owner)).all())
+    for owner, got in zip(["r0", "r1", "r2", "r3"], results, strict=True):
+        assert all(owners[name] == owner for name in got)
