@@ -13,23 +13,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import multiprocessing
 import os
 import tempfile
 import threading
 from array import array
 from collections import Counter
 from collections.abc import Collection, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from monitor import diff as diffing
 from monitor import entryset, parse, validate
 from monitor.model import Change, DocumentKind, EntryState, Issue
+
+if TYPE_CHECKING:  # the pool's modules load only when a big document comes (start-up time)
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 __all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "digest", "drop_duplicates",
            "pool_started", "run", "warm", "workers"]
@@ -241,6 +242,9 @@ def _get_pool(size: int) -> ProcessPoolExecutor:
     global _pool, _ready
     with _lock:
         if _pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context(
                 "forkserver" if "forkserver" in methods else "spawn"
@@ -288,7 +292,7 @@ async def run(job: Job) -> Digest:
     _busy += 1
     try:
         return await asyncio.get_running_loop().run_in_executor(pool, digest, job)
-    except BrokenProcessPool as exc:
+    except BrokenExecutor as exc:  # BrokenProcessPool
         _reset_pool(pool)
         raise WorkerDied(f"{job.url}: the worker process parsing it died") from exc
     finally:
