@@ -32,7 +32,7 @@ from monitor.errors import ConfigError, MonitorError, SchemaError
 from monitor.fetch import Fetcher
 from monitor.metrics import Metrics
 from monitor.model import CheckResult
-from monitor.scheduler import Scheduler, utcnow
+from monitor.scheduler import InTransaction, Scheduler, utcnow
 from monitor.store import daemon as store
 from monitor.store import db
 from monitor.store.outbox import SqlOutbox
@@ -213,9 +213,10 @@ async def _serve(state: _State, engine: Engine, sock: socket.socket, url: str) -
     metrics.config_reloaded(True)
     fetcher = Fetcher(user_agent=cfg.defaults.user_agent, per_host=cfg.scheduler.per_host)
 
-    async def check(target: config.Target) -> CheckResult:
+    async def check(target: config.Target, in_transaction: InTransaction) -> CheckResult:
         return await pipeline.run_check(
-            target, engine=engine, fetcher=fetcher, alerts=state.cfg.alerts, now=utcnow)
+            target, engine=engine, fetcher=fetcher, alerts=state.cfg.alerts, now=utcnow,
+            in_transaction=in_transaction)
 
     scheduler = Scheduler(
         engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)

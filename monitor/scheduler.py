@@ -1,12 +1,17 @@
 """WHEN checks run: one APScheduler job per target, claims in the database, graceful stop.
 
-Every replica schedules every target locally (interval plus jitter, coalesced, never two at
-once); before a check it claims the target in the database (``store.daemon.claim``), so across
-replicas each due check runs once. A replica that loses a claim moves its local job to the
-time the target is next claimable, so replicas converge on the due time instead of polling.
-A check that raises is logged with its exception and pushed one interval on; it never stops
-the other targets (STYLE 10). ``stop`` lets in-flight checks finish within a grace period and
-cancels the rest; a cancelled check writes nothing because the pipeline commits atomically.
+Every replica schedules every target locally (interval plus jitter, never two at once); before
+a check it claims the target in the database (``store.daemon.claim``), so across replicas each
+due check runs once. A target's job is paused from the moment it fires until its run is over
+(waiting for a concurrency slot included), then resumes on its interval: a daemon that is behind
+does not re-fire the jobs that are already waiting. A replica that loses a claim moves its local
+job to the time the target is next claimable, so replicas converge on the due time instead of
+polling. Claims that wait at the same time are taken together, in one statement (the database's
+write lock and round trips are the cost of a check that finds nothing new). The check gives the
+lease back in its own transaction; a check that raises or is cancelled gives it back on its own.
+A check that raises is logged with its exception and pushed one interval on; it never stops the
+other targets (STYLE 10). ``stop`` lets in-flight checks finish within a grace period and cancels
+the rest; a cancelled check writes nothing because the pipeline commits atomically.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import structlog
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from monitor import config
 from monitor.errors import MonitorError
@@ -30,9 +35,12 @@ from monitor.metrics import Metrics
 from monitor.model import CheckResult
 from monitor.store import daemon as store
 
-__all__ = ["CheckFn", "Clock", "Scheduler", "utcnow"]
+__all__ = ["CheckFn", "Clock", "InTransaction", "Scheduler", "utcnow"]
 
-CheckFn = Callable[[config.Target], Awaitable[CheckResult]]
+InTransaction = Callable[[Connection], None]
+# A check of one target; it runs the hook in the transaction that stores its snapshot, just
+# before that transaction commits (pipeline.run_check's ``in_transaction``).
+CheckFn = Callable[[config.Target, InTransaction], Awaitable[CheckResult]]
 Clock = Callable[[], datetime]
 log = structlog.get_logger("monitor.scheduler")
 
@@ -48,6 +56,46 @@ def _jitter(target: config.Target) -> float:
 
 def _timing(target: config.Target) -> tuple[float, float]:
     return target.settings.interval, _jitter(target)
+
+
+class _Claims:
+    """Claims in batches: whatever waits while one batch is in the database goes in the next."""
+
+    def __init__(self, engine: Engine, owner: str, lease: float, clock: Clock) -> None:
+        self._engine = engine
+        self._owner = owner
+        self._lease = lease
+        self._clock = clock
+        self._waiting: list[tuple[str, float, asyncio.Future[datetime | None]]] = []
+        self._drainer: asyncio.Task[None] | None = None
+
+    async def claim(self, name: str, interval: float) -> datetime | None:
+        """Claim one target; the time of the claim if this replica got it, else None."""
+        future: asyncio.Future[datetime | None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((name, interval, future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            now = self._clock()
+            try:
+                got = await asyncio.to_thread(
+                    store.claim_many, self._engine, [(n, i) for n, i, _ in batch], self._owner,
+                    now, lease=self._lease,
+                )
+            except Exception as exc:  # noqa: BLE001 - each waiter handles it as its own
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for name, _, future in batch:
+                if not future.done():
+                    # A name twice in a batch (a job replaced while it ran) is claimed once.
+                    future.set_result(now if name in got else None)
+                    got.discard(name)
 
 
 class Scheduler:
@@ -70,6 +118,7 @@ class Scheduler:
         self._lease = settings.lease
         self._clock = clock
         self._semaphore = asyncio.Semaphore(settings.concurrency)
+        self._claims = _Claims(engine, owner, settings.lease, clock)
         self._aps = AsyncIOScheduler(timezone=UTC)
         self._aps.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
         self._targets: dict[str, config.Target] = {}
@@ -173,52 +222,90 @@ class Scheduler:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        self._hold(name)
+        resume_at: datetime | None = None
         try:
             async with self._semaphore:
                 target = self._targets.get(name)
                 if self._stopping or target is None:
                     return
-                await self._claim_and_check(target, task)
+                resume_at = await self._claim_and_check(target, task)
         except asyncio.CancelledError:
             # Only stop() cancels, and the task ends here; nothing was half-written.
             log.warning("check cancelled at shutdown", target=name)
         finally:
             self._tasks.discard(task)
+            self._resume(name, resume_at)
 
-    async def _claim_and_check(self, target: config.Target, task: asyncio.Task[Any]) -> None:
+    def _hold(self, name: str) -> None:
+        """Pause a target's job while its run waits and checks (see the module docstring)."""
+        with suppress(LookupError):
+            self._aps.pause_job(name)
+
+    def _resume(self, name: str, at: datetime | None) -> None:
+        """Fire a held job next at ``at``, or else at its next interval from now."""
+        if self._stopping:
+            return
+        job = self._aps.get_job(name)
+        if job is None or job.next_run_time is not None:
+            return  # removed, or replaced by update() meanwhile: its new schedule stands
+        with suppress(LookupError):
+            if at is None:
+                self._aps.resume_job(name)
+            else:
+                self._aps.modify_job(name, next_run_time=at)
+
+    async def _claim_and_check(
+        self, target: config.Target, task: asyncio.Task[Any]
+    ) -> datetime | None:
+        """Claim and check a target; return when its local job should fire next if not on
+        its interval (another replica has it)."""
         name = target.name
-        claimed_at = self._clock()
         try:
-            claimed = await asyncio.to_thread(
-                store.claim, self._engine, name, self._owner, claimed_at,
-                lease=self._lease, interval=target.settings.interval,
-            )
+            claimed_at = await self._claims.claim(name, target.settings.interval)
         except MonitorError as exc:
             log.warning("claim failed", target=name, error=str(exc))
-            return
-        if not claimed:
-            await self._follow(target)
-            return
+            return None
+        if claimed_at is None:
+            return await self._follow(target)
         self._checking.add(task)
         heartbeat = asyncio.create_task(self._heartbeat(name))
+        handed_back = False
+
+        def give_back(conn: Connection) -> None:
+            # In the snapshot's transaction: the lease goes back when the snapshot commits.
+            nonlocal handed_back
+            store.release_in(conn, name, self._owner)
+            handed_back = True
+
+        committed = False
         next_due: datetime | None = None
         try:
             with structlog.contextvars.bound_contextvars(target=name):
-                next_due = await self._checked(target)
+                next_due, committed = await self._checked(target, give_back)
         except asyncio.CancelledError:
             # The check did not happen (or committed whole): due again now, for any replica.
+            # If it did commit, the lease is back already and this release changes nothing.
             next_due = claimed_at
             raise
         finally:
             self._checking.discard(task)
             heartbeat.cancel()
-            await asyncio.shield(self._release(name, next_due))
+            if not (committed and handed_back):
+                await asyncio.shield(self._release(name, next_due))
+        return None
 
-    async def _checked(self, target: config.Target) -> datetime | None:
-        """Run one check and report it; return a due time only when the check raised."""
+    async def _checked(
+        self, target: config.Target, in_transaction: InTransaction
+    ) -> tuple[datetime | None, bool]:
+        """Run one check and report it.
+
+        Returns a due time (only when the check raised) and whether the check returned, which
+        means its transaction committed.
+        """
         started = self._clock()
         try:
-            result = await self._check(target)
+            result = await self._check(target, in_transaction)
         except Exception as exc:
             # STYLE 10: push this target one interval on and carry on with the others.
             log.exception("check raised", error=f"{exc.__class__.__name__}: {exc}")
@@ -229,18 +316,13 @@ class Scheduler:
                 duration_seconds=(finished - started).total_seconds(),
             )
             self._metrics.observe(failed, target.name, finished_at=finished)
-            return finished + timedelta(seconds=target.settings.interval)
-        await self._report(result, target.name)
-        return None
+            return finished + timedelta(seconds=target.settings.interval), False
+        self._report(result, target.name)
+        return None, True
 
-    async def _report(self, result: CheckResult, name: str) -> None:
-        counts: dict[str, int] | None = None
-        if result.snapshot_id is not None:
-            try:
-                counts = await asyncio.to_thread(
-                    store.snapshot_issue_counts, self._engine, result.snapshot_id)
-            except MonitorError as exc:
-                log.warning("could not read issue counts", error=str(exc))
+    def _report(self, result: CheckResult, name: str) -> None:
+        # The snapshot's counts are the target's current issues by rule (what it stored).
+        counts = result.issue_counts if result.snapshot_id is not None else None
         self._metrics.observe(result, name, issue_counts=counts, finished_at=self._clock())
         fields = {
             "target": name,
@@ -288,16 +370,14 @@ class Scheduler:
             # The lease expires by itself; another replica takes over then.
             log.warning("lease release failed", target=name, error=str(exc))
 
-    async def _follow(self, target: config.Target) -> None:
-        """Another replica has the target: fire next when it becomes claimable."""
+    async def _follow(self, target: config.Target) -> datetime | None:
+        """Another replica has the target: when it becomes claimable (None: unknown)."""
         try:
             times = await asyncio.to_thread(store.schedule_times, self._engine, [target.name])
         except MonitorError:
-            return
+            return None
         due = times.get(target.name)
-        if due is None or self._stopping:
-            return
-        when = max(due, self._clock()) + timedelta(
+        if due is None:
+            return None
+        return max(due, self._clock()) + timedelta(
             seconds=random.uniform(0, _jitter(target)) + 0.01)  # noqa: S311
-        with suppress(LookupError):
-            self._aps.modify_job(target.name, next_run_time=when)

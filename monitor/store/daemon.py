@@ -40,7 +40,6 @@ __all__ = [
     "release_in",
     "renew",
     "schedule_times",
-    "snapshot_issue_counts",
     "upsert_targets",
 ]
 
@@ -265,14 +264,6 @@ def last_gauges(engine: Engine, names: Iterable[str]) -> list[TargetGauges]:
         return out
 
     return transaction(engine, work)
-
-
-def snapshot_issue_counts(engine: Engine, snapshot_id: int) -> dict[str, int]:
-    """The target's current issues by rule as of one snapshot."""
-    query = select(snapshots.c.issue_counts).where(snapshots.c.id == snapshot_id)
-    raw = transaction(engine, lambda conn: conn.execute(query).scalar_one_or_none())
-    counts: dict[str, int] = json.loads(raw or "{}")
-    return counts
 
 
 # ---- read side of the JSON API ----------------------------------------------------------

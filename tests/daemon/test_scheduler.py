@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 from structlog.testing import capture_logs
 
 from monitor import config
 from monitor.metrics import Metrics
 from monitor.model import CheckResult
-from monitor.scheduler import Scheduler
+from monitor.scheduler import InTransaction, Scheduler
 from monitor.store.schema import targets
 
 pytestmark = pytest.mark.anyio
@@ -32,13 +33,21 @@ def target(name: str, interval: float, jitter: float = 0.0) -> config.Target:
 class Recorder:
     """A stand-in for pipeline.run_check: records when each target was checked."""
 
-    def __init__(self, work: Callable[[config.Target], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        work: Callable[[config.Target], Awaitable[None]] | None = None,
+        *,
+        run_hook: bool = True,
+    ) -> None:
+        self.engine = engine
+        self.run_hook = run_hook
         self.calls: dict[str, list[float]] = defaultdict(list)
         self.running = 0
         self.most_at_once = 0
         self.work = work
 
-    async def __call__(self, t: config.Target) -> CheckResult:
+    async def __call__(self, t: config.Target, in_transaction: InTransaction) -> CheckResult:
         self.calls[t.name].append(time.monotonic())
         self.running += 1
         self.most_at_once = max(self.most_at_once, self.running)
@@ -47,7 +56,14 @@ class Recorder:
                 await self.work(t)
         finally:
             self.running -= 1
+        if self.run_hook:
+            await asyncio.to_thread(self.store, in_transaction)
         return CheckResult(target=t.name, url=t.url, outcome="ok", urls=1, duration_seconds=0.01)
+
+    def store(self, in_transaction: InTransaction) -> None:
+        """Like the pipeline: the hook runs in the transaction that stores the check."""
+        with self.engine.begin() as conn:
+            in_transaction(conn)
 
 
 def make(engine: Engine, check: Recorder, *, owner: str = "r1", concurrency: int = 8,
@@ -66,7 +82,7 @@ def gaps(times: list[float]) -> list[float]:
 
 
 async def test_checks_run_on_their_interval(sqlite_engine: Engine) -> None:
-    check = Recorder()
+    check = Recorder(sqlite_engine)
     scheduler, registry = make(sqlite_engine, check)
     await scheduler.start([target("fast", 0.3), target("slow", 1.0)])
     await asyncio.sleep(1.6)
@@ -84,7 +100,7 @@ async def test_a_raising_target_is_pushed_forward_and_others_go_on(sqlite_engine
         if t.name == "bad":
             raise RuntimeError("parser bug")
 
-    check = Recorder(explode)
+    check = Recorder(sqlite_engine, explode)
     scheduler, registry = make(sqlite_engine, check)
     with capture_logs() as logs:
         await scheduler.start([target("bad", 0.3), target("good", 0.3)])
@@ -110,7 +126,7 @@ async def test_global_concurrency_is_bounded(sqlite_engine: Engine) -> None:
     async def slow(_t: config.Target) -> None:
         await asyncio.sleep(0.3)
 
-    check = Recorder(slow)
+    check = Recorder(sqlite_engine, slow)
     scheduler, _ = make(sqlite_engine, check, concurrency=2)
     await scheduler.start([target(f"t{i}", 0.2) for i in range(6)])
     await asyncio.sleep(1.2)
@@ -120,7 +136,7 @@ async def test_global_concurrency_is_bounded(sqlite_engine: Engine) -> None:
 
 
 async def test_two_schedulers_check_each_due_target_once(sqlite_engine: Engine) -> None:
-    check = Recorder()
+    check = Recorder(sqlite_engine)
     first, _ = make(sqlite_engine, check, owner="r1")
     second, _ = make(sqlite_engine, check, owner="r2")
     names = [f"t{i}" for i in range(5)]
@@ -143,7 +159,7 @@ async def test_stop_lets_short_checks_finish(sqlite_engine: Engine) -> None:
         await asyncio.sleep(0.4)
         finished.append(t.name)
 
-    check = Recorder(short)
+    check = Recorder(sqlite_engine, short)
     scheduler, _ = make(sqlite_engine, check)
     await scheduler.start([target("a", 60)])
     await asyncio.sleep(0.1)
@@ -157,7 +173,7 @@ async def test_stop_cancels_long_checks_and_frees_them(sqlite_engine: Engine) ->
     async def endless(_t: config.Target) -> None:
         await asyncio.sleep(60)
 
-    check = Recorder(endless)
+    check = Recorder(sqlite_engine, endless)
     scheduler, _ = make(sqlite_engine, check)
     await scheduler.start([target("a", 60)])
     await asyncio.sleep(0.2)
@@ -172,7 +188,7 @@ async def test_stop_cancels_long_checks_and_frees_them(sqlite_engine: Engine) ->
 
 
 async def test_update_adds_and_removes_targets(sqlite_engine: Engine) -> None:
-    check = Recorder()
+    check = Recorder(sqlite_engine)
     scheduler, registry = make(sqlite_engine, check)
     await scheduler.start([target("old", 0.3)])
     await asyncio.sleep(0.5)
@@ -184,3 +200,115 @@ async def test_update_adds_and_removes_targets(sqlite_engine: Engine) -> None:
     assert len(check.calls["new"]) >= 2
     assert scheduler.target_names() == ["new"]
     assert registry.get_sample_value("sitemap_monitor_urls", {"target": "old"}) is None
+
+
+def lease_row(engine: Engine, name: str) -> tuple[str | None, datetime]:
+    """A target's lease owner and due time."""
+    with engine.connect() as conn:
+        row = conn.execute(select(targets).where(targets.c.name == name)).one()
+    return row.lease_owner, row.next_due_at.replace(tzinfo=UTC)
+
+
+async def test_the_lease_goes_back_in_the_checks_own_transaction(sqlite_engine: Engine) -> None:
+    seen_inside: list[str | None] = []
+
+    async def check(t: config.Target, in_transaction: InTransaction) -> CheckResult:
+        def store() -> None:
+            with sqlite_engine.begin() as conn:
+                owner = select(targets.c.lease_owner).where(targets.c.name == t.name)
+                seen_inside.append(conn.execute(owner).scalar_one())
+                in_transaction(conn)
+                seen_inside.append(conn.execute(owner).scalar_one())
+
+        await asyncio.to_thread(store)
+        return CheckResult(target=t.name, url=t.url, outcome="ok", duration_seconds=0.01)
+
+    scheduler = Scheduler(
+        engine=sqlite_engine, check=check, metrics=Metrics(CollectorRegistry(), [], []),
+        owner="r1", settings=config.Scheduler(lease=30))
+    before = datetime.now(UTC)
+    await scheduler.start([target("a", 60)])
+    await asyncio.sleep(0.5)
+    await scheduler.stop(1)
+    # Held while the check ran, given back by the check's own statement: nothing left to do.
+    assert seen_inside == ["r1", None]
+    owner, due = lease_row(sqlite_engine, "a")
+    assert owner is None
+    assert due >= before + timedelta(seconds=59)  # the claim's due time: one interval on
+
+
+async def test_a_check_that_rolls_back_after_the_hook_still_gives_the_lease_back(
+    sqlite_engine: Engine,
+) -> None:
+    async def check(t: config.Target, in_transaction: InTransaction) -> CheckResult:
+        def store() -> None:
+            with sqlite_engine.begin() as conn:
+                in_transaction(conn)
+                raise RuntimeError("commit failed")
+
+        await asyncio.to_thread(store)
+        raise AssertionError("unreachable")
+
+    scheduler = Scheduler(
+        engine=sqlite_engine, check=check, metrics=Metrics(CollectorRegistry(), [], []),
+        owner="r1", settings=config.Scheduler(lease=30))
+    before = datetime.now(UTC)
+    with capture_logs() as logs:
+        await scheduler.start([target("a", 60)])
+        await asyncio.sleep(0.5)
+        await scheduler.stop(1)
+    assert any(e["event"] == "check raised" for e in logs)
+    owner, due = lease_row(sqlite_engine, "a")
+    assert owner is None  # not held until the lease runs out
+    assert due >= before + timedelta(seconds=59)
+
+
+async def test_a_check_that_skips_the_hook_still_gives_the_lease_back(
+    sqlite_engine: Engine,
+) -> None:
+    check = Recorder(sqlite_engine, run_hook=False)
+    scheduler, _ = make(sqlite_engine, check)
+    await scheduler.start([target("a", 60)])
+    await asyncio.sleep(0.5)
+    await scheduler.stop(1)
+    assert len(check.calls["a"]) == 1
+    assert lease_row(sqlite_engine, "a")[0] is None
+
+
+async def test_jobs_waiting_for_a_slot_are_not_fired_again(
+    sqlite_engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def slow(_t: config.Target) -> None:
+        await asyncio.sleep(0.2)
+
+    check = Recorder(sqlite_engine, slow)
+    scheduler, _ = make(sqlite_engine, check, concurrency=1)
+    with caplog.at_level(logging.DEBUG, logger="apscheduler"):
+        await scheduler.start([target(f"t{i}", 0.1) for i in range(3)])
+        await asyncio.sleep(2.0)
+        await scheduler.stop(1)
+    # Behind by design (3 checks of 0.2 s every 0.1 s through one slot): the targets take turns,
+    # and no job fires again while its run still waits, so nothing is skipped.
+    counts = sorted(len(check.calls[f"t{i}"]) for i in range(3))
+    assert counts[0] >= 2
+    assert counts[-1] - counts[0] <= 1
+    assert not [r for r in caplog.records if "maximum number of running instances" in r.message]
+
+
+async def test_claims_that_wait_together_go_in_one_statement(sqlite_engine: Engine) -> None:
+    statements: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.startswith("UPDATE targets") and "RETURNING" in statement:  # claims
+            statements.append(statement)
+
+    event.listen(sqlite_engine, "before_cursor_execute", count)
+    check = Recorder(sqlite_engine)
+    scheduler, _ = make(sqlite_engine, check, concurrency=8)
+    await scheduler.start([target(f"t{i}", 60) for i in range(8)])
+    await asyncio.sleep(0.5)
+    await scheduler.stop(1)
+    assert sorted(check.calls) == [f"t{i}" for i in range(8)]
+    assert all(len(calls) == 1 for calls in check.calls.values())
+    # Eight jobs fire at once: their claims share a statement or two, not one each.
+    assert 1 <= len(statements) <= 2
