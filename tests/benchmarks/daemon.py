@@ -89,23 +89,33 @@ def _one(
             try:
                 out.update(_watch(proc, db, server, listen, targets, started, profile))
             finally:
-                proc.send_signal(signal.SIGTERM)
-                deadline = time.monotonic() + 60
-                pid = 0
-                while time.monotonic() < deadline:
-                    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-                    if pid:
-                        break
-                    time.sleep(0.1)
-                if not pid:
-                    proc.kill()
-                    pid, status, usage = os.wait4(proc.pid, 0)
-                    out["note"] = "daemon did not stop within 60 s of SIGTERM"
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                out["exit_code"] = proc.returncode
-                out["peak_rss_mb"] = usage.ru_maxrss / 1024
-                out["cpu_total"] = usage.ru_utime + usage.ru_stime
+                out.update(_stop(proc))
         out["log_tail"] = log.read_text(errors="replace")[-1500:]
+    return out
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """SIGTERM the daemon and reap it: its exit code, peak RSS and CPU."""
+    if proc.returncode is not None:
+        # It exited on its own and _watch's poll() reaped it: its rusage is gone with it.
+        return {"exit_code": proc.returncode}
+    out: dict[str, Any] = {}
+    proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    pid = 0
+    while time.monotonic() < deadline:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        time.sleep(0.1)
+    if not pid:
+        proc.kill()
+        pid, status, usage = os.wait4(proc.pid, 0)
+        out["note"] = "daemon did not stop within 60 s of SIGTERM"
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    out["exit_code"] = proc.returncode
+    out["peak_rss_mb"] = usage.ru_maxrss / 1024
+    out["cpu_total"] = usage.ru_utime + usage.ru_stime
     return out
 
 
