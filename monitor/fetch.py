@@ -384,6 +384,9 @@ class Fetcher:
                 if not conditional:
                     await raw.aclose()
                     raise FetchError("protocol", f"HTTP 304 to an unconditional GET of {current}")
+                # A 304 has no body; reading its end hands the connection back to the pool
+                # (unread, every re-check would open a new one).
+                await raw.aread()
                 return Response(raw, url=current, settings=settings, deadline=deadline,
                                 not_modified=True)
             if status >= 300:

@@ -150,6 +150,15 @@ async def test_conditional_get_gives_not_modified(
     assert other not in http_server.requests[1].headers
 
 
+async def test_304s_keep_the_connection(http_server: TestServer, fetcher: Fetcher) -> None:
+    """Re-checks answered 304 reuse one kept-alive connection instead of opening one each."""
+    http_server.route("/s.xml", conditional)
+    for _ in range(4):
+        response, body = await read_all(fetcher, http_server.url("/s.xml"), etag='"v1"')
+        assert (response.status, body) == (304, b"")
+    assert len({r.client for r in http_server.requests}) == 1
+
+
 async def test_304_to_an_unconditional_get_is_a_protocol_error(
     http_server: TestServer, fetcher: Fetcher
 ) -> None:
