@@ -191,7 +191,9 @@ async def _main(state: _State, url: str) -> int:
     loop = asyncio.get_running_loop()
     # Database work runs in threads; enough of them that checks never queue behind the API.
     loop.set_default_executor(ThreadPoolExecutor(max_workers=cfg.scheduler.concurrency * 2 + 4))
-    engine = db.make_engine(url)
+    # One connection per running check, plus claims, the outbox and the API; the pool's
+    # default (5 + 10 overflow) made checks wait for a connection at concurrency 16.
+    engine = db.make_engine(url, pool_size=cfg.scheduler.concurrency + 4, max_overflow=4)
     try:
         with _sqlite_single_replica(engine):
             if db.is_sqlite(engine):
