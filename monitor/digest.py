@@ -11,6 +11,7 @@ changes, the new entry set ready to store, and the 64-bit fingerprints of its lo
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import gc
 import os
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # the pool's modules load only when a big document comes (sta
     from concurrent.futures import Future, ProcessPoolExecutor
 
 __all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "digest", "drop_duplicates",
-           "pool_started", "run", "warm", "workers"]
+           "pool_started", "run", "shutdown", "warm", "workers"]
 
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
 _CHUNK = 64 * 1024
@@ -259,7 +260,17 @@ def _get_pool(size: int) -> ProcessPoolExecutor:
                 max_tasks_per_child=_TASKS_PER_WORKER,
             )
             _ready = _pool.submit(os.getpid)
+            atexit.register(shutdown)
         return _pool
+
+
+def shutdown() -> None:
+    """Stop the worker processes (at exit: before the interpreter tears its modules down)."""
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def pool_started() -> bool:
