@@ -26,14 +26,14 @@ from datetime import datetime
 from itertools import islice
 from typing import IO, TYPE_CHECKING
 
-from monitor import diff as diffing
 from monitor import entryset, parse, validate
-from monitor.model import Change, DocumentKind, EntryState, Issue
+from monitor.model import Change, ChangeKind, DocumentKind, EntryState, Issue, entry_state
 
 if TYPE_CHECKING:  # the pool's modules load only when a big document comes (start-up time)
     from concurrent.futures import Future, ProcessPoolExecutor
 
-__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "digest", "drop_duplicates",
+__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "diff_stored", "digest",
+           "drop_duplicates",
            "pool_started", "run", "shutdown", "warm", "workers"]
 
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
@@ -119,7 +119,28 @@ def _fill(
     elif job.previous is None:
         result.changes = list(_additions(states))
     else:
-        result.changes = diffing.diff(entryset.decode(job.previous).states, states)
+        result.changes = diff_stored(job.previous, states)
+
+
+def diff_stored(previous: bytes, states: dict[str, EntryState]) -> list[Change]:
+    """``diff.diff`` against a stored entry set, without decoding it into EntryStates: its rows
+    are plain tuples, and a state is built only for what changed (the same changes, in the
+    same order)."""
+    before = entryset.rows(previous)
+    changes: list[Change] = []
+    append = changes.append
+    pop = before.pop
+    for loc, after in states.items():
+        row = pop(loc, None)
+        if row is None:
+            append(Change("added" if after.valid else "invalid", loc, None, after))
+        elif row != (after.lastmod, after.changefreq, after.priority, after.extensions,
+                     after.valid):
+            kind: ChangeKind = "invalid" if row[4] and not after.valid else "changed"
+            append(Change(kind, loc, entry_state(*row), after))
+    for loc, row in before.items():
+        append(Change("removed", loc, entry_state(*row), None))
+    return changes
 
 
 def _additions(states: dict[str, EntryState]) -> Iterator[Change]:

@@ -25,7 +25,7 @@ from typing import cast
 
 from monitor.model import EntryState, entry_state
 
-__all__ = ["EntrySet", "decode", "encode", "loc_hash", "loc_hashes", "locs"]
+__all__ = ["EntrySet", "Row", "decode", "encode", "loc_hash", "loc_hashes", "locs", "rows"]
 
 VERSION = 1
 _LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
@@ -122,6 +122,26 @@ def decode(blob: bytes) -> EntrySet:
     raw_rules = cast("dict[str, str]", header.get("rules") or {})
     rules = {loc[int(i)]: ids for i, ids in raw_rules.items()}
     return EntrySet(states, rules)
+
+
+Row = tuple[str | None, str | None, str | None, str | None, bool]
+
+
+def rows(blob: bytes) -> dict[str, Row]:
+    """loc -> (lastmod, changefreq, priority, extensions, valid) of a stored version, in
+    order: plain tuples, built in C, for comparing without an EntryState per entry."""
+    header, columns = _load(blob)
+    size = cast("int", header["n"])
+    loc = columns[0].split("\x00") if size else []
+    absent = set(cast("list[str]", header.get("absent") or []))
+    lastmods, changefreqs, priorities, extensionss = (
+        _column(text, size, name in absent)
+        for name, text in zip(_FIELDS, columns[1:], strict=True)
+    )
+    invalid = set(cast("list[int]", header["invalid"]))
+    valid = [i not in invalid for i in range(size)]
+    return dict(zip(loc, zip(lastmods, changefreqs, priorities, extensionss, valid,
+                             strict=True), strict=True))
 
 
 def locs(blob: bytes) -> list[str]:

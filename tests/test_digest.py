@@ -1,0 +1,30 @@
+"""digest.diff_stored: the same changes, in the same order, as diff.diff on decoded states."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monitor import digest, entryset
+from monitor.diff import diff
+from monitor.model import EntryState
+
+locs = st.sampled_from([f"https://e.test/{i}" for i in range(12)])
+values = st.none() | st.sampled_from(["2024-01-01", "2024-02-01", "daily", "0.5", ""])
+states = st.builds(EntryState, values, values, values, values, st.booleans())
+maps = st.dictionaries(locs, states, max_size=12)
+
+
+@given(maps, maps)
+def test_diff_stored_is_diff(previous: dict[str, EntryState], current: dict[str, EntryState],
+                             ) -> None:
+    stored = entryset.encode(previous, {})
+    assert digest.diff_stored(stored, current) == diff(previous, current)
+
+
+def test_rows_are_the_decoded_states() -> None:
+    states = {"https://e.test/a": EntryState("2024-01-01", None, "0.5", None, True),
+              "https://e.test/b": EntryState(None, "daily", None, '{"image":[]}', False)}
+    rows = entryset.rows(entryset.encode(states, {}))
+    assert {loc: EntryState(*row) for loc, row in rows.items()} == states
+    assert list(rows) == list(states)
