@@ -8,6 +8,8 @@ Both sides map ``loc`` to ``EntryState``. The kinds (SPEC 2):
 - ``removed``: a loc that is gone.
 
 ``apply(previous, diff(previous, current)) == current`` for any two maps (property-tested).
+``digest.diff_stored`` is the same function over a stored entry set's rows (property-tested
+against this one).
 A loc present on both sides with equal state is no change, whichever document it sits in,
 so a URL that moves between two children of an index is neither added nor removed.
 """

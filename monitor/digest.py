@@ -26,6 +26,7 @@ from datetime import datetime
 from itertools import islice
 from typing import IO, TYPE_CHECKING
 
+from monitor import diff as diffing
 from monitor import entryset, parse, validate
 from monitor.model import Change, ChangeKind, DocumentKind, EntryState, Issue, entry_state
 
@@ -116,8 +117,8 @@ def _fill(
     result.hashes = array("Q", entryset.loc_hashes(states)).tobytes()
     if job.baseline:
         result.changes = list(islice(_additions(states), job.examples))
-    elif job.previous is None:
-        result.changes = list(_additions(states))
+    elif job.previous is None:  # a document new to the target: everything in it is new
+        result.changes = diffing.diff({}, states)
     else:
         result.changes = diff_stored(job.previous, states)
 
