@@ -95,41 +95,11 @@ def _column(text: str, size: int, absent: bool) -> list[str | None]:
     return [None if v == _UNSET else v for v in text.split("\x00")]
 
 
-def decode(blob: bytes) -> EntrySet:
-    """The entries of a stored document version."""
-    header, columns = _load(blob)
-    size = cast("int", header["n"])
-    loc = columns[0].split("\x00") if size else []
-    absent = set(cast("list[str]", header.get("absent") or []))
-    lastmods, changefreqs, priorities, extensionss = (
-        _column(text, size, name in absent)
-        for name, text in zip(_FIELDS, columns[1:], strict=True)
-    )
-    invalid = set(cast("list[int]", header["invalid"]))
-    shared: dict[tuple[object, ...], EntryState] = {}
-    states: dict[str, EntryState] = {}
-    for i, (key, lastmod, changefreq, priority, extensions) in enumerate(
-        zip(loc, lastmods, changefreqs, priorities, extensionss, strict=True)
-    ):
-        valid = i not in invalid
-        attrs = (lastmod, changefreq, priority, extensions, valid)
-        state = shared.get(attrs)
-        if state is None:
-            state = entry_state(lastmod, changefreq, priority, extensions, valid)
-            if len(shared) < 10_000:
-                shared[attrs] = state
-        states[key] = state
-    raw_rules = cast("dict[str, str]", header.get("rules") or {})
-    rules = {loc[int(i)]: ids for i, ids in raw_rules.items()}
-    return EntrySet(states, rules)
-
-
 Row = tuple[str | None, str | None, str | None, str | None, bool]
 
 
-def rows(blob: bytes) -> dict[str, Row]:
-    """loc -> (lastmod, changefreq, priority, extensions, valid) of a stored version, in
-    order: plain tuples, built in C, for comparing without an EntryState per entry."""
+def _rows(blob: bytes) -> tuple[list[str], list[Row], dict[str, str]]:
+    """The locs, their rows (lastmod, changefreq, priority, extensions, valid), the rules."""
     header, columns = _load(blob)
     size = cast("int", header["n"])
     loc = columns[0].split("\x00") if size else []
@@ -140,8 +110,31 @@ def rows(blob: bytes) -> dict[str, Row]:
     )
     invalid = set(cast("list[int]", header["invalid"]))
     valid = [i not in invalid for i in range(size)]
-    return dict(zip(loc, zip(lastmods, changefreqs, priorities, extensionss, valid,
-                             strict=True), strict=True))
+    found = list(zip(lastmods, changefreqs, priorities, extensionss, valid, strict=True))
+    raw_rules = cast("dict[str, str]", header.get("rules") or {})
+    return loc, found, {loc[int(i)]: ids for i, ids in raw_rules.items()}
+
+
+def decode(blob: bytes) -> EntrySet:
+    """The entries of a stored document version."""
+    loc, found, rules = _rows(blob)
+    shared: dict[Row, EntryState] = {}
+    states: dict[str, EntryState] = {}
+    for key, row in zip(loc, found, strict=True):
+        state = shared.get(row)
+        if state is None:
+            state = entry_state(*row)
+            if len(shared) < 10_000:
+                shared[row] = state
+        states[key] = state
+    return EntrySet(states, rules)
+
+
+def rows(blob: bytes) -> dict[str, Row]:
+    """loc -> (lastmod, changefreq, priority, extensions, valid) of a stored version, in
+    order: plain tuples, built in C, for comparing without an EntryState per entry."""
+    loc, found, _ = _rows(blob)
+    return dict(zip(loc, found, strict=True))
 
 
 def locs(blob: bytes) -> list[str]:
