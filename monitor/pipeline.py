@@ -94,6 +94,11 @@ class _Examples:
         if len(self.kept) < self.limit:
             self.kept.append(change)
 
+    def add_counted(self, first: list[Change], counts: dict[str, int]) -> None:
+        """Changes known by their counts and the first few of them (a baseline's)."""
+        self.counts.update(counts)
+        self.kept.extend(first[: max(0, self.limit - len(self.kept))])
+
 
 class _Check:
     """The state of one check while it walks the target's documents."""
@@ -461,10 +466,9 @@ class _Check:
             urls=found.urls, invalid=found.entries - found.urls, data=found.data,
         ))
         if self.first:  # the baseline: every entry is new, and no change rows are written
-            self.changes.counts["added"] += found.urls
-            self.changes.counts["invalid"] += found.entries - found.urls
-            room = self.changes.limit - len(self.changes.kept)
-            self.changes.kept.extend(found.changes[: max(0, room)])
+            self.changes.add_counted(
+                found.changes, {"added": found.urls, "invalid": found.entries - found.urls}
+            )
             return
         now: list[Change] = []
         for change in found.changes:
