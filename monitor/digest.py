@@ -2,8 +2,9 @@
 
 The pipeline hands each fetched document here. Big documents (over ``IN_PROCESS_MAX`` bytes)
 go to a pool of worker processes, so that a sitemap index's children are parsed on every core
-while the check fetches the next ones; small ones are digested in a thread of the calling
-process, where a round trip to a worker would cost more than it saves. ``digest`` is pure
+while the check fetches the next ones. The pool starts when a second big document arrives: a
+lone one (a re-check where one child changed) is digested here, as small ones are, since
+starting workers or a round trip to one would cost more than it saves. ``digest`` is pure
 (no database, no network) and returns only what the check needs: counts, the first issues and
 changes, the new entry set ready to store, and the 64-bit fingerprints of its locs.
 """
@@ -206,7 +207,7 @@ class Spool:
             self.data += chunk
             return
         if self._file is None:
-            warm()  # a big document: have the workers ready when it has arrived
+            _big_document()
             self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in finish/close)
                 prefix="sitemap-monitor-", suffix=".body", delete=False
             )
@@ -252,13 +253,25 @@ _pool: ProcessPoolExecutor | None = None
 _ready: Future[int] | None = None  # done once a worker answered: the pool is warm
 _busy = 0  # digests submitted to the pool and not back yet
 _inline = 0  # big documents being digested in a thread of this process
+_big = 0  # big documents this process has received
+
+
+def _big_document() -> None:
+    """A big document is arriving. The first is digested here; from the second on, this
+    process has more than one to digest (an index's children, many targets) and the pool
+    pays for its start-up: start it now, so that it is ready when the body has arrived."""
+    global _big
+    _big += 1
+    if _big >= 2:
+        warm()
 
 
 def warm() -> None:
-    """Start the pool now (a big document is on its way), so that no check waits for it."""
+    """Start the pool in the background (starting worker processes blocks for a while)."""
     size = workers()
-    if size > 0:
-        _get_pool(size)
+    if size > 0 and _pool is None:
+        threading.Thread(target=_get_pool, args=(size,), name="digest-pool-start",
+                         daemon=True).start()
 
 
 def _get_pool(size: int) -> ProcessPoolExecutor:
@@ -315,7 +328,6 @@ async def run(job: Job) -> Digest:
     size = workers()
     if job.path is None or size == 0:
         return await asyncio.to_thread(digest, job)
-    pool = _get_pool(size)
     if _inline == 0 and (_busy >= size or _ready is None or not _ready.done()):
         _inline += 1
         try:
@@ -323,10 +335,13 @@ async def run(job: Job) -> Digest:
         finally:
             _inline -= 1
     _busy += 1
+    pool = None
     try:
+        pool = await asyncio.to_thread(_get_pool, size)  # may start it: not on the loop
         return await asyncio.get_running_loop().run_in_executor(pool, digest, job)
     except BrokenExecutor as exc:  # BrokenProcessPool
-        _reset_pool(pool)
+        if pool is not None:
+            _reset_pool(pool)
         raise WorkerDied(f"{job.url}: the worker process parsing it died") from exc
     finally:
         _busy -= 1
