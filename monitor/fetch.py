@@ -10,7 +10,9 @@ deadline covers the whole fetch, body included, so a slow drip ends too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+import ssl
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -283,13 +285,16 @@ class Fetcher:
         self._resolver = resolver or system_resolver
         self._slots: dict[str, asyncio.Semaphore] = {}
         self._slot_users: dict[str, int] = {}
+        # httpcore loads anyio's asyncio backend on the first request (~35 ms): load it now,
+        # with the rest of the HTTP stack, so that a check's own time is its work.
+        with contextlib.suppress(ImportError):
+            import anyio._backends._asyncio  # noqa: F401
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
         # trust_env=False: a proxy from the environment would bypass the address policy
         # (the peer would be the proxy) and surprise tests bound to 127.0.0.1.
         self._client = httpx.AsyncClient(
-            transport=transport
-            or httpx.AsyncHTTPTransport(
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
-            ),
+            transport=transport or httpx.AsyncHTTPTransport(verify=_NO_TLS, limits=limits),
+            mounts=None if transport else {"https://": _TLSTransport(limits)},
             follow_redirects=False,
             trust_env=False,
         )
@@ -444,6 +449,29 @@ class Fetcher:
             await raw.aclose()
             raise
         return raw
+
+
+# The context of the http:// transport, which never makes a TLS connection (https:// URLs go
+# to _TLSTransport): it trusts no certificate, so a connection made by mistake would fail.
+_NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
+class _TLSTransport(httpx.AsyncBaseTransport):
+    """The https:// transport, built on its first request: loading the CA bundle costs ~80 ms,
+    which a run that only fetches http:// URLs (a one-shot check, say) never needs."""
+
+    def __init__(self, limits: httpx.Limits) -> None:
+        self._limits = limits
+        self._transport: httpx.AsyncHTTPTransport | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._transport is None:
+            self._transport = httpx.AsyncHTTPTransport(limits=self._limits)
+        return await self._transport.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            await self._transport.aclose()
 
 
 def _check_peer(raw: httpx.Response, url: str, allow_private: bool) -> None:

@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Reply", "Request", "TestServer", "closed_port", "gzip_bytes", "redirect", "repeat"]
+__all__ = ["Reply", "Request", "TestServer", "closed_port", "gzip_bytes", "redirect", "repeat",
+           "self_signed"]
 
 Body = bytes | Iterable[bytes] | Callable[[], Iterable[bytes]]
 
@@ -186,7 +191,8 @@ class TestServer:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
+        """``tls``: a certificate and its key (``self_signed``) to serve https:// with."""
         self.requests: list[Request] = []
         self.errors: list[Exception] = []  # exceptions raised by route handlers
         self.active = 0
@@ -196,11 +202,17 @@ class TestServer:
         self._stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _RequestHandler)
         self._server.owner = self
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            scheme = "https"
         self._sockets: set[socket.socket] = set()
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
                                         kwargs={"poll_interval": 0.05})
         self.port: int = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.base_url = f"{scheme}://127.0.0.1:{self.port}"
 
     def url(self, path: str = "/") -> str:
         """The absolute URL of ``path`` on this server."""
@@ -245,6 +257,21 @@ class TestServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def self_signed(folder: Path) -> tuple[Path, Path] | None:
+    """A certificate for 127.0.0.1 and its key, via the openssl tool; None without it."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    return cert, key
 
 
 def closed_port() -> int:

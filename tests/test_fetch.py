@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import os
 import resource
 import time
 import tracemalloc
@@ -11,11 +12,21 @@ import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from httpserver import Reply, Request, TestServer, closed_port, gzip_bytes, redirect, repeat
+from httpserver import (
+    Reply,
+    Request,
+    TestServer,
+    closed_port,
+    gzip_bytes,
+    redirect,
+    repeat,
+    self_signed,
+)
 
 from monitor import config
 from monitor.errors import FetchError
@@ -119,6 +130,36 @@ async def test_target_user_agent_overrides_the_fetchers(
     await read_all(fetcher, http_server.url("/s.xml"), SETTINGS.model_copy(
         update={"user_agent": "shop-bot/2"}))
     assert http_server.requests[0].headers["user-agent"] == "shop-bot/2"
+
+
+async def test_https_trusts_the_ca_bundle_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """https:// goes through a verifying transport (built on first use): a self-signed server
+    is refused until its certificate is in the CA bundle (SSL_CERT_FILE)."""
+    pair = self_signed(tmp_path)
+    if pair is None:
+        if os.environ.get("CI"):
+            pytest.fail("openssl is needed for the https test")
+        pytest.skip("openssl is not installed: cannot make a certificate for https")
+    with TestServer(tls=pair) as server:
+        server.route("/s.xml", Reply(body=XML))
+        url = server.url("/s.xml")
+        assert url.startswith("https://")
+        refused = Fetcher()
+        try:
+            error = await failure(refused, url)
+        finally:
+            await refused.aclose()
+        assert "certificate" in error.message.lower()
+        monkeypatch.setenv("SSL_CERT_FILE", str(pair[0]))
+        trusting = Fetcher()
+        try:
+            response, got = await read_all(trusting, url)
+        finally:
+            await trusting.aclose()
+        assert (response.status, got) == (200, XML)
+        assert len(server.requests) == 1  # the refused handshake sent no request
 
 
 # --- conditional GET --------------------------------------------------------------------------

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import email.policy
 import os
-import shutil
 import ssl
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes
@@ -19,7 +17,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 from alerttools import deliver, result, store_check
-from httpserver import closed_port
+from httpserver import closed_port, self_signed
 from sqlalchemy import Engine
 
 from monitor.alerts import send_test
@@ -28,21 +26,6 @@ from monitor.errors import DeliveryError
 from monitor.model import Change, EntryState
 
 USER, PASSWORD = "monitor", "smtp-pass"
-
-
-def self_signed(folder: Path) -> tuple[Path, Path] | None:
-    """A certificate for 127.0.0.1 and its key, via the openssl tool; None without it."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        return None
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )
-    return cert, key
 
 
 @dataclass
