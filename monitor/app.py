@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
-from monitor import __version__, api, config, log, pipeline
+from monitor import __version__, api, config, digest, log, pipeline
 from monitor.alerts.outbox import Deliverer
 from monitor.errors import ConfigError, MonitorError, SchemaError
 from monitor.fetch import Fetcher
@@ -165,6 +165,7 @@ class _Server(uvicorn.Server):
 def run(config_path: str | None, database_url: str | None) -> int:
     """Run the daemon until SIGTERM or SIGINT; return the process exit code."""
     log.configure()
+    digest.return_big_buffers()
     config_path = config_path or os.environ.get("SITEMAP_MONITOR_CONFIG") or None
     try:
         cfg = config.load(config_path) if config_path else config.Config()

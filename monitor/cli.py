@@ -205,6 +205,9 @@ def _check(args: argparse.Namespace) -> int:
         raise ConfigError(f"--fail-on: unknown kind {sorted(unknown)[0]!r} "
                           f"(use {', '.join(CHANGE_KINDS)})")
     engine = _open_engine(_database_url(args, cfg))
+    from monitor import digest
+
+    digest.return_big_buffers()
     # One check, then exit: the cycle collector would only walk the hundreds of thousands of
     # young objects of a big document again and again (10-20% of a digest), for the few
     # cycles lxml's parsers leave.
