@@ -156,8 +156,7 @@ class _Check:
             self.first = not self.state.documents
             self.allow_private = self.allow_private or await _is_private_target(self.target.url)
             await self._walk_root()
-            await self._finish(clock, t0)
-            await asyncio.to_thread(conn.commit)
+            await self._finish(clock, t0)  # commits
         except BaseException:
             await asyncio.shield(asyncio.to_thread(_rollback, conn))
             raise
@@ -575,19 +574,28 @@ class _Check:
         ):
             r.outcome = "unchanged"
         r.duration_seconds = time.monotonic() - t0
-        snapshot_id = await self._snapshot()
-        r.snapshot_id = snapshot_id
-        await self._db(store.close_snapshot, store.SnapshotWrite(
-            snapshot_id=snapshot_id, target_id=self._target_id(), finished_at=clock(),
-            result=r, issue_counts=dict(issue_counts),
+        await self._db(self._end, dict(issue_counts), clock())
+
+    def _end(self, conn: Connection, issue_counts: dict[str, int], finished_at: datetime) -> None:
+        """Write the snapshot and commit, in one trip to a database thread: SQLite's write
+        lock, taken by the check's first write, is then not held across turns of an event
+        loop busy with other checks (an unchanged re-check writes only here)."""
+        r = self.result
+        if self.snapshot_id is None:
+            self.snapshot_id = store.open_snapshot(conn, self._target_id(), self.started)
+        r.snapshot_id = self.snapshot_id
+        store.close_snapshot(conn, store.SnapshotWrite(
+            snapshot_id=self.snapshot_id, target_id=self._target_id(), finished_at=finished_at,
+            result=r, issue_counts=issue_counts,
             document_states=list(self.read.values()), dropped_documents=self.dropped,
             untouched_documents=self.untouched,
         ))
-        r.issue_counts = dict(issue_counts)
+        r.issue_counts = issue_counts
         if self.alerts is not None and self.alerts.rules:
-            await self._db(_raise_alerts, self.alerts, r, snapshot_id, self.started)
+            _raise_alerts(conn, self.alerts, r, self.snapshot_id, self.started)
         if self.in_transaction is not None:
-            await self._db(self.in_transaction)
+            self.in_transaction(conn)
+        conn.commit()
 
 
 def _raise_alerts(
