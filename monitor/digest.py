@@ -6,7 +6,7 @@ while the check fetches the next ones. The pool starts when a second big documen
 lone one (a re-check where one child changed) is digested here, as small ones are, since
 starting workers or a round trip to one would cost more than it saves. ``digest`` is pure
 (no database, no network) and returns only what the check needs: counts, the first issues and
-changes, the new entry set ready to store, and the 64-bit fingerprints of its locs.
+changes, the new entry set ready to store, and the fingerprints of its locs.
 """
 
 from __future__ import annotations

@@ -541,9 +541,13 @@ class _Check:
 
     async def _snapshot(self) -> int:
         if self.snapshot_id is None:
-            self.snapshot_id = await self._db(
-                store.open_snapshot, self._target_id(), self.started
-            )
+            return int(await self._db(self._snapshot_in))
+        return self.snapshot_id
+
+    def _snapshot_in(self, conn: Connection) -> int:
+        """The check's snapshot id, opening the snapshot with the check's first write."""
+        if self.snapshot_id is None:
+            self.snapshot_id = store.open_snapshot(conn, self._target_id(), self.started)
         return self.snapshot_id
 
     # -- the end --------------------------------------------------------------------------
@@ -581,18 +585,16 @@ class _Check:
         lock, taken by the check's first write, is then not held across turns of an event
         loop busy with other checks (an unchanged re-check writes only here)."""
         r = self.result
-        if self.snapshot_id is None:
-            self.snapshot_id = store.open_snapshot(conn, self._target_id(), self.started)
-        r.snapshot_id = self.snapshot_id
+        r.snapshot_id = self._snapshot_in(conn)
         store.close_snapshot(conn, store.SnapshotWrite(
-            snapshot_id=self.snapshot_id, target_id=self._target_id(), finished_at=finished_at,
+            snapshot_id=r.snapshot_id, target_id=self._target_id(), finished_at=finished_at,
             result=r, issue_counts=issue_counts,
             document_states=list(self.read.values()), dropped_documents=self.dropped,
             untouched_documents=self.untouched,
         ))
         r.issue_counts = issue_counts
         if self.alerts is not None and self.alerts.rules:
-            _raise_alerts(conn, self.alerts, r, self.snapshot_id, self.started)
+            _raise_alerts(conn, self.alerts, r, r.snapshot_id, self.started)
         if self.in_transaction is not None:
             self.in_transaction(conn)
         conn.commit()
