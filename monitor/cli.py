@@ -222,8 +222,7 @@ def _check(args: argparse.Namespace) -> int:
     _print_result(result, as_json=args.json)
     if result.outcome == "failed":
         return EXIT_FAILED
-    counts = {"added": result.added, "removed": result.removed, "changed": result.changed,
-              "invalid": result.invalid_new}
+    counts = result.change_counts()
     return EXIT_FAIL_ON if any(counts[k] for k in kinds) else EXIT_OK
 
 

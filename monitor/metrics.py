@@ -139,8 +139,7 @@ class Metrics:
         self.check_duration.labels(t).observe(result.duration_seconds)
         self.last_check.labels(t).set(when)
         self.fetched_bytes.labels(t).inc(result.fetched_bytes)
-        for kind, count in (("added", result.added), ("removed", result.removed),
-                            ("changed", result.changed), ("invalid", result.invalid_new)):
+        for kind, count in result.change_counts().items():
             if count:
                 self.changes.labels(t, kind).inc(count)
         if result.outcome == "failed" and result.snapshot_id is None:

@@ -219,6 +219,11 @@ class CheckResult:
     # rule id -> count of the target's current issues after this check (what the gauges show)
     issue_counts: dict[str, int] = field(default_factory=dict)
 
+    def change_counts(self) -> dict[str, int]:
+        """The changes this check found, by kind (``invalid``: entries newly invalid)."""
+        return {"added": self.added, "removed": self.removed, "changed": self.changed,
+                "invalid": self.invalid_new}
+
     def as_json(self) -> dict[str, Any]:
         """The ``check --json`` object of SPEC section 5."""
         return {

@@ -68,7 +68,7 @@ def judge(rule: Rule, result: CheckResult, context: RuleContext, now: datetime) 
     failed = result.outcome == "failed"
     when = rule.when
     if when in _KIND_WORDS:
-        count = result.invalid_new if when == "invalid" else int(getattr(result, when))
+        count = result.change_counts()[when]
         return _counted(rule, count, context, failed=failed)
     if when == "check_failed":
         streak = context.consecutive_failures + 1 if failed else 0
@@ -215,7 +215,6 @@ def _examples(result: CheckResult, limit: int) -> tuple[dict[str, list[str]], bo
         urls = examples.setdefault(change.kind, [])
         if len(urls) < limit:
             urls.append(change.loc)
-    totals = {"added": result.added, "removed": result.removed, "changed": result.changed,
-              "invalid": result.invalid_new}
+    totals = result.change_counts()
     truncated = any(totals[k] > len(examples.get(k, [])) for k in CHANGE_KINDS)
     return {k: examples[k] for k in CHANGE_KINDS if examples.get(k)}, truncated
