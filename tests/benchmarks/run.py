@@ -100,52 +100,74 @@ def _peer(server: Server | None, tool: str, *args: str) -> Measurement:
     return m
 
 
-def run_w1(data_dir: Path, kinds: list[str], *, peers: bool, profile: bool) -> dict[str, Any]:
-    """W1: three sitemap-monitor checks per database, the two peers and the floor."""
+def run_w1(
+    data_dir: Path, kinds: list[str], *, peers: bool, profile: bool, repeat: int = 1
+) -> dict[str, Any]:
+    """W1: three sitemap-monitor checks per database, the two peers and the floor, each run
+    ``repeat`` times (the checks into a fresh database each time); the fastest run counts."""
     manifest = workloads.ensure("W1", data_dir)
     print(f"W1: {manifest['urls']:,} URLs, {int(manifest['bytes']) / 1e6:.1f} MB in {data_dir}")
     files = [str(p) for p in workloads.w1_child_files(data_dir)]
-    out: dict[str, Any] = {"floor": _peer(None, "floor", *files), "checks": {}}
-    _progress(out["floor"])
+    out: dict[str, Any] = {
+        "floor": _best([_peer(None, "floor", *files) for _ in range(repeat)]),
+        "checks": {},
+        "repeat": repeat,
+    }
     with serve(data_dir, "w1") as server:
         url = f"{server.origin}/w1/sitemap_index.xml"
         for kind in kinds:
-            with database(kind) as db:
-                harness.upgrade(db)
-                first = _check(
-                    server,
-                    db,
-                    f"first check [{kind}]",
-                    url,
-                    {"outcome": "ok", "added": EXPECTED_W1, "removed": 0, "changed": 0},
-                )
-                _progress(first)
-                again = _check(
-                    server,
-                    db,
-                    f"re-check, unchanged [{kind}]",
-                    url,
-                    {"outcome": "unchanged", "added": 0, "removed": 0, "changed": 0},
-                )
-                _progress(again)
-                server.variant("w1prime")
-                changed = _check(
-                    server,
-                    db,
-                    f"re-check, 1 child changed [{kind}]",
-                    url,
-                    {"outcome": "ok", "added": 0, "removed": 0, "changed": CHANGED_W1},
-                )
-                _progress(changed)
-                server.variant("base")
-                out["checks"][kind] = (first, again, changed)
+            trios = [_trio(server, kind, url) for _ in range(repeat)]
+            out["checks"][kind] = tuple(_best(list(runs)) for runs in zip(*trios, strict=True))
         if peers:
             for tool in ("advertools", "usp"):
-                out[tool] = _peer(server, tool, url)
-                _progress(out[tool])
+                out[tool] = _best([_peer(server, tool, url) for _ in range(repeat)])
         if profile:
             out["profile"] = _profile(server, url)
     return out
+
+
+def _trio(server: Server, kind: str, url: str) -> tuple[Measurement, Measurement, Measurement]:
+    """A first check into an empty database, the unchanged re-check, the 1-child re-check."""
+    with database(kind) as db:
+        harness.upgrade(db)
+        first = _check(
+            server,
+            db,
+            f"first check [{kind}]",
+            url,
+            {"outcome": "ok", "added": EXPECTED_W1, "removed": 0, "changed": 0},
+        )
+        again = _check(
+            server,
+            db,
+            f"re-check, unchanged [{kind}]",
+            url,
+            {"outcome": "unchanged", "added": 0, "removed": 0, "changed": 0},
+        )
+        server.variant("w1prime")
+        try:
+            changed = _check(
+                server,
+                db,
+                f"re-check, 1 child changed [{kind}]",
+                url,
+                {"outcome": "ok", "added": 0, "removed": 0, "changed": CHANGED_W1},
+            )
+        finally:
+            server.variant("base")
+    return first, again, changed
+
+
+def _best(runs: list[Measurement]) -> Measurement:
+    """The fastest of repeated runs, carrying every run's wall time; a run that did not report
+    what the workload holds makes the result unverified, however fast it was."""
+    best = min(runs, key=lambda m: m.wall)
+    best.extra["walls"] = [round(m.wall, 2) for m in runs]
+    wrong = [m.extra.get("verified") for m in runs if m.extra.get("verified") != "yes"]
+    if wrong:
+        best.extra["verified"] = wrong[0]
+    _progress(best)
+    return best
 
 
 def _profile(server: Server, url: str) -> dict[str, Any]:
@@ -180,12 +202,17 @@ def _profile(server: Server, url: str) -> dict[str, Any]:
 
 def _progress(m: Measurement) -> None:
     print(
-        f"   {m.name:<38} {m.wall:8.2f} s wall {m.tree_cpu:8.2f} s cpu {m.peak_rss_mb:8.1f} MB"
+        f"   {m.name:<38} {m.wall:8.2f} s wall (runs: {_walls(m)}) {m.tree_cpu:8.2f} s cpu "
+        f"{m.peak_rss_mb:8.1f} MB"
         f" (tree PSS {m.tree_rss_mb:.1f} MB, {m.processes} proc)"
         f"  urls={m.extra.get('urls')} verified={m.extra.get('verified')} "
         f"{m.extra.get('summary', '')}",
         flush=True,
     )
+
+
+def _walls(m: Measurement) -> str:
+    return " ".join(f"{w:.2f}" for w in m.extra.get("walls", [m.wall]))
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -195,11 +222,11 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 def report_w1(out: dict[str, Any]) -> list[str]:
     """The table of figures and the targets, as Markdown (the README pastes it)."""
     lines = [
-        "| run | URLs | wall s | CPU s | peak RSS MB | tree PSS MB | in-process s "
-        "| HTTP server CPU s "
+        "| run | URLs | wall s (fastest) | wall s, every run | CPU s | peak RSS MB | tree PSS MB "
+        "| in-process s | HTTP server CPU s "
         "| PostgreSQL CPU s "
         "| HTTP 200/304 | wall vs first check | verified |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     checks: dict[str, tuple[Measurement, ...]] = out["checks"]
     base = next(iter(checks.values()))[0] if checks else None
@@ -210,7 +237,8 @@ def report_w1(out: dict[str, Any]) -> list[str]:
         ref = checks[_kind(m)][0] if _kind(m) in checks else base
         ratio = f"{m.wall / ref.wall:.2f}x" if ref else "-"
         lines.append(
-            f"| {_label(m.name)} | {m.extra.get('urls')} | {m.wall:.2f} | {m.tree_cpu:.2f} | "
+            f"| {_label(m.name)} | {m.extra.get('urls')} | {m.wall:.2f} | {_walls(m)} | "
+            f"{m.tree_cpu:.2f} | "
             f"{m.peak_rss_mb:.0f} | {m.tree_rss_mb:.0f} | {_fmt(m.extra.get('in_process'))} | "
             f"{_fmt(m.extra.get('server_cpu'))} | {_fmt(m.extra.get('db_cpu'))} | "
             f"{m.extra.get('http', '-')} | {ratio} | "
@@ -242,8 +270,9 @@ def report_w1(out: dict[str, Any]) -> list[str]:
             cpu=_cpu(first) / floor.tree_cpu,
         )
         target("first check peak RSS, main process", first.peak_rss_mb, 150, "MB")
-        target("first check peak memory, whole process tree (summed PSS)", first.tree_rss_mb,
-               150, "MB")
+        target(
+            "first check peak memory, whole process tree (summed PSS)", first.tree_rss_mb, 150, "MB"
+        )
         fi, ai, ci = (m.extra.get("in_process") for m in (first, again, changed))
         target(
             "unchanged re-check / first, in-process (duration_seconds)",
@@ -342,6 +371,13 @@ def main() -> None:
     parser.add_argument("--database", choices=["sqlite", "postgres"], action="append")
     parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())
     parser.add_argument("--no-peers", action="store_true", help="skip advertools and USP")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        metavar="N",
+        help="W1: run every measured step N times and count the fastest (default 3)",
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy profiles of the W1 checks")
     parser.add_argument(
         "--wait-for-cli",
@@ -378,8 +414,18 @@ def main() -> None:
     lines: list[str] = []
     results: dict[str, Any] = {}
     if "W1" in workload_names:
-        w1 = run_w1(args.data_dir, kinds, peers=not args.no_peers, profile=args.profile)
-        lines += ["", "W1: index of 10 x 50,000 URLs", *report_w1(w1)]
+        w1 = run_w1(
+            args.data_dir,
+            kinds,
+            peers=not args.no_peers,
+            profile=args.profile,
+            repeat=max(1, args.repeat),
+        )
+        lines += [
+            "",
+            f"W1: index of 10 x 50,000 URLs, fastest of {w1['repeat']} runs each",
+            *report_w1(w1),
+        ]
         if "profile" in w1:
             lines += report_profile(w1["profile"])
         results["W1"] = w1
