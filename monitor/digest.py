@@ -35,9 +35,9 @@ from monitor.model import Change, ChangeKind, DocumentKind, EntryState, Issue, e
 if TYPE_CHECKING:  # the pool's modules load only when a big document comes (start-up time)
     from concurrent.futures import Future, ProcessPoolExecutor
 
-__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "diff_stored", "digest",
-           "drop_duplicates", "pool_started", "return_big_buffers", "run", "shutdown", "warm",
-           "workers"]
+__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "diff_columns", "diff_stored",
+           "digest", "drop_duplicates", "pool_started", "return_big_buffers", "run", "shutdown",
+           "warm", "workers"]
 
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
 _CHUNK = 64 * 1024
@@ -116,14 +116,16 @@ def _fill(
     result.urls = sum(1 for s in states.values() if s.valid)
     result.entries = len(states)
     result.invalid = invalid
-    result.data = entryset.encode(states, rules)
+    columns = entryset.columns(states, rules)
+    result.data = entryset.pack(columns)
     result.hashes = array("Q", entryset.loc_hashes(states)).tobytes()
     if job.baseline:
         result.changes = list(islice(_additions(states), job.examples))
     elif job.previous is None:  # a document new to the target: everything in it is new
         result.changes = diffing.diff({}, states)
     else:
-        result.changes = diff_stored(job.previous, states)
+        changes = diff_columns(entryset.unpack(job.previous), columns, states)
+        result.changes = diff_stored(job.previous, states) if changes is None else changes
 
 
 def diff_stored(previous: bytes, states: dict[str, EntryState]) -> list[Change]:
@@ -144,6 +146,42 @@ def diff_stored(previous: bytes, states: dict[str, EntryState]) -> list[Change]:
             append(Change(kind, loc, entry_state(*row), after))
     for loc, row in before.items():
         append(Change("removed", loc, entry_state(*row), None))
+    return changes
+
+
+def diff_columns(
+    before: entryset.Columns, after: entryset.Columns, states: dict[str, EntryState]
+) -> list[Change] | None:
+    """``diff_stored`` for the usual re-read document, whose locs are the stored ones in the
+    stored order: only the columns that differ are split, and only the entries whose values
+    differ are looked at. None when the locs differ (``diff_stored`` does that case)."""
+    if before.texts[0] != after.texts[0]:
+        return None
+    old_invalid = before.invalid()
+    positions = old_invalid ^ after.invalid()
+    old_columns: list[list[str | None] | None] = [None] * 5
+    for index in range(1, 5):
+        if (before.texts[index] == after.texts[index]
+                and before.absent(index) == after.absent(index)):
+            continue
+        old = old_columns[index] = before.column(index)
+        positions.update(i for i, (a, b) in enumerate(zip(old, after.column(index), strict=True))
+                         if a != b)
+    if not positions:
+        return []
+    locs = after.texts[0].split("\x00")
+    lastmods, changefreqs, priorities, extensions = (
+        before.column(index) if column is None else column for index, column in
+        enumerate(old_columns[1:], 1)
+    )
+    changes: list[Change] = []
+    for i in sorted(positions):
+        loc = locs[i]
+        was = entry_state(lastmods[i], changefreqs[i], priorities[i], extensions[i],
+                          i not in old_invalid)
+        now = states[loc]
+        kind: ChangeKind = "invalid" if was.valid and not now.valid else "changed"
+        changes.append(Change(kind, loc, was, now))
     return changes
 
 
