@@ -11,12 +11,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# An editable install leaves the package uncompiled (a wheel install, as in the image, compiles
+# it); compiled here once, the CLI does not compile its modules at every start (~0.08 s).
 $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
+	$(BIN)/python -m compileall -q monitor migrations
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/python -m compileall -q monitor migrations
 	touch $@ $(VENV)/.installed-run
 
 install: $(VENV)/.installed-run

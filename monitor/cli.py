@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import gc
 import json
+import logging
 import os
 import re
 import sys
@@ -114,6 +115,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+
+
+def script() -> None:
+    """The ``sitemap-monitor`` console script: ``main``, then an exit without the interpreter's
+    teardown, which would free one by one every object a big check leaves behind (its loc
+    fingerprints, caches, modules): about 0.1 s after 500,000 URLs. By then the output is
+    written, the database closed and the worker processes stopped; this finishes the rest."""
+    code = main()
+    digest = sys.modules.get("monitor.digest")
+    if digest is not None:
+        digest.shutdown()
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe: let the interpreter report it the way it always does
+        sys.exit(code)
+    os._exit(code)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

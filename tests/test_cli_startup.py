@@ -115,3 +115,43 @@ def test_shipped_head_reads_only_plain_chains(
     assert db._shipped_head(versions) == expected
     if expected is not None:  # the same answer as Alembic's, which imports the files
         assert ScriptDirectory(str(tmp_path)).get_current_head() == expected
+
+
+# The console script: main(), then os._exit() past the interpreter's teardown.
+SCRIPT = "from monitor.cli import script; script()"
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    # Buffered output, as a user's terminal-less run has it: what os._exit would lose unflushed.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120, check=False)
+
+
+def test_the_console_script_is_script() -> None:
+    from importlib.metadata import entry_points
+
+    (entry,) = entry_points(group="console_scripts", name="sitemap-monitor")
+    assert entry.value == "monitor.cli:script"
+
+
+def test_script_keeps_exit_codes_and_output(http_server: TestServer, tmp_path: Path) -> None:
+    """Its quick exit still writes all of the output and exits with main()'s code."""
+    many = b"".join(b"<url><loc>https://example.test/%d</loc></url>" % i for i in range(3000))
+    http_server.route("/sitemap.xml", Reply(200, URLSET.replace(
+        b"<url><loc>https://example.test/a</loc></url>", many), {"Content-Type": "text/xml"}))
+    url, db_url = http_server.url("/sitemap.xml"), f"sqlite:///{tmp_path}/monitor.db"
+    first = run_script("check", url, "--database-url", db_url, "--json", "--max-changes", "3000",
+                       "--fail-on", "added")
+    assert (first.returncode, first.stderr) == (3, "")
+    assert first.stdout.endswith("}\n")  # the whole line (about 300 kB), not a cut-off buffer
+    result = json.loads(first.stdout)
+    assert (result["added"], len(result["changes"])) == (3000, 3000)
+    again = run_script("check", url, "--database-url", db_url, "--json", "--fail-on", "added")
+    assert (again.returncode, json.loads(again.stdout)["outcome"]) == (0, "unchanged")
+    usage = run_script("check")
+    assert usage.returncode == 2
+    assert usage.stderr.startswith("sitemap-monitor: usage:")
+    version = run_script("--version")  # argparse exits by SystemExit: the usual way out
+    assert (version.returncode, version.stdout.split()[0]) == (0, "sitemap-monitor")

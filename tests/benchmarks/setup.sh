@@ -11,6 +11,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install --quiet --upgrade pip
 "$venv/bin/pip" install --quiet -e "$root"
+# Compiled as a wheel install (the image) would be: the editable one is not.
+"$venv/bin/python" -m compileall -q "$root/monitor"
 "$venv/bin/pip" install --quiet \
     "advertools>=0.16" \
     "ultimate-sitemap-parser>=1.0" \
