@@ -113,10 +113,10 @@ def digest(job: Job) -> Digest:
 def _fill(
     result: Digest, states: dict[str, EntryState], rules: dict[str, str], invalid: int, job: Job
 ) -> None:
-    result.urls = sum(1 for s in states.values() if s.valid)
-    result.entries = len(states)
-    result.invalid = invalid
     columns = entryset.columns(states, rules)
+    result.entries = len(states)
+    result.urls = result.entries - len(columns.invalid())
+    result.invalid = invalid
     result.data = entryset.pack(columns)
     result.hashes = array("Q", entryset.loc_hashes(states)).tobytes()
     if job.baseline:
@@ -124,11 +124,12 @@ def _fill(
     elif job.previous is None:  # a document new to the target: everything in it is new
         result.changes = diffing.diff({}, states)
     else:
-        changes = diff_columns(entryset.unpack(job.previous), columns, states)
-        result.changes = diff_stored(job.previous, states) if changes is None else changes
+        stored = entryset.unpack(job.previous)
+        changes = diff_columns(stored, columns, states)
+        result.changes = diff_stored(stored, states) if changes is None else changes
 
 
-def diff_stored(previous: bytes, states: dict[str, EntryState]) -> list[Change]:
+def diff_stored(previous: entryset.Columns, states: dict[str, EntryState]) -> list[Change]:
     """``diff.diff`` against a stored entry set, without decoding it into EntryStates: its rows
     are plain tuples, and a state is built only for what changed (the same changes, in the
     same order)."""

@@ -129,9 +129,8 @@ def _column(text: str, size: int, absent: bool) -> list[str | None]:
 Row = tuple[str | None, str | None, str | None, str | None, bool]
 
 
-def _rows(blob: bytes) -> tuple[list[str], list[Row], dict[str, str]]:
+def _rows(stored: Columns) -> tuple[list[str], list[Row], dict[str, str]]:
     """The locs, their rows (lastmod, changefreq, priority, extensions, valid), the rules."""
-    stored = unpack(blob)
     size = stored.size
     loc = stored.texts[0].split("\x00") if size else []
     lastmods, changefreqs, priorities, extensionss = (stored.column(i) for i in range(1, 5))
@@ -144,7 +143,7 @@ def _rows(blob: bytes) -> tuple[list[str], list[Row], dict[str, str]]:
 
 def decode(blob: bytes) -> EntrySet:
     """The entries of a stored document version."""
-    loc, found, rules = _rows(blob)
+    loc, found, rules = _rows(unpack(blob))
     shared: dict[Row, EntryState] = {}
     states: dict[str, EntryState] = {}
     for key, row in zip(loc, found, strict=True):
@@ -157,10 +156,11 @@ def decode(blob: bytes) -> EntrySet:
     return EntrySet(states, rules)
 
 
-def rows(blob: bytes) -> dict[str, Row]:
-    """loc -> (lastmod, changefreq, priority, extensions, valid) of a stored version, in
-    order: plain tuples, built in C, for comparing without an EntryState per entry."""
-    loc, found, _ = _rows(blob)
+def rows(stored: Columns) -> dict[str, Row]:
+    """loc -> (lastmod, changefreq, priority, extensions, valid) of a stored version (as
+    ``unpack`` gives it), in order: plain tuples, built in C, for comparing without an
+    EntryState per entry."""
+    loc, found, _ = _rows(stored)
     return dict(zip(loc, found, strict=True))
 
 

@@ -20,7 +20,7 @@ maps = st.dictionaries(locs, states, max_size=12)
 def test_diff_stored_is_diff(previous: dict[str, EntryState], current: dict[str, EntryState],
                              ) -> None:
     stored = entryset.encode(previous, {})
-    assert digest.diff_stored(stored, current) == diff(previous, current)
+    assert digest.diff_stored(entryset.unpack(stored), current) == diff(previous, current)
 
 
 @given(maps, maps)
@@ -42,12 +42,12 @@ def test_diff_columns_on_the_same_locs(rows: list[tuple[str, EntryState, EntrySt
     stored = entryset.encode(previous, {"https://e.test/0": "priority-invalid"})
     found = digest.diff_columns(entryset.unpack(stored), entryset.columns(current, {}), current)
     assert found == diff(previous, current)
-    assert found == digest.diff_stored(stored, current)
+    assert found == digest.diff_stored(entryset.unpack(stored), current)
 
 
 def test_rows_are_the_decoded_states() -> None:
     states = {"https://e.test/a": EntryState("2024-01-01", None, "0.5", None, True),
               "https://e.test/b": EntryState(None, "daily", None, '{"image":[]}', False)}
-    rows = entryset.rows(entryset.encode(states, {}))
+    rows = entryset.rows(entryset.unpack(entryset.encode(states, {})))
     assert {loc: EntryState(*row) for loc, row in rows.items()} == states
     assert list(rows) == list(states)
