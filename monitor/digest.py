@@ -29,7 +29,7 @@ from itertools import islice
 from typing import IO, TYPE_CHECKING
 
 from monitor import diff as diffing
-from monitor import entryset, parse, validate
+from monitor import entryset, parse, reread, validate
 from monitor.model import Change, ChangeKind, DocumentKind, EntryState, Issue, entry_state
 
 if TYPE_CHECKING:  # the pool's modules load only when a big document comes (start-up time)
@@ -102,16 +102,36 @@ def digest(job: Job) -> Digest:
     if parsed.kind == "sitemapindex":
         result.children = parsed.children
         return result
+    stored = None if job.previous is None else entryset.unpack(job.previous)
+    if stored is not None and not job.baseline:
+        found = reread.reread(parsed.entries, stored, job.url, now=job.now,
+                              examples=job.examples)
+        if found is not None:  # the stored locs, in order: only what differs is validated
+            _take(result, found, parsed.unkeyed_invalid)
+            return result
     checked = validate.validate_document(parsed.entries, job.url, now=job.now)
     del parsed.entries
     result.counts.update(i.rule for i in checked.issues)
     result.entry_issues = checked.issues[: job.examples]
-    _fill(result, checked.entries, checked.rules, checked.invalid + parsed.unkeyed_invalid, job)
+    _fill(result, checked.entries, checked.rules, checked.invalid + parsed.unkeyed_invalid, job,
+          stored)
     return result
 
 
+def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int) -> None:
+    result.counts.update(found.counts)
+    result.entry_issues = found.issues
+    result.entries = len(found.locs)
+    result.urls = result.entries - found.invalid
+    result.invalid = found.invalid + unkeyed_invalid
+    result.data = entryset.pack(found.columns)
+    result.hashes = array("Q", entryset.loc_hashes(found.locs)).tobytes()
+    result.changes = found.changes
+
+
 def _fill(
-    result: Digest, states: dict[str, EntryState], rules: dict[str, str], invalid: int, job: Job
+    result: Digest, states: dict[str, EntryState], rules: dict[str, str], invalid: int, job: Job,
+    stored: entryset.Columns | None,
 ) -> None:
     columns = entryset.columns(states, rules)
     result.entries = len(states)
@@ -121,10 +141,9 @@ def _fill(
     result.hashes = array("Q", entryset.loc_hashes(states)).tobytes()
     if job.baseline:
         result.changes = list(islice(_additions(states), job.examples))
-    elif job.previous is None:  # a document new to the target: everything in it is new
+    elif stored is None:  # a document new to the target: everything in it is new
         result.changes = diffing.diff({}, states)
     else:
-        stored = entryset.unpack(job.previous)
         changes = diff_columns(stored, columns, states)
         result.changes = diff_stored(stored, states) if changes is None else changes
 
@@ -231,7 +250,8 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
         i for i in result.entry_issues if i.loc not in dropped or i.rule == "loc-duplicate"
     ]
     # Invalid entries that were dropped were counted in ``invalid`` already: nothing to add.
-    _fill(result, states, rules, result.invalid, job)
+    _fill(result, states, rules, result.invalid, job,
+          None if job.previous is None else entryset.unpack(job.previous))
 
 
 class Spool:

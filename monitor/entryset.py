@@ -6,12 +6,13 @@ columns, so that encoding and decoding are a few joins and splits in C:
 
     HEADER \x02 LOCS \x02 LASTMODS \x02 CHANGEFREQS \x02 PRIORITIES \x02 EXTENSIONS
 
-HEADER is JSON: ``{"v": 1, "n": entries, "invalid": [positions], "rules": {"position": "rule
-ids"}, "absent": [names of columns without any value]}``. Each column joins its values (in
-document order) with \x00, an unset value being \x01. None of \x00-\x02 can occur in an XML
-document's text, nor in extension data (JSON escapes them); the parser replaces them in text
-sitemaps. Not pickle or marshal: the database is not trusted to run code, and any tool can read
-the history.
+HEADER is JSON: ``{"v": 1, "verdicts": RULES_VERSION, "n": entries, "invalid": [positions],
+"absent": [names of columns without any value], "rules": {"position": "rule ids"}}``; sets
+stored before "verdicts" was written lack it (their verdicts are not reused, monitor.reread).
+Each column joins its values (in document order) with \x00, an unset value being \x01. None
+of \x00-\x02 can occur in an XML document's text, nor in extension data (JSON escapes them);
+the parser replaces them in text sitemaps. Not pickle or marshal: the database is not trusted
+to run code, and any tool can read the history.
 """
 
 from __future__ import annotations
@@ -23,16 +24,16 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import cast
 
-from monitor.model import EntryState, entry_state
+from monitor.model import RULES_VERSION, EntryState, entry_state
 
-__all__ = ["Columns", "EntrySet", "Row", "columns", "decode", "encode", "loc_hash", "loc_hashes",
-           "locs", "pack", "rows", "unpack"]
+__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Row", "column_text", "columns", "decode",
+           "encode", "loc_hash", "loc_hashes", "locs", "pack", "rows", "unpack"]
 
 VERSION = 1
 _LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
-_FIELDS = ("lastmod", "changefreq", "priority", "extensions")
-_GETTERS = tuple(attrgetter(name) for name in _FIELDS)
+FIELDS = ("lastmod", "changefreq", "priority", "extensions")  # the columns after the locs
+_GETTERS = tuple(attrgetter(name) for name in FIELDS)
 _SEP = "\x02"  # between the header and the columns
 _SEP_BYTES = _SEP.encode()
 _UNSET = "\x01"  # a value that is not set (None)
@@ -60,7 +61,7 @@ class Columns:
 
     def absent(self, index: int) -> bool:
         """Whether column ``index`` (1-4) holds no value at all (its text is then empty)."""
-        return _FIELDS[index - 1] in cast("list[str]", self.header.get("absent") or [])
+        return FIELDS[index - 1] in cast("list[str]", self.header.get("absent") or [])
 
     def column(self, index: int) -> list[str | None]:
         """The values of column ``index`` (1-4), None where unset."""
@@ -81,23 +82,31 @@ def columns(states: Mapping[str, EntryState], rules: Mapping[str, str]) -> Colum
     values = list(states.values())
     header: dict[str, object] = {
         "v": VERSION,
+        "verdicts": RULES_VERSION,
         "n": len(values),
         "invalid": [i for i, state in enumerate(values) if not state.valid],
     }
-    fields: list[list[str | None]] = [list(map(getter, values)) for getter in _GETTERS]
-    absent = [name for name, column in zip(_FIELDS, fields, strict=True)
-              if all(v is None for v in column)]
+    texts = ["\x00".join(states)]
+    absent = []
+    for name, getter in zip(FIELDS, _GETTERS, strict=True):
+        text, empty = column_text(list(map(getter, values)))
+        texts.append(text)
+        if empty:
+            absent.append(name)
     if absent:  # a column without any value (extensions, usually) is not stored at all
         header["absent"] = absent
     if rules:
         position = {loc: i for i, loc in enumerate(states)}
         header["rules"] = {str(position[loc]): ids for loc, ids in rules.items()
                            if loc in position}
-    texts = ["\x00".join(states)]
-    for name, column in zip(_FIELDS, fields, strict=True):
-        texts.append("" if name in absent
-                     else "\x00".join([_UNSET if v is None else v for v in column]))
     return Columns(header, texts)
+
+
+def column_text(values: list[str | None]) -> tuple[str, bool]:
+    """A column's stored text, and whether it holds no value at all (its text is then "")."""
+    if all(v is None for v in values):
+        return "", True
+    return "\x00".join([_UNSET if v is None else v for v in values]), False
 
 
 def pack(columns: Columns) -> bytes:

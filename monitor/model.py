@@ -41,6 +41,9 @@ RULES: dict[str, Severity] = {
     "changefreq-invalid": "error",
     "priority-invalid": "error",
 }
+# The version of the rules' verdicts, stored with each entry set: bump it whenever a rule would
+# judge the same entry differently, so that no stored verdict is reused (monitor.reread).
+RULES_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from monitor.model import RULES, Entry, EntryState, Issue
 
-__all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "ValidatedDocument", "validate_document"]
+__all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "ValidatedDocument", "issue", "validate_document"]
 
 MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
 CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
@@ -170,7 +170,8 @@ _MESSAGES = {
 }
 
 
-def _issue(rule: str, entry: Entry, document_url: str) -> Issue:
+def issue(rule: str, entry: Entry, document_url: str) -> Issue:
+    """The issue ``rule`` raises for one entry of a document, with its message."""
     if rule.startswith("lastmod"):
         what = "not a W3C Datetime" if rule == "lastmod-invalid" else "later than the check"
         message = f"lastmod {entry.lastmod!r} is {what}"
@@ -209,7 +210,7 @@ def validate_document(
     for entry in entries:
         loc = entry.loc
         if loc in known:
-            issues.append(_issue("loc-duplicate", entry, document_url))
+            issues.append(issue("loc-duplicate", entry, document_url))
             invalid += 1
             continue
         if seen is not None:
@@ -253,7 +254,7 @@ def validate_document(
         valid = True
         if rules is not None:
             rules_by_loc[loc] = " ".join(rules)
-            issues.extend(_issue(rule, entry, document_url) for rule in rules)
+            issues.extend(issue(rule, entry, document_url) for rule in rules)
             valid = not any(RULES[rule] == "error" for rule in rules)
             invalid += not valid
         # EntryState is immutable: entries with the same attributes share one (most do).

@@ -1,0 +1,116 @@
+"""A re-read document against its stored entry set: only what differs is validated (pure).
+
+The usual re-read document (a child of an index whose bytes changed) lists the stored locs in
+the stored order, and most of its entries are as they were. Their verdicts are then the stored
+ones: a rule looks at the entry's own fields and the document's URL, which are the same, and
+at the check's time only for ``lastmod-future``, which a later check can only lift. So this
+validates just the entries whose fields differ and those stored as ``lastmod-future``, takes
+every other verdict from the stored set, and builds the new entry set's columns from the
+entries directly, without an EntryState per entry. The result equals ``validate_document``
+followed by ``entryset.columns`` and the diff (tests/test_reread.py holds it to that).
+
+A stored set whose verdicts come from other rules (``model.RULES_VERSION`` differs), or whose
+locs differ from the document's, is not reused: ``reread`` returns None and the caller
+validates the whole document. A clock set back between two checks could leave a
+``lastmod-future`` warning unraised until the entry changes; nothing else depends on time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
+
+from monitor import entryset, validate
+from monitor.model import RULES_VERSION, Change, ChangeKind, Entry, Issue, entry_state
+
+__all__ = ["Reread", "reread"]
+
+_FUTURE = "lastmod-future"
+
+
+@dataclass(slots=True)
+class Reread:
+    """What ``validate_document`` and ``entryset.columns`` would have made of the document,
+    with its changes against the stored set."""
+
+    columns: entryset.Columns
+    locs: list[str]
+    counts: dict[str, int]  # every issue's rule, counted
+    issues: list[Issue]  # the first ``examples`` issues, in document order
+    invalid: int  # invalid entries
+    changes: list[Change]
+
+
+def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: datetime,
+           examples: int) -> Reread | None:
+    """The document's verdicts, columns and changes, or None when the stored set cannot serve
+    (other locs, another order, duplicates, or verdicts of other rules)."""
+    size = len(entries)
+    if not size or size != before.size or before.header.get("verdicts") != RULES_VERSION:
+        return None
+    locs, *fields = (list(column) for column in zip(*entries, strict=True))
+    loc_text = "\x00".join(locs)
+    if loc_text != before.texts[0]:  # stored locs are unique: equal text, no duplicates
+        return None
+    texts, absent = [loc_text], []
+    recheck: set[int] = set()  # positions whose verdicts are validated again
+    old_columns: list[list[str | None] | None] = [None] * 5
+    for index, column in enumerate(fields, 1):
+        text, empty = entryset.column_text(column)
+        texts.append(text)
+        if empty:
+            absent.append(entryset.FIELDS[index - 1])
+        if text == before.texts[index] and empty == before.absent(index):
+            continue
+        old = old_columns[index] = before.column(index)
+        recheck.update(i for i, (a, b) in enumerate(zip(old, column, strict=True)) if a != b)
+    changed = frozenset(recheck)
+    old_rules = cast("dict[str, str]", before.header.get("rules") or {})
+    recheck.update(int(i) for i, ids in old_rules.items() if _FUTURE in ids.split())
+    old_invalid = before.invalid()
+    rules = {int(i): ids for i, ids in old_rules.items() if int(i) not in recheck}
+    invalid = old_invalid - recheck
+    if recheck:
+        order = sorted(recheck)
+        checked = validate.validate_document([entries[i] for i in order], url, now=now)
+        position = dict(zip((locs[i] for i in order), order, strict=True))
+        rules.update((position[loc], ids) for loc, ids in checked.rules.items())
+        invalid.update(position[loc] for loc, state in checked.entries.items() if not state.valid)
+    ordered = dict(sorted(rules.items()))
+    header: dict[str, object] = {"v": entryset.VERSION, "verdicts": RULES_VERSION,
+                                 "n": size, "invalid": sorted(invalid)}
+    if absent:
+        header["absent"] = absent
+    if ordered:
+        header["rules"] = {str(i): ids for i, ids in ordered.items()}
+    counts: dict[str, int] = {}
+    issues: list[Issue] = []
+    for i, ids in ordered.items():
+        for rule in ids.split():
+            counts[rule] = counts.get(rule, 0) + 1
+            if len(issues) < examples:
+                issues.append(validate.issue(rule, entries[i], url))
+    # Validity comes of error rules, which look only at the fields: it changes with them.
+    changes = _changes(entries, before, old_columns, changed, old_invalid, invalid)
+    return Reread(entryset.Columns(header, texts), locs, counts, issues, len(invalid), changes)
+
+
+def _changes(entries: list[Entry], before: entryset.Columns,
+             old_columns: list[list[str | None] | None], positions: frozenset[int],
+             old_invalid: set[int], invalid: set[int]) -> list[Change]:
+    if not positions:
+        return []
+    lastmods, changefreqs, priorities, extensions = (
+        before.column(index) if column is None else column
+        for index, column in enumerate(old_columns[1:], 1)
+    )
+    changes = []
+    for i in sorted(positions):
+        loc, lastmod, changefreq, priority, extension = entries[i]
+        was = entry_state(lastmods[i], changefreqs[i], priorities[i], extensions[i],
+                          i not in old_invalid)
+        now = entry_state(lastmod, changefreq, priority, extension, i not in invalid)
+        kind: ChangeKind = "invalid" if was.valid and not now.valid else "changed"
+        changes.append(Change(kind, loc, was, now))
+    return changes

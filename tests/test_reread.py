@@ -1,0 +1,137 @@
+"""reread: a re-read document checked against its stored entry set gives what validating the
+whole document, encoding it and diffing it against the stored set give."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monitor import digest, entryset, reread, validate
+from monitor.diff import diff
+from monitor.model import Entry
+
+URL = "https://e.test/sitemaps/a.xml"
+T0 = datetime(2024, 6, 1, 12, tzinfo=UTC)  # the check that stored the set
+
+locs = st.sampled_from([f"https://e.test/sitemaps/{i}" for i in range(10)]
+                       + ["https://other.test/x", "ftp://e.test/y", "https://e.test/up"])
+# Dates before, between and after the two checks: "2024-06-05" is in the future of T0 only.
+lastmods = st.none() | st.sampled_from(
+    ["2024-01-01", "2024-06-05", "2024-06-05T10:00:00Z", "2999-01-01", "yesterday", "2024-13"])
+changefreqs = st.none() | st.sampled_from(["daily", "Weekly", "often", ""])
+priorities = st.none() | st.sampled_from(["0.5", "1.0", "2", "x"])
+extensions = st.none() | st.sampled_from(['{"image":[{"loc":"a"}]}', '{"image":[{"loc":"b"}]}'])
+fields = st.tuples(lastmods, changefreqs, priorities, extensions)
+later = st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=30))
+
+
+def _stored(entries: list[Entry], now: datetime) -> bytes:
+    checked = validate.validate_document(entries, URL, now=now)
+    return entryset.encode(checked.entries, checked.rules)
+
+
+def _expected(previous: bytes, entries: list[Entry], now: datetime, examples: int,
+              ) -> tuple[entryset.Columns, dict[str, int], list[object], int, list[object]]:
+    checked = validate.validate_document(entries, URL, now=now)
+    counts: dict[str, int] = {}
+    for issue in checked.issues:
+        counts[issue.rule] = counts.get(issue.rule, 0) + 1
+    changes = diff(entryset.decode(previous).states, checked.entries)
+    return (entryset.columns(checked.entries, checked.rules), counts,
+            checked.issues[:examples], checked.invalid, changes)
+
+
+@given(st.lists(st.tuples(locs, fields, fields), unique_by=lambda row: row[0], min_size=1),
+       later, st.integers(min_value=0, max_value=4))
+def test_reread_is_validate_encode_and_diff(rows: list[tuple[str, tuple[str | None, ...],
+                                                             tuple[str | None, ...]]],
+                                            elapsed: timedelta, examples: int) -> None:
+    before = [Entry(loc, *old) for loc, old, _ in rows]
+    after = [Entry(loc, *new) for loc, _, new in rows]
+    previous = _stored(before, T0)
+    now = T0 + elapsed
+    found = reread.reread(after, entryset.unpack(previous), URL, now=now, examples=examples)
+    assert found is not None
+    columns, counts, issues, invalid, changes = _expected(previous, after, now, examples)
+    assert found.columns == columns
+    assert entryset.pack(found.columns) == entryset.pack(columns)
+    assert found.locs == [loc for loc, _, _ in rows]
+    assert (found.counts, found.issues, found.invalid) == (counts, issues, invalid)
+    assert found.changes == changes
+
+
+@given(st.lists(st.tuples(locs, fields), max_size=8), st.lists(st.tuples(locs, fields),
+                                                                max_size=8))
+def test_reread_declines_other_locs(before: list[tuple[str, tuple[str | None, ...]]],
+                                    after: list[tuple[str, tuple[str | None, ...]]]) -> None:
+    """Other locs, another order, a duplicate, an empty document: the whole document is
+    validated (None), else the result is the full path's."""
+    old = [Entry(loc, *values) for loc, values in before]
+    new = [Entry(loc, *values) for loc, values in after]
+    previous = _stored(old, T0)
+    found = reread.reread(new, entryset.unpack(previous), URL, now=T0, examples=5)
+    stored_locs = list(dict.fromkeys(loc for loc, _ in before))
+    if not new or [loc for loc, _ in after] != stored_locs:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.columns == _expected(previous, new, T0, 5)[0]
+
+
+def test_a_lifted_future_lastmod_is_validated_again() -> None:
+    entries = [Entry("https://e.test/sitemaps/1", "2024-06-05"),
+               Entry("https://e.test/sitemaps/2", "2024-01-01", "often")]
+    previous = _stored(entries, T0)
+    assert entryset.unpack(previous).header["rules"] == {"0": "lastmod-future",
+                                                          "1": "changefreq-invalid"}
+    found = reread.reread(entries, entryset.unpack(previous), URL, now=T0 + timedelta(days=10),
+                          examples=10)
+    assert found is not None
+    assert found.columns.header["rules"] == {"1": "changefreq-invalid"}
+    assert found.counts == {"changefreq-invalid": 1}
+    assert [i.rule for i in found.issues] == ["changefreq-invalid"]
+    assert found.invalid == 1
+    assert found.changes == []  # a warning lifted: the entry itself did not change
+
+
+@pytest.mark.parametrize("verdicts", [None, 0])
+def test_verdicts_of_other_rules_are_not_reused(verdicts: int | None) -> None:
+    entries = [Entry("https://e.test/sitemaps/1", "2024-01-01")]
+    columns = entryset.unpack(_stored(entries, T0))
+    if verdicts is None:
+        del columns.header["verdicts"]  # an entry set stored before verdicts were versioned
+    else:
+        columns.header["verdicts"] = verdicts
+    assert reread.reread(entries, columns, URL, now=T0, examples=10) is None
+
+
+def test_digest_takes_the_same_result_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """digest() through reread and through the whole validation: equal Digests."""
+    def document(lastmod: str, priority: str) -> bytes:
+        urls = "".join(
+            f"<url><loc>https://e.test/sitemaps/{i}</loc>"
+            f"<lastmod>{lastmod if i % 3 else '2024-01-01'}</lastmod>"
+            f"<priority>{priority if i % 5 else '0.5'}</priority></url>"
+            for i in range(40)
+        )
+        return (f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}'
+                "<url><lastmod>2024-01-01</lastmod></url></urlset>").encode()
+
+    def job(body: bytes, previous: bytes | None, examples: int = 1000) -> digest.Job:
+        return digest.Job(url=URL, now=T0, max_bytes=1 << 20, max_urls=50_000,
+                          max_children=50_000, body=body, previous=previous, examples=examples)
+
+    previous = digest.digest(job(document("2024-05-01", "0.7"), None)).data
+    for body in (document("2024-05-02", "7"), document("2024-05-01", "0.7")):
+        for examples in (1000, 3):
+            fast = digest.digest(job(body, previous, examples))
+            with monkeypatch.context() as patch:
+                patch.setattr(reread, "reread", lambda *args, **kwargs: None)
+                full = digest.digest(job(body, previous, examples))
+            assert asdict(fast) == asdict(full)
+            assert fast.invalid > 0  # the <url> without a loc, and invalid priorities
+    assert fast.changes == []
