@@ -52,6 +52,7 @@ _NOT_IN_XML = dict.fromkeys(range(3), "\ufffd")
 # Entry is a named tuple; tuple.__new__ builds one without its Python-level __new__.
 _tuple = tuple.__new__
 _json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False).encode
+_json_string = json.encoder.encode_basestring_ascii  # what _json does with a string
 
 
 def _skip_ws(s: bytes, i: int) -> int:
@@ -545,6 +546,12 @@ def _other_children(elements: list[etree._Element], values: list[str | None]) ->
 
 def _extensions(elements: list[etree._Element]) -> str | None:
     """Image, video, news and hreflang data of one <url>, as canonical JSON."""
+    if len(elements) == 1 and (lone := _lone_image(elements[0])) is not None:
+        return lone
+    return _any_extensions(elements)
+
+
+def _any_extensions(elements: list[etree._Element]) -> str | None:
     data: dict[str, list[Any]] = {}
     for element in elements:
         name = _local(element.tag)
@@ -561,6 +568,20 @@ def _extensions(elements: list[etree._Element]) -> str | None:
     if not data:
         return None
     return _json(data)
+
+
+def _lone_image(element: etree._Element) -> str | None:
+    """What ``_any_extensions`` makes of the usual image entry, one
+    ``<image:image><image:loc>URL</image:loc></image:image>``, without its dicts and encoder
+    (a tenth of a document's time when every tenth URL has one); None for any other shape."""
+    if len(element) != 1 or element.keys() or _local(element.tag) != "image" or (
+        element.text is not None and element.text.strip()
+    ):
+        return None
+    loc = element[0]
+    if len(loc) or loc.keys() or _local(loc.tag) != "loc":
+        return None
+    return '{"image":[{"loc":' + _json_string((loc.text or "").strip()) + "}]}"
 
 
 def _as_json(element: etree._Element) -> Any:

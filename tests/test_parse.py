@@ -6,6 +6,7 @@ import gc
 import json
 import time
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import pytest
 from hypothesis import given, settings
@@ -702,3 +703,31 @@ def test_a_parsed_document_is_freed_without_the_cycle_collector() -> None:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
+
+
+image_texts = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=12)
+image_shapes = st.sampled_from([
+    "<image:image><image:loc>{t}</image:loc></image:image>",  # the usual one
+    "<image:image>\n  <image:loc>  {t} </image:loc>\n</image:image>",
+    "<image:image><image:loc/></image:image>",
+    '<image:image><image:loc x="1">{t}</image:loc></image:image>',
+    '<image:image a="b"><image:loc>{t}</image:loc></image:image>',
+    "<image:image>{t}<image:loc>{t}</image:loc></image:image>",
+    "<image:image><image:loc>{t}</image:loc><image:title>{t}</image:title></image:image>",
+    "<image:image><image:title>{t}</image:title></image:image>",
+    "<image:image><image:loc><image:loc>{t}</image:loc></image:loc></image:image>",
+    '<image xmlns="urn:other"><loc>{t}</loc></image>',
+    "<video:video><video:loc>{t}</video:loc></video:video>",
+    "<image:image/>",
+])
+
+
+@given(image_shapes, image_texts)
+def test_the_usual_image_entry_takes_a_short_cut_to_the_same_json(shape: str, text: str) -> None:
+    """One image element is read by a short cut; beside another element, by the general path
+    (an unknown ``<news:x/>`` adds nothing to the JSON)."""
+    element = shape.format(t=escape(text))
+    [alone] = parse_document(urlset(f"<loc>https://example.com/p</loc>{element}"), URL).entries
+    [beside] = parse_document(urlset(f"<loc>https://example.com/p</loc>{element}<news:x/>"),
+                              URL).entries
+    assert alone.extensions == beside.extensions
