@@ -731,3 +731,53 @@ def test_the_usual_image_entry_takes_a_short_cut_to_the_same_json(shape: str, te
     [beside] = parse_document(urlset(f"<loc>https://example.com/p</loc>{element}<news:x/>"),
                               URL).entries
     assert alone.extensions == beside.extensions
+
+
+def _wide_document(count: int) -> bytes:
+    urls = [
+        f"<loc>https://example.com/p{i}?a=1&amp;b=2</loc><lastmod>2024-01-0{i % 9 + 1}</lastmod>"
+        + ("<image:image><image:loc>https://example.com/i.png</image:loc></image:image>"
+           if i % 10 == 0 else "")
+        + ("<!-- a comment --><changefreq><![CDATA[dai]]><!-- - -->ly</changefreq>"
+           if i % 7 == 0 else "")
+        + ("<priority> 0.<!-- in a value -->5<!---->  </priority><video:video>a<!-- -->b"
+           "<video:title>t<!---->t</video:title>c</video:video>" if i % 11 == 0 else "")
+        for i in range(count)
+    ]
+    data = urlset(*urls, decl='<?xml version="1.0"?><!-- before the root -->')
+    # A comment between <url>s, a <url> wrapped in another element, a <url> in another namespace.
+    return data.replace(b"</url>\n", b"</url><!-- between -->\n", 1).replace(
+        b"</urlset>", b"<group><url><loc>https://example.com/wrapped</loc></url></group>"
+        b'<x:url xmlns:x="urn:x"><loc>https://example.com/other-ns</loc></x:url></urlset>')
+
+
+def test_a_urlset_read_off_its_tree_gives_what_item_events_give() -> None:
+    """With the root's start tag whole in the first bytes, <url>s are read off the tree; cut
+    inside that tag, they come by item events: the same entries, issues and counts."""
+    data = _wide_document(3000)
+    tree = DocumentParser(URL)
+    tree.feed(data)
+    by_tree = tree.close()
+    cut = data.index(b"<urlset") + 9
+    by_events = feed_in(data, [cut])
+    assert tree._root is not None  # the tree path was taken
+    assert by_tree == by_events
+    assert len(by_tree.entries) == 3002
+    assert by_tree.entries[-2:] == [Entry("https://example.com/wrapped"),
+                                    Entry("https://example.com/other-ns")]
+    assert by_tree.entries[0].changefreq == "daily"  # the text around comments, joined
+    assert by_tree.entries[0].priority == "0.5"
+    assert by_tree.entries[0].extensions == (
+        '{"image":[{"loc":"https://example.com/i.png"}],"video":[{"#text":"ab","title":"tt"}]}')
+
+
+def test_a_urlset_read_off_its_tree_keeps_only_the_unread_part() -> None:
+    data = _wide_document(20_000)  # about 2.5 MB
+    parser = DocumentParser(URL)
+    widest = 0
+    for start in range(0, len(data), 64 * 1024):
+        parser.feed(data[start : start + 64 * 1024])
+        assert parser._root is not None
+        widest = max(widest, len(parser._root))
+    assert widest < 1000  # the <url>s of about one slice, not the 20,000
+    assert len(parser.close().entries) == 20_002
