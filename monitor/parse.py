@@ -422,7 +422,7 @@ class DocumentParser:
     def _read_urls(self) -> None:
         """<url> elements as item events give them (a urlset whose root tag is unusual)."""
         assert self._xml is not None
-        last = self._take_urls(url for _, url in _events(self._xml))
+        last = self._take_urls(url for _, url in _events(self._xml) if _outermost(url))
         if last is not None:
             _drop_through(last)
 
@@ -560,13 +560,25 @@ def _events(xml: etree.XMLPullParser) -> Iterator[tuple[str, etree._Element]]:
 
 def _urls(children: list[etree._Element]) -> Iterator[etree._Element]:
     """The <url> elements among a urlset's children (in any namespace, as item events
-    would find them): a <url> wrapped in another element too, not comments."""
+    would find them): a <url> wrapped in another element too, not comments, not a <url>
+    inside a <url>."""
     for child in children:
         tag = child.tag
         if tag == "url" or (type(tag) is str and tag.endswith("}url")):
             yield child
         elif type(tag) is str:
-            yield from child.iter("{*}url")
+            yield from (url for url in child.iter("{*}url") if _outermost(url))
+
+
+def _outermost(url: etree._Element) -> bool:
+    """Whether no ancestor of a <url> is one: a <url> inside a <url> is extension data."""
+    parent = url.getparent()
+    while parent is not None:
+        tag = parent.tag
+        if tag == "url" or (type(tag) is str and tag.endswith("}url")):
+            return False
+        parent = parent.getparent()
+    return True
 
 
 def _child_holding(comment: etree._Element, root: etree._Element) -> etree._Element | None:

@@ -742,18 +742,22 @@ def _wide_document(count: int) -> bytes:
            if i % 7 == 0 else "")
         + ("<priority> 0.<!-- in a value -->5<!---->  </priority><video:video>a<!-- -->b"
            "<video:title>t<!---->t</video:title>c</video:video>" if i % 11 == 0 else "")
+        + ('<x:url xmlns:x="urn:x"><loc>https://example.com/inside</loc></x:url>'
+           if i % 13 == 0 else "")
         for i in range(count)
     ]
     data = urlset(*urls, decl='<?xml version="1.0"?><!-- before the root -->')
     # A comment between <url>s, a <url> wrapped in another element, a <url> in another namespace.
     return data.replace(b"</url>\n", b"</url><!-- between -->\n", 1).replace(
-        b"</urlset>", b"<group><url><loc>https://example.com/wrapped</loc></url></group>"
+        b"</urlset>", b"<group><url><loc>https://example.com/wrapped</loc>"
+        b"<url><loc>https://example.com/inside</loc></url></url></group>"
         b'<x:url xmlns:x="urn:x"><loc>https://example.com/other-ns</loc></x:url></urlset>')
 
 
 def test_a_urlset_read_off_its_tree_gives_what_item_events_give() -> None:
     """With the root's start tag whole in the first bytes, <url>s are read off the tree; cut
-    inside that tag, they come by item events: the same entries, issues and counts."""
+    inside that tag, they come by item events: the same entries, issues and counts. A <url>
+    inside a <url> is extension data, not an entry."""
     data = _wide_document(3000)
     tree = DocumentParser(URL)
     tree.feed(data)
@@ -765,6 +769,7 @@ def test_a_urlset_read_off_its_tree_gives_what_item_events_give() -> None:
     assert len(by_tree.entries) == 3002
     assert by_tree.entries[-2:] == [Entry("https://example.com/wrapped"),
                                     Entry("https://example.com/other-ns")]
+    assert not [e for e in by_tree.entries if e.loc.endswith("/inside")]
     assert by_tree.entries[0].changefreq == "daily"  # the text around comments, joined
     assert by_tree.entries[0].priority == "0.5"
     assert by_tree.entries[0].extensions == (
