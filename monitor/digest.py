@@ -35,7 +35,7 @@ from monitor.model import Change, ChangeKind, DocumentKind, EntryState, Issue, e
 if TYPE_CHECKING:  # the pool's modules load only when a big document comes (start-up time)
     from concurrent.futures import Future, ProcessPoolExecutor
 
-__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "diff_columns", "diff_stored",
+__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "diff_stored",
            "digest", "drop_duplicates", "pool_started", "return_big_buffers", "run", "shutdown",
            "warm", "workers"]
 
@@ -102,7 +102,7 @@ def digest(job: Job) -> Digest:
     if parsed.kind == "sitemapindex":
         result.children = parsed.children
         return result
-    stored = None if job.previous is None else entryset.unpack(job.previous)
+    stored = _previous(job)
     if stored is not None and not job.baseline:
         found = reread.reread(parsed.entries, stored, job.url, now=job.now,
                               examples=job.examples)
@@ -116,6 +116,10 @@ def digest(job: Job) -> Digest:
     _fill(result, checked.entries, checked.rules, checked.invalid + parsed.unkeyed_invalid, job,
           stored)
     return result
+
+
+def _previous(job: Job) -> entryset.Columns | None:
+    return None if job.previous is None else entryset.unpack(job.previous)
 
 
 def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int) -> None:
@@ -143,9 +147,8 @@ def _fill(
         result.changes = list(islice(_additions(states), job.examples))
     elif stored is None:  # a document new to the target: everything in it is new
         result.changes = diffing.diff({}, states)
-    else:
-        changes = diff_columns(stored, columns, states)
-        result.changes = diff_stored(stored, states) if changes is None else changes
+    else:  # the stored set could not serve (reread): other locs, or verdicts of other rules
+        result.changes = diff_stored(stored, states)
 
 
 def diff_stored(previous: entryset.Columns, states: dict[str, EntryState]) -> list[Change]:
@@ -166,42 +169,6 @@ def diff_stored(previous: entryset.Columns, states: dict[str, EntryState]) -> li
             append(Change(kind, loc, entry_state(*row), after))
     for loc, row in before.items():
         append(Change("removed", loc, entry_state(*row), None))
-    return changes
-
-
-def diff_columns(
-    before: entryset.Columns, after: entryset.Columns, states: dict[str, EntryState]
-) -> list[Change] | None:
-    """``diff_stored`` for the usual re-read document, whose locs are the stored ones in the
-    stored order: only the columns that differ are split, and only the entries whose values
-    differ are looked at. None when the locs differ (``diff_stored`` does that case)."""
-    if before.texts[0] != after.texts[0]:
-        return None
-    old_invalid = before.invalid()
-    positions = old_invalid ^ after.invalid()
-    old_columns: list[list[str | None] | None] = [None] * 5
-    for index in range(1, 5):
-        if (before.texts[index] == after.texts[index]
-                and before.absent(index) == after.absent(index)):
-            continue
-        old = old_columns[index] = before.column(index)
-        positions.update(i for i, (a, b) in enumerate(zip(old, after.column(index), strict=True))
-                         if a != b)
-    if not positions:
-        return []
-    locs = after.texts[0].split("\x00")
-    lastmods, changefreqs, priorities, extensions = (
-        before.column(index) if column is None else column for index, column in
-        enumerate(old_columns[1:], 1)
-    )
-    changes: list[Change] = []
-    for i in sorted(positions):
-        loc = locs[i]
-        was = entry_state(lastmods[i], changefreqs[i], priorities[i], extensions[i],
-                          i not in old_invalid)
-        now = states[loc]
-        kind: ChangeKind = "invalid" if was.valid and not now.valid else "changed"
-        changes.append(Change(kind, loc, was, now))
     return changes
 
 
@@ -250,8 +217,7 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
         i for i in result.entry_issues if i.loc not in dropped or i.rule == "loc-duplicate"
     ]
     # Invalid entries that were dropped were counted in ``invalid`` already: nothing to add.
-    _fill(result, states, rules, result.invalid, job,
-          None if job.previous is None else entryset.unpack(job.previous))
+    _fill(result, states, rules, result.invalid, job, _previous(job))
 
 
 class Spool:

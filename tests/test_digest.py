@@ -1,5 +1,4 @@
-"""digest.diff_stored and diff_columns: the same changes, in the same order, as diff.diff on
-decoded states."""
+"""digest.diff_stored: the same changes, in the same order, as diff.diff on decoded states."""
 
 from __future__ import annotations
 
@@ -23,26 +22,13 @@ def test_diff_stored_is_diff(previous: dict[str, EntryState], current: dict[str,
     assert digest.diff_stored(entryset.unpack(stored), current) == diff(previous, current)
 
 
-@given(maps, maps)
-def test_diff_columns_is_diff_or_declines(previous: dict[str, EntryState],
-                                          current: dict[str, EntryState]) -> None:
-    stored = entryset.encode(previous, {})
-    found = digest.diff_columns(entryset.unpack(stored), entryset.columns(current, {}), current)
-    if list(previous) != list(current):
-        assert found is None  # other locs, or another order: diff_stored's case
-    else:
-        assert found == diff(previous, current)
-
-
 @given(st.lists(st.tuples(locs, states, states), unique_by=lambda t: t[0], max_size=12))
-def test_diff_columns_on_the_same_locs(rows: list[tuple[str, EntryState, EntryState]]) -> None:
-    """A re-read document whose locs did not move: diff_columns's own case."""
+def test_diff_stored_on_the_same_locs(rows: list[tuple[str, EntryState, EntryState]]) -> None:
+    """A re-read document whose locs did not move, as an entry set of other rules gives it."""
     previous = {loc: before for loc, before, _ in rows}
     current = {loc: after for loc, _, after in rows}
     stored = entryset.encode(previous, {"https://e.test/0": "priority-invalid"})
-    found = digest.diff_columns(entryset.unpack(stored), entryset.columns(current, {}), current)
-    assert found == diff(previous, current)
-    assert found == digest.diff_stored(entryset.unpack(stored), current)
+    assert digest.diff_stored(entryset.unpack(stored), current) == diff(previous, current)
 
 
 def test_rows_are_the_decoded_states() -> None:
