@@ -30,7 +30,16 @@ from typing import IO, TYPE_CHECKING
 
 from monitor import diff as diffing
 from monitor import entryset, parse, reread, validate
-from monitor.model import Change, ChangeKind, DocumentKind, EntryState, Issue, entry_state
+from monitor.model import (
+    Change,
+    ChangeKind,
+    DocumentKind,
+    Entry,
+    EntryState,
+    Issue,
+    ParsedDocument,
+    entry_state,
+)
 
 if TYPE_CHECKING:  # the pool's modules load only when a big document comes (start-up time)
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -88,12 +97,61 @@ class Digest:
 
 def digest(job: Job) -> Digest:
     """Parse, validate and diff one document; encode its entries for storage."""
-    parser = parse.DocumentParser(
+    if job.previous is None or job.baseline:
+        return _digest_new(job)
+    parsed = _parse(job)
+    result = _document(parsed)
+    if not _has_entries(result):
+        return result
+    stored = _previous(job)
+    assert stored is not None
+    found = reread.reread(parsed.entries, stored, job.url, now=job.now, examples=job.examples)
+    if found is not None:  # the stored locs, in order: only what differs is validated
+        _take(result, found, parsed.unkeyed_invalid)
+        return result
+    checked = validate.validate_document(parsed.entries, job.url, now=job.now)
+    del parsed.entries
+    return _finish(result, checked, parsed.unkeyed_invalid, job, stored)
+
+
+def _digest_new(job: Job) -> Digest:
+    """A document with nothing stored to compare with (or a baseline): validated as it is
+    parsed, so that its parsed entries and their states are never all held at once, and its
+    states dropped before the entry set is compressed (a worker's peak memory, twice over)."""
+    parser = _parser(job)
+    checked = validate.validate_document(_streamed(job, parser), job.url, now=job.now)
+    parsed = parser.close()
+    del parser
+    result = _document(parsed)
+    if not _has_entries(result):
+        return result
+    return _finish(result, checked, parsed.unkeyed_invalid, job, None)
+
+
+def _parser(job: Job) -> parse.DocumentParser:
+    return parse.DocumentParser(
         job.url, max_bytes=job.max_bytes, max_urls=job.max_urls, max_children=job.max_children
     )
+
+
+def _parse(job: Job) -> ParsedDocument:
+    parser = _parser(job)
     for chunk in _chunks(job):
         parser.feed(chunk)
-    parsed = parser.close()
+    return parser.close()
+
+
+def _streamed(job: Job, parser: parse.DocumentParser) -> Iterator[Entry]:
+    """The document's entries as each chunk yields them (not the document's if it fails)."""
+    for chunk in _chunks(job):
+        parser.feed(chunk)
+        yield from parser.take()
+    parser.close()
+    yield from parser.take()
+
+
+def _document(parsed: ParsedDocument) -> Digest:
+    """The digest of what the parse itself found: a failure, an index's children, issues."""
     result = Digest(kind=parsed.kind, failure=parsed.failure)
     if parsed.failure is not None:
         return result
@@ -101,20 +159,21 @@ def digest(job: Job) -> Digest:
     result.counts.update(i.rule for i in parsed.issues)
     if parsed.kind == "sitemapindex":
         result.children = parsed.children
-        return result
-    stored = _previous(job)
-    if stored is not None and not job.baseline:
-        found = reread.reread(parsed.entries, stored, job.url, now=job.now,
-                              examples=job.examples)
-        if found is not None:  # the stored locs, in order: only what differs is validated
-            _take(result, found, parsed.unkeyed_invalid)
-            return result
-    checked = validate.validate_document(parsed.entries, job.url, now=job.now)
-    del parsed.entries
+    return result
+
+
+def _has_entries(result: Digest) -> bool:
+    return result.failure is None and result.kind != "sitemapindex"
+
+
+def _finish(result: Digest, checked: validate.ValidatedDocument, unkeyed_invalid: int,
+            job: Job, stored: entryset.Columns | None) -> Digest:
     result.counts.update(i.rule for i in checked.issues)
     result.entry_issues = checked.issues[: job.examples]
-    _fill(result, checked.entries, checked.rules, checked.invalid + parsed.unkeyed_invalid, job,
-          stored)
+    columns = _fill(result, checked.entries, checked.rules, checked.invalid + unkeyed_invalid,
+                    job, stored)
+    checked.entries, checked.rules = {}, {}  # the states go before their columns are compressed
+    result.data = entryset.pack(columns)
     return result
 
 
@@ -136,12 +195,13 @@ def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int) -> None:
 def _fill(
     result: Digest, states: dict[str, EntryState], rules: dict[str, str], invalid: int, job: Job,
     stored: entryset.Columns | None,
-) -> None:
+) -> entryset.Columns:
+    """Everything but the stored entry set, whose columns it returns (to be compressed once
+    the states are dropped)."""
     columns = entryset.columns(states, rules)
     result.entries = len(states)
     result.urls = result.entries - len(columns.invalid())
     result.invalid = invalid
-    result.data = entryset.pack(columns)
     result.hashes = array("Q", entryset.loc_hashes(states)).tobytes()
     if job.baseline:
         result.changes = list(islice(_additions(states), job.examples))
@@ -149,6 +209,7 @@ def _fill(
         result.changes = diffing.diff({}, states)
     else:  # the stored set could not serve (reread): other locs, or verdicts of other rules
         result.changes = diff_stored(stored, states)
+    return columns
 
 
 def diff_stored(previous: entryset.Columns, states: dict[str, EntryState]) -> list[Change]:
@@ -217,7 +278,9 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
         i for i in result.entry_issues if i.loc not in dropped or i.rule == "loc-duplicate"
     ]
     # Invalid entries that were dropped were counted in ``invalid`` already: nothing to add.
-    _fill(result, states, rules, result.invalid, job, _previous(job))
+    columns = _fill(result, states, rules, result.invalid, job, _previous(job))
+    del states, rules, stored
+    result.data = entryset.pack(columns)
 
 
 class Spool:

@@ -249,6 +249,14 @@ class DocumentParser:
         except (etree.LxmlError, ValueError) as exc:
             self._fail("xml-malformed", _syntax_message(exc))
 
+    def take(self) -> list[Entry]:
+        """The entries read since the last ``take()``, which ``close()`` will then not hold:
+        a caller can validate them while the parse goes on, so a document's entries are never
+        all held twice. Until ``close()`` returns without a failure they may not be the
+        document's (SPEC 3.1): a failure later on means that none are."""
+        entries, self._entries = self._entries, []
+        return entries
+
     def close(self) -> ParsedDocument:
         """End of input: finish parsing and return what the document holds."""
         if self._result is not None:

@@ -1,13 +1,27 @@
-"""digest.diff_stored: the same changes, in the same order, as diff.diff on decoded states."""
+"""digest: a new document validated as it is parsed; diff_stored, the same changes in the same
+order as diff.diff on decoded states."""
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+from array import array
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor import digest, entryset
 from monitor.diff import diff
 from monitor.model import EntryState
+from monitor.parse import SITEMAP_NS, parse_document
+from monitor.validate import validate_document
+
+URL = "https://example.com/sitemap.xml"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 locs = st.sampled_from([f"https://e.test/{i}" for i in range(12)])
 values = st.none() | st.sampled_from(["2024-01-01", "2024-02-01", "daily", "0.5", ""])
@@ -37,3 +51,99 @@ def test_rows_are_the_decoded_states() -> None:
     rows = entryset.rows(entryset.unpack(entryset.encode(states, {})))
     assert {loc: EntryState(*row) for loc, row in rows.items()} == states
     assert list(rows) == list(states)
+
+
+def _url(i: int, repeat: int) -> str:
+    """Mostly valid entries; some with each kind of issue, some locless, and from ``repeat``
+    on, the same locs again."""
+    loc = f"https://example.com/p/{i % repeat}?a=1&amp;b=2"
+    if i % 97 == 0:
+        loc = f"https://other.test/{i}"  # out of scope: invalid
+    lastmod = f"2025-{i % 12 + 1:02d}-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z"
+    if i % 89 == 0:
+        lastmod = "2099-01-01"  # in the future: a warning
+    fields = [f"<loc>{loc}</loc>" if i % 83 else "", f"<lastmod>{lastmod}</lastmod>",
+              "<changefreq>Weekly</changefreq>" if i % 5 else "<changefreq>sometimes</changefreq>",
+              f"<priority>0.{i % 10}</priority>" if i % 7 else "<priority>2</priority>"]
+    return "<url>" + "".join(fields) + "</url>"
+
+
+def _document(count: int, repeat: int = 2900) -> bytes:
+    body = "\n".join(_url(i, repeat) for i in range(count))
+    return f'<?xml version="1.0"?><urlset xmlns="{SITEMAP_NS}">{body}</urlset>'.encode()
+
+
+def _job(data: bytes, **options: object) -> digest.Job:
+    return digest.Job(url=URL, now=NOW, max_bytes=1 << 26, max_urls=50_000,
+                      max_children=50_000, body=data, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("baseline", [False, True])
+def test_a_new_document_validated_as_it_is_parsed_is_parsed_then_validated(baseline: bool,
+                                                                          ) -> None:
+    data = _document(3000)  # about 420 KB: seven chunks
+    parsed = parse_document(data, URL)
+    checked = validate_document(parsed.entries, URL, now=NOW)
+    states = checked.entries
+    found = digest.digest(_job(data, baseline=baseline, examples=50))
+    assert found.failure is None
+    assert found.data == entryset.encode(states, checked.rules)
+    assert found.hashes == array("Q", entryset.loc_hashes(states)).tobytes()
+    assert found.counts == Counter(i.rule for i in parsed.issues + checked.issues)
+    assert {"loc-duplicate", "loc-missing", "loc-out-of-scope", "lastmod-future",
+            "changefreq-invalid", "priority-invalid"} <= set(found.counts)
+    assert found.entry_issues == checked.issues[:50]
+    assert (found.entries, found.urls, found.invalid) == (
+        len(states), sum(s.valid for s in states.values()),
+        checked.invalid + parsed.unkeyed_invalid)
+    changes = diff({}, states)
+    assert found.changes == (changes[:50] if baseline else changes)
+
+
+def test_a_new_document_that_fails_at_its_end_keeps_nothing() -> None:
+    found = digest.digest(_job(_document(3000)[:-20], baseline=True))
+    assert found.failure is not None
+    assert found.failure.rule == "xml-malformed"
+    assert (found.data, found.hashes, found.entries, found.changes, found.counts) == (
+        None, b"", 0, [], Counter())
+
+
+def test_a_new_document_is_never_held_whole_twice() -> None:
+    """Its parsed entries go as they are validated, and its states before compression: the
+    digest's peak (the states and their columns) stays close to what holding the parsed
+    document alone takes. Measured: 1.09x; 1.37x with the entries parsed first, 1.21x with the
+    states kept through compression, 1.17x with each entry's own changefreq and priority."""
+    data = _document(20_000, repeat=20_000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        parsed = parse_document(data, URL)
+        parse_peak = tracemalloc.get_traced_memory()[1]
+        del parsed
+        tracemalloc.reset_peak()
+        found = digest.digest(_job(data, baseline=True))
+        digest_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found.entries > 19_000
+    assert digest_peak < 1.13 * parse_peak, (digest_peak, parse_peak)
+
+
+@pytest.mark.parametrize("name", ["text-basic.txt", "rss-feed.xml", "atom-feed.xml",
+                                  "urlset-extensions.xml", "sitemapindex-basic.xml"])
+@pytest.mark.parametrize("stored", [False, True])
+def test_every_kind_of_document_digests_as_parsed_then_validated(name: str, stored: bool) -> None:
+    """New or re-read (another document's entry set stored: nothing to reuse), each kind."""
+    data = (Path(__file__).parent / "data" / "sitemaps" / name).read_bytes()
+    parsed = parse_document(data, URL)
+    checked = validate_document(parsed.entries, URL, now=NOW)
+    previous = entryset.encode({"https://example.com/gone": EntryState()}, {}) if stored else None
+    found = digest.digest(_job(data, previous=previous))
+    assert (found.kind, found.failure, found.children) == (parsed.kind, None, parsed.children)
+    if parsed.kind == "sitemapindex":
+        assert found.data is None
+        return
+    assert parsed.entries
+    assert found.data == entryset.encode(checked.entries, checked.rules)
+    previous_states = {"https://example.com/gone": EntryState()} if stored else {}
+    assert found.changes == diff(previous_states, checked.entries)

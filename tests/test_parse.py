@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -786,3 +787,28 @@ def test_a_urlset_read_off_its_tree_keeps_only_the_unread_part() -> None:
         widest = max(widest, len(parser._root))
     assert widest < 1000  # the <url>s of about one slice, not the 20,000
     assert len(parser.close().entries) == 20_002
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    index=st.integers(min_value=0, max_value=len(CHUNKED) - 1),
+    cuts=st.lists(st.floats(min_value=0, max_value=1), max_size=12),
+)
+def test_entries_taken_while_parsing_are_the_documents(index: int, cuts: list[float]) -> None:
+    """``take()`` between chunks hands over what was read so far and ``close()`` the rest: in
+    all, the entries of a whole parse; a failure still ends in a failure."""
+    data = CHUNKED[index]
+    whole = parse_document(data, URL)
+    parser = DocumentParser(URL)
+    taken: list[Entry] = []
+    start = 0
+    for cut in [*sorted({int(c * len(data)) for c in cuts}), len(data)]:
+        parser.feed(data[start:cut])
+        start = cut
+        taken += parser.take()
+    doc = parser.close()
+    assert parser.take() == doc.entries  # close() holds only what was not taken yet
+    if whole.failure is None:
+        assert summary(replace(doc, entries=taken + doc.entries)) == summary(whole)
+    else:  # what was taken is not the document's: the caller drops it
+        assert summary(doc) == summary(whole)
