@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
@@ -26,8 +27,9 @@ from typing import cast
 
 from monitor.model import RULES_VERSION, EntryState, entry_state
 
-__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Row", "column_text", "columns", "decode",
-           "encode", "loc_hash", "loc_hashes", "locs", "pack", "rows", "unpack"]
+__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "column_text",
+           "columns", "decode", "encode", "loc_hash", "loc_hashes", "locs", "pack", "rows",
+           "unpack"]
 
 VERSION = 1
 _LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
@@ -189,6 +191,47 @@ def loc_hashes(locs: Iterable[str]) -> list[int]:
     """
     crc, adler = zlib.crc32, zlib.adler32
     return [crc(b) << 28 ^ adler(b) for b in (loc.encode("utf-8", "surrogatepass") for loc in locs)]
+
+
+class Fingerprints:
+    """The fingerprints (``loc_hashes``) of every loc a check has read, to find which locs of a
+    document an earlier document listed.
+
+    As one set, 500,000 fingerprints take 32 MB (an int object and two slots each); as the
+    arrays they arrive in, 4 MB. So the first ``arrays`` documents' fingerprints are kept as
+    arrays, and a new document's, as a set of its own size, is checked against each of them
+    in C: O(every fingerprint held) per document, ~0.02 s more in all than one set for an index
+    of 10 x 50,000 URLs. From the next document on they are one set, so that a target of
+    many documents costs each document O(its own size), as one set always did.
+    """
+
+    def __init__(self, arrays: int = 16) -> None:
+        self._most = arrays
+        self._arrays: list[array[int]] = []
+        self._set: set[int] | None = None
+
+    def hits(self, hashes: array[int]) -> set[int]:
+        """The fingerprints among ``hashes`` that were added before."""
+        if self._set is not None:
+            return self._set.intersection(hashes)
+        new = set(hashes)
+        found: set[int] = set()
+        for held in self._arrays:
+            if not new.isdisjoint(held):
+                found |= new.intersection(held)
+        return found
+
+    def add(self, hashes: array[int]) -> None:
+        """Hold a document's fingerprints (the array is kept as it is: not to be changed)."""
+        if self._set is None:
+            if len(self._arrays) < self._most:
+                self._arrays.append(hashes)
+                return
+            self._set = set()
+            for held in self._arrays:
+                self._set.update(held)
+            self._arrays = []
+        self._set.update(hashes)
 
 
 def loc_hash(loc: str) -> int:

@@ -122,7 +122,7 @@ class _Check:
         self.changes = _Examples(max_changes)
         self.issue_limit = max_changes
         self.issue_counts: Counter[str] = Counter()
-        self.seen: set[int] = set()  # entryset.loc_hash of every loc read this check
+        self.seen = entryset.Fingerprints()  # of every loc read this check
         self.written: list[str] = []  # documents whose new entry set this check stored
         self.visited: set[str] = set()
         self.read: dict[str, DocumentState] = {}  # documents read completely this check
@@ -433,8 +433,8 @@ class _Check:
         assert job is not None
         hashes = array("Q")
         hashes.frombytes(found.hashes)
-        if not self.seen.isdisjoint(hashes):
-            hits = self.seen.intersection(hashes)
+        hits = self.seen.hits(hashes)
+        if hits:
             earlier: dict[str, StoredSet] = await self._db(
                 store.load_entry_sets, self._target_id(), self.written
             )
@@ -448,7 +448,7 @@ class _Check:
                 await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
                 hashes = array("Q")
                 hashes.frombytes(found.hashes)
-        self.seen.update(hashes)
+        self.seen.add(hashes)
 
     async def _entries(self, got: _Got) -> None:
         """Store a document's new entry set; count or hold back its changes."""

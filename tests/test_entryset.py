@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from array import array
 
 import pytest
 from hypothesis import given
@@ -51,3 +52,30 @@ def test_loc_hash_is_stable_across_processes() -> None:
     assert entryset.loc_hash("https://example.com/") == 0x682DF0D0F100754
     assert all(entryset.loc_hash(f"https://example.com/{i}") < 2**60 for i in range(1000))
     assert entryset.loc_hash("https://example.com/a") != entryset.loc_hash("https://example.com/")
+
+
+documents = st.lists(st.lists(st.integers(min_value=0, max_value=60), max_size=12), max_size=8)
+
+
+@given(documents, st.integers(min_value=0, max_value=4))
+def test_fingerprints_hit_what_an_earlier_document_held(docs: list[list[int]], arrays: int,
+                                                        ) -> None:
+    """As arrays, as one set, and across the switch from one to the other."""
+    index = entryset.Fingerprints(arrays=arrays)
+    held: set[int] = set()
+    for doc in docs:
+        hashes = array("Q", doc)
+        assert index.hits(hashes) == held & set(doc)
+        index.add(hashes)
+        held |= set(doc)
+
+
+def test_fingerprints_of_many_documents_become_one_set() -> None:
+    """Two documents' as arrays; from the third on, one set."""
+    index = entryset.Fingerprints(arrays=2)
+    for start in range(0, 40, 10):
+        index.add(array("Q", range(start, start + 10)))
+        assert (index._set is None) == (start < 20)
+    assert index._set == set(range(40))
+    assert index._arrays == []
+    assert index.hits(array("Q", [5, 39, 40])) == {5, 39}

@@ -205,3 +205,26 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     assert main(["changes", root, "--database-url", db, "--since", "1h"]) == 0
     assert "removed" in capsys.readouterr().out
     assert main(["history", "https://never.checked/", "--database-url", db]) == 2
+
+
+def test_duplicates_across_many_children(site: Site, database_url: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A URL listed again by a later child is a loc-duplicate there, whichever earlier child
+    listed it: past the 16th child the check holds fingerprints as one set, not arrays."""
+    db = database_url.replace("postgresql+psycopg://", "postgresql://")
+    if db.startswith("postgresql"):
+        assert main(["db", "upgrade", "--database-url", db]) == 0
+        capsys.readouterr()
+    children = {i: {f"{U}{i}/{j}": "2024-01-01" for j in range(3)} for i in range(20)}
+    children[5][f"{U}0/1"] = "2024-01-01"  # listed by the first child
+    children[18][f"{U}1/0"] = "2024-01-01"  # by the second
+    children[19][f"{U}17/2"] = "2024-01-01"  # by the 18th
+    for i, entries in children.items():
+        site.set(f"/c{i}.xml", urlset(entries))
+    site.set("/index.xml", index([site.url(f"/c{i}.xml") for i in range(20)]))
+    code, r = check(capsys, site.url("/index.xml"), db)
+    assert code == 0
+    found = [(i["loc"], i["document"].rsplit("/", 1)[1]) for i in r["issues"]
+             if i["rule"] == "loc-duplicate"]
+    assert found == [(f"{U}0/1", "c5.xml"), (f"{U}1/0", "c18.xml"), (f"{U}17/2", "c19.xml")]
+    assert (r["urls"], r["invalid"], r["added"]) == (60, 3, 60)
