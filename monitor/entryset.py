@@ -27,9 +27,9 @@ from typing import cast
 
 from monitor.model import RULES_VERSION, EntryState, entry_state
 
-__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "column_text",
-           "columns", "decode", "encode", "loc_hash", "loc_hashes", "locs", "pack", "rows",
-           "unpack"]
+__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "assemble",
+           "columns", "decode", "encode", "field_texts", "loc_hash", "loc_hashes", "locs", "pack",
+           "rows", "unpack"]
 
 VERSION = 1
 _LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
@@ -82,33 +82,39 @@ def encode(states: Mapping[str, EntryState], rules: Mapping[str, str]) -> bytes:
 def columns(states: Mapping[str, EntryState], rules: Mapping[str, str]) -> Columns:
     """One document's entries as columns (``encode`` before compression)."""
     values = list(states.values())
-    header: dict[str, object] = {
-        "v": VERSION,
-        "verdicts": RULES_VERSION,
-        "n": len(values),
-        "invalid": [i for i, state in enumerate(values) if not state.valid],
-    }
-    texts = ["\x00".join(states)]
-    absent = []
-    for name, getter in zip(FIELDS, _GETTERS, strict=True):
-        text, empty = column_text(list(map(getter, values)))
-        texts.append(text)
-        if empty:
+    texts, absent = field_texts(list(map(getter, values)) for getter in _GETTERS)
+    by_position: dict[int, str] = {}
+    if rules:
+        position = {loc: i for i, loc in enumerate(states)}
+        by_position = {position[loc]: ids for loc, ids in rules.items() if loc in position}
+    return assemble(len(values), ["\x00".join(states), *texts], absent,
+                    [i for i, state in enumerate(values) if not state.valid], by_position)
+
+
+def field_texts(fields: Iterable[list[str | None]]) -> tuple[list[str], list[str]]:
+    """The stored texts of the columns after the locs (their values in ``FIELDS`` order), and
+    the names of those without any value (whose text is then "")."""
+    texts, absent = [], []
+    for name, values in zip(FIELDS, fields, strict=True):
+        if all(v is None for v in values):
+            texts.append("")
             absent.append(name)
+        else:
+            texts.append("\x00".join([_UNSET if v is None else v for v in values]))
+    return texts, absent
+
+
+def assemble(size: int, texts: list[str], absent: list[str], invalid: list[int],
+             rules: Mapping[int, str]) -> Columns:
+    """An entry set's columns from its parts: the texts (locs first), the names of the absent
+    columns, the invalid positions and the rule ids by position, both in document order."""
+    header: dict[str, object] = {"v": VERSION, "verdicts": RULES_VERSION, "n": size,
+                                 "invalid": invalid}
     if absent:  # a column without any value (extensions, usually) is not stored at all
         header["absent"] = absent
     if rules:
-        position = {loc: i for i, loc in enumerate(states)}
-        header["rules"] = {str(position[loc]): ids for loc, ids in rules.items()
-                           if loc in position}
+        header["rules"] = {str(i): ids for i, ids in rules.items()}
     return Columns(header, texts)
-
-
-def column_text(values: list[str | None]) -> tuple[str, bool]:
-    """A column's stored text, and whether it holds no value at all (its text is then "")."""
-    if all(v is None for v in values):
-        return "", True
-    return "\x00".join([_UNSET if v is None else v for v in values]), False
 
 
 def pack(columns: Columns) -> bytes:

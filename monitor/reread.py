@@ -53,15 +53,12 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
     loc_text = "\x00".join(locs)
     if loc_text != before.texts[0]:  # stored locs are unique: equal text, no duplicates
         return None
-    texts, absent = [loc_text], []
+    texts, absent = entryset.field_texts(fields)
     recheck: set[int] = set()  # positions whose verdicts are validated again
     old_columns: list[list[str | None] | None] = [None] * 5
-    for index, column in enumerate(fields, 1):
-        text, empty = entryset.column_text(column)
-        texts.append(text)
-        if empty:
-            absent.append(entryset.FIELDS[index - 1])
-        if text == before.texts[index] and empty == before.absent(index):
+    for index, (column, text, name) in enumerate(zip(fields, texts, entryset.FIELDS,
+                                                     strict=True), 1):
+        if text == before.texts[index] and (name in absent) == before.absent(index):
             continue
         old = old_columns[index] = before.column(index)
         recheck.update(i for i, (a, b) in enumerate(zip(old, column, strict=True)) if a != b)
@@ -78,12 +75,7 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
         rules.update((position[loc], ids) for loc, ids in checked.rules.items())
         invalid.update(position[loc] for loc, state in checked.entries.items() if not state.valid)
     ordered = dict(sorted(rules.items()))
-    header: dict[str, object] = {"v": entryset.VERSION, "verdicts": RULES_VERSION,
-                                 "n": size, "invalid": sorted(invalid)}
-    if absent:
-        header["absent"] = absent
-    if ordered:
-        header["rules"] = {str(i): ids for i, ids in ordered.items()}
+    columns = entryset.assemble(size, [loc_text, *texts], absent, sorted(invalid), ordered)
     counts: dict[str, int] = {}
     issues: list[Issue] = []
     for i, ids in ordered.items():
@@ -93,7 +85,7 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
                 issues.append(validate.issue(rule, entries[i], url))
     # Validity comes of error rules, which look only at the fields: it changes with them.
     changes = _changes(entries, before, old_columns, changed, old_invalid, invalid)
-    return Reread(entryset.Columns(header, texts), locs, counts, issues, len(invalid), changes)
+    return Reread(columns, locs, counts, issues, len(invalid), changes)
 
 
 def _changes(entries: list[Entry], before: entryset.Columns,
