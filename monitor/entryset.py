@@ -220,6 +220,8 @@ class Fingerprints:
         """The fingerprints among ``hashes`` that were added before."""
         if self._set is not None:
             return self._set.intersection(hashes)
+        if not self._arrays:  # the first document: nothing to look in
+            return set()
         new = set(hashes)
         found: set[int] = set()
         for held in self._arrays:
