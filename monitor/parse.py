@@ -349,7 +349,8 @@ class DocumentParser:
         self._read_item = {"sitemapindex": self._sitemap, "rss": self._rss_item}.get(
             kind, self._atom_entry
         )
-        events: dict[str, Any] = {"events": ("end",), "tag": _ITEMS[kind]}
+        events: dict[str, Any] = {"events": ("end",), "tag": _ITEMS[kind],
+                                  "remove_comments": True}
         if head.xmlns is not None and kind in ("urlset", "sitemapindex"):
             # lxml builds every tag string anew, and "{namespace}loc" costs twice "loc": with
             # the (correct) default namespace blanked out, reading the children is ~20% faster.
@@ -379,7 +380,7 @@ class DocumentParser:
             remove_pis=True,
             remove_blank_text=True,
             collect_ids=False,
-            **{"remove_comments": True, **events},
+            **events,
         )
         self._feed_xml(head.prefix + buf[head.start :])
 
