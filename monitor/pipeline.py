@@ -146,23 +146,33 @@ class _Check:
 
     async def run(self, clock: Callable[[], datetime]) -> CheckResult:
         t0 = time.monotonic()
-        conn = await asyncio.to_thread(self.engine.connect)
-        self.conn = conn
+        # Connect, begin and load in one trip to a database thread, as _end writes, commits
+        # and closes in one: a thread hop costs more CPU than a small query (issue 5, W2).
+        conn = self.conn = await asyncio.to_thread(self._open)
         try:
-            await asyncio.to_thread(conn.begin)
-            self.state = await self._db(
-                store.load_state, self.target.name, self.target.url, self.started
-            )
+            assert self.state is not None
             self.first = not self.state.documents
             self.allow_private = self.allow_private or await _is_private_target(self.target.url)
             await self._walk_root()
-            await self._finish(clock, t0)  # commits
+            await self._finish(clock, t0)  # commits and closes
         except BaseException:
             await asyncio.shield(asyncio.to_thread(_rollback, conn))
             raise
         finally:
-            await asyncio.shield(asyncio.to_thread(conn.close))
+            if not conn.closed:
+                await asyncio.shield(asyncio.to_thread(conn.close))
         return self.result
+
+    def _open(self) -> Connection:
+        """A connection in a transaction, with the target's stored state loaded."""
+        conn = self.engine.connect()
+        try:
+            conn.begin()
+            self.state = store.load_state(conn, self.target.name, self.target.url, self.started)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     async def _db(self, fn: Callable[..., Any], *args: Any) -> Any:
         assert self.conn is not None
@@ -581,13 +591,13 @@ class _Check:
         await self._db(self._end, dict(issue_counts), clock())
 
     def _end(self, conn: Connection, issue_counts: dict[str, int], finished_at: datetime) -> None:
-        """Write the snapshot and commit, in one trip to a database thread: SQLite's write
-        lock, taken by the check's first write, is then not held across turns of an event
-        loop busy with other checks (an unchanged re-check writes only here)."""
+        """Write the snapshot, commit and close, in one trip to a database thread: SQLite's
+        write lock, taken by the check's first write, is then not held across turns of an
+        event loop busy with other checks (an unchanged re-check writes only here)."""
         r = self.result
-        r.snapshot_id = self._snapshot_in(conn)
-        store.close_snapshot(conn, store.SnapshotWrite(
-            snapshot_id=r.snapshot_id, target_id=self._target_id(), finished_at=finished_at,
+        r.snapshot_id = self.snapshot_id = store.close_snapshot(conn, store.SnapshotWrite(
+            snapshot_id=self.snapshot_id, target_id=self._target_id(),
+            started_at=self.started, finished_at=finished_at,
             result=r, issue_counts=issue_counts,
             document_states=list(self.read.values()), dropped_documents=self.dropped,
             untouched_documents=self.untouched,
@@ -598,6 +608,7 @@ class _Check:
         if self.in_transaction is not None:
             self.in_transaction(conn)
         conn.commit()
+        conn.close()
 
 
 def _raise_alerts(

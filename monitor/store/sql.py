@@ -74,8 +74,6 @@ class TargetState:
 
     target_id: int
     documents: dict[str, DocumentState]
-    previous_snapshot_id: int | None
-    previous_outcome: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +122,14 @@ def _first_line(exc: BaseException) -> str:
 
 
 def load_state(conn: Connection, name: str, url: str, now: datetime) -> TargetState:
-    """The target's id (created on first sight) and its current documents."""
-    row = conn.execute(select(targets.c.id, targets.c.url).where(targets.c.name == name)).first()
-    if row is None:
+    """The target's id (created on first sight) and its current documents, in one query."""
+    t, td = targets.c, target_documents.c
+    rows = conn.execute(
+        select(t.id.label("target_id_"), t.url.label("target_url_"), target_documents)
+        .outerjoin(target_documents, td.target_id == t.id)
+        .where(t.name == name)
+    ).all()
+    if not rows:
         try:
             with conn.begin_nested():
                 target_id = conn.execute(
@@ -134,16 +137,15 @@ def load_state(conn: Connection, name: str, url: str, now: datetime) -> TargetSt
                     .returning(targets.c.id)
                 ).scalar_one()
         except IntegrityError:  # another replica created it first
-            target_id = conn.execute(
-                select(targets.c.id).where(targets.c.name == name)
-            ).scalar_one()
-    else:
-        target_id = row.id
-        if row.url != url:
-            conn.execute(update(targets).where(targets.c.id == target_id).values(url=url))
+            target_id = conn.execute(select(t.id).where(t.name == name)).scalar_one()
+        return TargetState(target_id=target_id, documents={})
+    target_id = rows[0].target_id_
+    if rows[0].target_url_ != url:
+        conn.execute(update(targets).where(t.id == target_id).values(url=url))
     docs: dict[str, DocumentState] = {}
-    query = select(target_documents).where(target_documents.c.target_id == target_id)
-    for d in conn.execute(query):
+    for d in rows:
+        if d.url is None:  # the outer join's row of a target without documents
+            continue
         docs[d.url] = DocumentState(
             url=d.url,
             parent_url=d.parent_url,
@@ -157,18 +159,7 @@ def load_state(conn: Connection, name: str, url: str, now: datetime) -> TargetSt
             issues=json.loads(d.issues),
             issue_counts=json.loads(d.issue_counts),
         )
-    last = conn.execute(
-        select(snapshots.c.id, snapshots.c.outcome)
-        .where(snapshots.c.target_id == target_id)
-        .order_by(snapshots.c.id.desc())
-        .limit(1)
-    ).first()
-    return TargetState(
-        target_id=target_id,
-        documents=docs,
-        previous_snapshot_id=None if last is None else last.id,
-        previous_outcome=None if last is None else last.outcome,
-    )
+    return TargetState(target_id=target_id, documents=docs)
 
 
 def load_entry_sets(
@@ -262,8 +253,9 @@ def write_changes(
 class SnapshotWrite:
     """The end of a check: its outcome, counts, documents and their new states."""
 
-    snapshot_id: int
+    snapshot_id: int | None  # None: the check wrote nothing before its end
     target_id: int
+    started_at: datetime
     finished_at: datetime
     result: CheckResult
     issue_counts: dict[str, int]
@@ -272,30 +264,38 @@ class SnapshotWrite:
     untouched_documents: list[str]  # 304 or same body: only last_snapshot_id moves
 
 
-def close_snapshot(conn: Connection, w: SnapshotWrite) -> None:
-    """Complete the snapshot row and record each document's fingerprint and state."""
+def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
+    """Complete the snapshot row (inserted whole if no write opened it) and record each
+    document's fingerprint and state; return the snapshot's id."""
     r = w.result
-    conn.execute(
-        update(snapshots).where(snapshots.c.id == w.snapshot_id).values(
-            finished_at=w.finished_at,
-            outcome=r.outcome,
-            urls=r.urls,
-            invalid=r.invalid,
-            added=r.added,
-            removed=r.removed,
-            changed=r.changed,
-            invalid_new=r.invalid_new,
-            documents_ok=sum(d.outcome != "failed" for d in r.documents),
-            documents_failed=sum(d.outcome == "failed" for d in r.documents),
-            fetched_bytes=r.fetched_bytes,
-            duration_seconds=r.duration_seconds,
-            issue_counts=json.dumps(w.issue_counts, sort_keys=True),
-            error_kind=r.error_kind,
-            error_message=r.error_message,
-        )
-    )
-    _write_documents(conn, w.snapshot_id, r.documents)
-    _write_document_states(conn, w)
+    values = {
+        "finished_at": w.finished_at,
+        "outcome": r.outcome,
+        "urls": r.urls,
+        "invalid": r.invalid,
+        "added": r.added,
+        "removed": r.removed,
+        "changed": r.changed,
+        "invalid_new": r.invalid_new,
+        "documents_ok": sum(d.outcome != "failed" for d in r.documents),
+        "documents_failed": sum(d.outcome == "failed" for d in r.documents),
+        "fetched_bytes": r.fetched_bytes,
+        "duration_seconds": r.duration_seconds,
+        "issue_counts": json.dumps(w.issue_counts, sort_keys=True),
+        "error_kind": r.error_kind,
+        "error_message": r.error_message,
+    }
+    snapshot_id = w.snapshot_id
+    if snapshot_id is None:  # an unchanged re-check, a failed one: one statement
+        snapshot_id = int(conn.execute(
+            insert(snapshots).values(target_id=w.target_id, started_at=w.started_at, **values)
+            .returning(snapshots.c.id)
+        ).scalar_one())
+    else:
+        conn.execute(update(snapshots).where(snapshots.c.id == snapshot_id).values(**values))
+    _write_documents(conn, snapshot_id, r.documents)
+    _write_document_states(conn, snapshot_id, w)
+    return snapshot_id
 
 
 def _write_documents(conn: Connection, snapshot_id: int, docs: Iterable[DocumentResult]) -> None:
@@ -319,8 +319,7 @@ def _write_documents(conn: Connection, snapshot_id: int, docs: Iterable[Document
     ))
 
 
-def _write_document_states(conn: Connection, w: SnapshotWrite) -> None:
-    snapshot_id = w.snapshot_id
+def _write_document_states(conn: Connection, snapshot_id: int, w: SnapshotWrite) -> None:
     td = target_documents.c
     replaced = [s.url for s in w.document_states] + list(w.dropped_documents)
     for start in range(0, len(replaced), 500):

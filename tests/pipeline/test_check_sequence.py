@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from site_fixture import Site, index, url_set_at, urlset
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import Engine, create_engine, event, func, select
 
 from monitor.cli import main
-from monitor.store.schema import changes, entry_sets, targets
+from monitor.store.schema import changes, entry_sets, snapshots, targets
 
 U = "https://example.test/"  # entries' locs: never fetched
 
@@ -228,3 +228,42 @@ def test_duplicates_across_many_children(site: Site, database_url: str,
              if i["rule"] == "loc-duplicate"]
     assert found == [(f"{U}0/1", "c5.xml"), (f"{U}1/0", "c18.xml"), (f"{U}17/2", "c19.xml")]
     assert (r["urls"], r["invalid"], r["added"]) == (60, 3, 60)
+
+
+def test_unchanged_recheck_is_one_read_and_three_writes(
+    site: Site, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A re-check answered 304 reads the target and its documents in one query and writes its
+    snapshot whole in one statement: a daemon's round of unchanged targets is mostly these."""
+    db = database_url.replace("postgresql+psycopg://", "postgresql://")
+    if db.startswith("postgresql"):
+        assert main(["db", "upgrade", "--database-url", db]) == 0
+        capsys.readouterr()
+    site.set("/a.xml", urlset({U + "1": "2024-01-01", U + "2": "2024-01-02"}))
+    code, first = check(capsys, site.url("/a.xml"), db)
+    assert (code, first["added"]) == (0, 2)
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        statements.append(" ".join(statement.split()[:3]))
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        code, again = check(capsys, site.url("/a.xml"), db)
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+    assert code == 0
+    assert (again["outcome"], again["urls"], again["added"]) == ("unchanged", 2, 0)
+    assert again["snapshot_id"] > first["snapshot_id"]
+    # The CLI's schema check comes first; the check's own statements begin with its read.
+    checked = statements[[s.split()[:2] for s in statements].index(["SELECT", "targets.id"]):]
+    assert checked == ["SELECT targets.id AS", "INSERT INTO snapshots", "INSERT INTO documents",
+                       "UPDATE target_documents SET"]
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(snapshots.c.outcome, snapshots.c.urls, snapshots.c.documents_ok)
+            .where(snapshots.c.id == again["snapshot_id"])
+        ).one()
+    engine.dispose()
+    assert tuple(row) == ("unchanged", 2, 1)
