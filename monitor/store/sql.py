@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, Engine, Select, bindparam, delete, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from monitor import entryset
@@ -168,30 +168,45 @@ def load_entry_sets(
     """The current entry set of each of these documents of a target that has one."""
     result: dict[str, StoredSet] = {}
     v = entry_sets.c
-    query = select(v.id, v.document_url, v.data).where(
-        v.target_id == target_id,
-        v.removed_snapshot_id.is_(None),
-        v.document_url.in_(bindparam("urls", expanding=True)),
-    )
     urls = list(document_urls)
     for start in range(0, len(urls), 500):
-        for row in conn.execute(query, {"urls": urls[start : start + 500]}):
-            result[row.document_url] = StoredSet(row.id, row.document_url, bytes(row.data))
+        query = select(v.id, v.document_url, v.data).where(
+            v.target_id == target_id,
+            v.removed_snapshot_id.is_(None),
+            v.document_url.in_(urls[start : start + 500]),
+        )
+        for row_id, url, data in _read_sets(conn, query):
+            result[url] = StoredSet(row_id, url, data)
     return result
 
 
 def url_set_at(conn: Connection, target_id: int, snapshot_id: int) -> set[str]:
     """Every loc a target listed as of a snapshot (SPEC 2: recoverable at any past time)."""
     v = entry_sets.c
-    rows = conn.execute(select(v.data).where(
+    query = select(v.data).where(
         v.target_id == target_id,
         v.first_snapshot_id <= snapshot_id,
         v.removed_snapshot_id.is_(None) | (v.removed_snapshot_id > snapshot_id),
-    ))
+    )
     found: set[str] = set()
-    for row in rows:
-        found.update(entryset.locs(bytes(row.data)))
+    for (data,) in _read_sets(conn, query):
+        found.update(entryset.locs(data))
     return found
+
+
+def _read_sets(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
+    """The rows of a query that reads entry sets, their ``data`` as bytes.
+
+    PostgreSQL sends them in binary: bytea as text is hex, twice the bytes, and decoding it
+    took 10 ms a megabyte here against 2 (a re-check reads the changed document's set).
+    """
+    if conn.dialect.name != "postgresql":
+        return [(*row[:-1], bytes(row[-1])) for row in conn.execute(query)]
+    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    driver = conn.connection.driver_connection
+    with driver.cursor(binary=True) as cursor:  # type: ignore[union-attr]
+        cursor.execute(compiled.string, compiled.params)
+        return cursor.fetchall()  # type: ignore[no-any-return]
 
 
 def open_snapshot(conn: Connection, target_id: int, started_at: datetime) -> int:
