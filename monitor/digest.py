@@ -11,13 +11,11 @@ changes, the new entry set ready to store, and the fingerprints of its locs.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import gc
 import os
 import sys
-import tempfile
 import threading
 from array import array
 from collections import Counter
@@ -41,6 +39,9 @@ from monitor.model import (
     entry_state,
 )
 
+# asyncio and tempfile are imported where the calling side uses them (run, Spool): the
+# forkserver preloads this module and forks every worker from itself, and neither needs them.
+# asyncio (with ssl, subprocess and the rest it loads) is 6.5 MB of each of those processes.
 if TYPE_CHECKING:  # the pool's modules load only when a big document comes (start-up time)
     from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -298,6 +299,8 @@ class Spool:
             return
         if self._file is None:
             _big_document()
+            import tempfile  # here, not at the top: see the imports
+
             self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in finish/close)
                 prefix="sitemap-monitor-", suffix=".body", delete=False
             )
@@ -438,6 +441,8 @@ def _reset_pool(broken: ProcessPoolExecutor) -> None:
 async def run(job: Job) -> Digest:
     """Digest a document: big ones in a worker process, or in a thread here while the pool is
     still starting or all its workers are busy (this process is one more worker then)."""
+    import asyncio  # here, not at the top: see the imports
+
     global _busy, _inline
     size = workers()
     if job.path is None or size == 0:
