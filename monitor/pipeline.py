@@ -550,14 +550,11 @@ class _Check:
         return self.state.target_id
 
     async def _snapshot(self) -> int:
-        if self.snapshot_id is None:
-            return int(await self._db(self._snapshot_in))
-        return self.snapshot_id
-
-    def _snapshot_in(self, conn: Connection) -> int:
         """The check's snapshot id, opening the snapshot with the check's first write."""
         if self.snapshot_id is None:
-            self.snapshot_id = store.open_snapshot(conn, self._target_id(), self.started)
+            self.snapshot_id = await self._db(
+                store.open_snapshot, self._target_id(), self.started
+            )
         return self.snapshot_id
 
     # -- the end --------------------------------------------------------------------------

@@ -195,7 +195,7 @@ def url_set_at(conn: Connection, target_id: int, snapshot_id: int) -> set[str]:
 
 
 def _read_sets(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
-    """The rows of a query that reads entry sets, their ``data`` as bytes.
+    """The rows of a query that reads entry sets, whose last column, ``data``, comes as bytes.
 
     PostgreSQL sends them in binary: bytea as text is hex, twice the bytes, and decoding it
     took 10 ms a megabyte here against 2 (a re-check reads the changed document's set).
