@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import yaml
@@ -38,11 +38,16 @@ def require_tool(name: str) -> str:
     """The full path of a tool; skip (or, under CI, fail) the test when it is missing."""
     found = shutil.which(name, path=tool_path())
     if found is None:
-        reason = f"{name} is not installed (run .ci/install-tools)"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {reason}")
-        pytest.skip(reason)
+        missing(f"{name} is not installed (run .ci/install-tools)")
     return found
+
+
+def missing(reason: str) -> NoReturn:
+    """Something ``.ci/install-tools`` provides is not here: skip the test on a developer's
+    machine, fail it under CI."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but {reason}")
+    pytest.skip(reason)
 
 
 def run(args: list[str], *, check: bool = True, timeout: float = 120,

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from charttools import ROOT, require_tool, run
+from charttools import ROOT, missing, require_tool, run
 
 from monitor import __version__
 
@@ -54,7 +54,7 @@ def test_dockerfile_shape() -> None:
 def _podman_env() -> dict[str, str]:
     conf = ROOT / ".tools" / "containers.conf"
     if not conf.is_file():
-        pytest.fail(f"{conf} is missing: run .ci/install-tools")
+        missing(f"{conf} is missing (run .ci/install-tools)")
     return {"CONTAINERS_CONF": str(conf)}
 
 
