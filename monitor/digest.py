@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterator
 from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import islice
+from itertools import chain, islice
 from typing import IO, TYPE_CHECKING
 
 from monitor import diff as diffing
@@ -118,14 +118,27 @@ def digest(job: Job) -> Digest:
 def _digest_new(job: Job) -> Digest:
     """A document with nothing stored to compare with (or a baseline): validated as it is
     parsed, so that its parsed entries and their states are never all held at once, and its
-    states dropped before the entry set is compressed (a worker's peak memory, twice over)."""
+    states dropped before the entry set is compressed (a worker's peak memory, twice over).
+    The usual document, without an issue, is kept as columns and never has states at all."""
     parser = _parser(job)
-    checked = validate.validate_document(_streamed(job, parser), job.url, now=job.now)
+    batches = _batches(job, parser)
+    clean = validate.CleanDocument(job.url, now=job.now)
+    checked = None
+    for batch in batches:
+        if not clean.add(batch):
+            entries = chain(clean.release(), chain.from_iterable(batches))
+            checked = validate.validate_document(entries, job.url, now=job.now)
+            break
+    else:
+        if not clean.unique():
+            checked = validate.validate_document(clean.release(), job.url, now=job.now)
     parsed = parser.close()
     del parser
     result = _document(parsed)
     if not _has_entries(result):
         return result
+    if checked is None:
+        return _finish_clean(result, clean, parsed.unkeyed_invalid, job)
     return _finish(result, checked, parsed.unkeyed_invalid, job, None)
 
 
@@ -142,13 +155,13 @@ def _parse(job: Job) -> ParsedDocument:
     return parser.close()
 
 
-def _streamed(job: Job, parser: parse.DocumentParser) -> Iterator[Entry]:
+def _batches(job: Job, parser: parse.DocumentParser) -> Iterator[list[Entry]]:
     """The document's entries as each chunk yields them (not the document's if it fails)."""
     for chunk in _chunks(job):
         parser.feed(chunk)
-        yield from parser.take()
+        yield parser.take()
     parser.close()
-    yield from parser.take()
+    yield parser.take()
 
 
 def _document(parsed: ParsedDocument) -> Digest:
@@ -176,6 +189,35 @@ def _finish(result: Digest, checked: validate.ValidatedDocument, unkeyed_invalid
     checked.entries, checked.rules = {}, {}  # the states go before their columns are compressed
     result.data = entryset.pack(columns)
     return result
+
+
+def _finish_clean(result: Digest, clean: validate.CleanDocument, unkeyed_invalid: int,
+                  job: Job) -> Digest:
+    """``_finish`` for a document without an issue, from its columns."""
+    locs, fields = clean.take()
+    result.entries = result.urls = len(locs)
+    result.invalid = unkeyed_invalid
+    result.hashes = array("Q", entryset.loc_hashes(locs)).tobytes()
+    additions = _clean_additions(locs, fields)
+    result.changes = list(islice(additions, job.examples) if job.baseline else additions)
+    columns = entryset.clean_columns(locs, fields)
+    del locs, fields, additions  # the values go before their columns are compressed
+    result.data = entryset.pack(columns)
+    return result
+
+
+def _clean_additions(locs: list[str], fields: tuple[list[str | None], ...]) -> Iterator[Change]:
+    """``diff.diff({}, states)`` of a document without an issue, from its columns (entries
+    with the same values share one state, as ``validate_document`` makes them)."""
+    shared: dict[tuple[str | None, ...], EntryState] = {}
+    for loc, lastmod, changefreq, priority, extensions in zip(locs, *fields, strict=True):
+        key = (lastmod, changefreq, priority, extensions)
+        state = shared.get(key)
+        if state is None:
+            state = entry_state(lastmod, changefreq, priority, extensions, True)
+            if len(shared) < 10_000:
+                shared[key] = state
+        yield Change("added", loc, None, state)
 
 
 def _previous(job: Job) -> entryset.Columns | None:

@@ -5,19 +5,27 @@ string operations (a prefix test for the scope, a cache of ``lastmod`` verdicts,
 usual ``changefreq`` and ``priority`` spellings); regexes and URL parsing run only off that path.
 A distinct ``lastmod`` on a day two or more before the check costs a cached verdict for its date
 and one strict pattern for its time (``_CLOCK``) instead of ``_lastmod_rule``'s full parse.
+
+``CleanDocument`` gives the same verdicts to the usual document (every entry valid, without an
+issue, no loc twice) a batch of entries at a time, in C: set operations, one pattern over the
+batch's distinct lastmods, and no state per entry. Any other document is validated entry by
+entry, as always.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from itertools import islice, repeat
+from operator import itemgetter
 from urllib.parse import urlsplit
 
 from monitor.model import RULES, Entry, EntryState, Issue
 
-__all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "ValidatedDocument", "issue", "validate_document"]
+__all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ValidatedDocument", "issue",
+           "validate_document"]
 
 MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
 CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
@@ -34,6 +42,11 @@ _CLOCK = re.compile(
     r"T(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]+)?)?"
     r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 )
+# Distinct lastmods joined with \x00, each a date and maybe a time that _CLOCK accepts: when
+# their dates are two days or more before the check too, none of them has an issue.
+_DAY = "[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_PAST_SHAPES = re.compile(f"{_DAY}(?:{_CLOCK.pattern})?(?:\x00{_DAY}(?:{_CLOCK.pattern})?)*")
+_DAY_OF = itemgetter(slice(0, 10))
 _YEAR_MONTH = re.compile(r"([0-9]{4})(?:-([0-9]{2}))?")
 _PRIORITY = re.compile(r"\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 # The spellings nearly every sitemap uses; anything else goes through the regex.
@@ -282,3 +295,110 @@ def validate_document(
                 shared[key] = state
         states[loc] = state
     return ValidatedDocument(states, rules_by_loc, issues, invalid)
+
+
+class CleanDocument:
+    """``validate_document`` for the usual document, a batch of entries at a time.
+
+    A document whose every entry is valid and without an issue, with no loc twice, gets from
+    ``validate_document`` no issue and a state per entry holding the entry's own values. Such a
+    document is checked here with set operations and patterns over each batch (as the parser
+    yields them) and kept as columns of those values: about a quarter of the work, and a
+    fraction of the memory, of a state per entry. ``add`` keeps a batch and returns False when
+    it may hold an issue; ``unique`` tells, at the end, whether no loc came twice. Otherwise the
+    caller validates ``release()``'s entries, and the rest of the document, entry by entry.
+    """
+
+    __slots__ = ("_cutoff", "_now", "_past_days", "_prefix", "_shared", "_today", "fields", "locs")
+
+    def __init__(self, document_url: str, *, now: datetime) -> None:
+        if now.tzinfo is None:
+            raise ValueError("now must be timezone-aware")
+        self._now = now
+        self._today = now.astimezone(UTC).date()
+        self._cutoff = _past_cutoff(self._today)
+        self._prefix = _Scope(document_url).prefix
+        self._past_days: set[str] = set()
+        # lastmods, changefreqs, priorities: each distinct value (up to 10,000) as kept
+        self._shared: tuple[dict[str, str], ...] = (
+            {}, dict(_CHANGEFREQ_SPELLINGS), dict(_PRIORITY_SPELLINGS))
+        self.locs: list[str] = []
+        # lastmods, changefreqs, priorities, extensions: the columns of entryset.FIELDS
+        self.fields: tuple[list[str | None], ...] = ([], [], [], [])
+
+    def add(self, batch: list[Entry]) -> bool:
+        """Keep a batch of entries; False when one of them may have an issue."""
+        if not batch:
+            return True
+        locs, lastmods, changefreqs, priorities, extensions = zip(*batch, strict=True)
+        self.locs += locs
+        kept = self.fields
+        kept[3].extend(extensions)
+        distinct = [_set(values) for values in (lastmods, changefreqs, priorities)]
+        for column, values, values_set, shared in zip(
+            kept[:3], (lastmods, changefreqs, priorities), distinct, self._shared, strict=True
+        ):
+            # Equal values as one string, as validate_document's shared states hold them
+            # (a string per entry and field is ~100 bytes: 5 MB of a 50,000-URL document).
+            room = _CACHE_MAX // 10 - len(shared)
+            if room > 0:
+                shared.update({value: value for value in
+                               islice(values_set.difference(shared), room)})
+            column += map(shared.get, values, values)
+        prefix = self._prefix
+        return (prefix is not None and max(map(len, locs)) < MAX_LOC_LENGTH
+                and all(map(str.startswith, locs, repeat(prefix)))
+                and self._lastmods_ok(distinct[0])
+                and _spelled(distinct[1], CHANGEFREQS, _changefreq_ok)
+                and _spelled(distinct[2], _PRIORITIES, _priority_ok))
+
+    def unique(self) -> bool:
+        """Whether no loc was added twice."""
+        return len(set(self.locs)) == len(self.locs)
+
+    def take(self) -> tuple[list[str], tuple[list[str | None], ...]]:
+        """The column of the locs added and those of their ``FIELDS``; this object no longer
+        holds them."""
+        locs, fields = self.locs, self.fields
+        self.locs, self.fields = [], ([], [], [], [])
+        return locs, fields
+
+    def release(self) -> Iterator[Entry]:
+        """The entries added, in order, as the parser gave them; this object no longer holds
+        them."""
+        locs, fields = self.take()
+        return map(Entry._make, zip(locs, *fields, strict=True))
+
+    def _lastmods_ok(self, values: set[str]) -> bool:
+        if not values:
+            return True
+        if _PAST_SHAPES.fullmatch("\x00".join(values)) is not None and self._past(
+            set(map(_DAY_OF, values))
+        ):
+            return True
+        now, today = self._now, self._today
+        return all(_lastmod_rule(value, now, today) is None for value in values)
+
+    def _past(self, days: set[str]) -> bool:
+        """Whether each of these dates (shaped YYYY-MM-DD) is valid and two days or more
+        before the check."""
+        for day in days.difference(self._past_days):
+            if not _past_day(day, self._cutoff, self._now, self._today):
+                return False
+            self._past_days.add(day)
+        return True
+
+
+def _set(values: tuple[str | None, ...]) -> set[str]:
+    """The distinct values that are set."""
+    distinct = set(values)
+    distinct.discard(None)
+    return distinct  # type: ignore[return-value]
+
+
+def _spelled(values: set[str], usual: frozenset[str], ok: Callable[[str], bool]) -> bool:
+    return values <= usual or all(map(ok, values))
+
+
+def _changefreq_ok(value: str) -> bool:
+    return value.lower() in CHANGEFREQS

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.model import RULES, Entry, EntryState
-from monitor.validate import ValidatedDocument, _lastmod_rule, validate_document
+from monitor.validate import CleanDocument, ValidatedDocument, _lastmod_rule, validate_document
 
 DOC = "https://example.com/sitemaps/sitemap.xml"
 NOW = datetime(2024, 6, 15, 12, 0, 0, tzinfo=UTC)
@@ -380,3 +380,68 @@ def test_lastmod_days_around_the_check() -> None:
     assert result.rules == _expected(values, now)
     assert "lastmod-future" in result.rules.values()  # the table reaches past the check
     assert len(result.rules) < len(values)
+
+
+# CleanDocument must accept a document exactly when validate_document finds no issue in it (for
+# locs that either start with the document's directory or are plainly elsewhere), and then keep
+# the values validate_document keeps.
+def _mostly(draw: st.DrawFn, good: st.SearchStrategy[str | None], *bad: object) -> object:
+    """A good value nine times in ten, else one of ``bad`` (a value, or a strategy to draw)."""
+    if draw(st.integers(0, 9)) or not bad:
+        return draw(good)
+    pick = draw(st.sampled_from(bad))
+    return draw(pick) if isinstance(pick, st.SearchStrategy) else pick
+
+
+@st.composite
+def _entries(draw: st.DrawFn, now: datetime) -> list[Entry]:
+    """Entries mostly without an issue, with now and then one that has one (or may have)."""
+    entries = []
+    for i in range(draw(st.integers(0, 12))):
+        loc = _mostly(draw, st.just(f"{IN}/{i}"), "https://other.test/x", f"{IN}/{'x' * 2048}",
+                      f"{IN}/0")  # out of scope, too long, the first loc again
+        lastmod = _mostly(
+            draw, st.none() | st.sampled_from(
+                ["2001-02-03", "2001-02-03T04:05Z", "2001-02-03T04:05:06.7+01:00"]),
+            _lastmods(now), "2001-02-29", "2001-02-03T24:00Z", "2001-02-03 ",
+        )
+        changefreq = _mostly(draw, st.none() | st.sampled_from(["daily", "Weekly", "NEVER"]),
+                             "sometimes", "", " daily")
+        priority = _mostly(draw, st.none() | st.sampled_from(["0.5", "1", "0.50", "1.000", ".5"]),
+                           "2", "-0", "0.5 ", "x", "")
+        extensions = draw(st.none() | st.just('{"image":[{"loc":"x"}]}'))
+        entries.append(Entry(loc, lastmod, changefreq, priority, extensions))  # type: ignore[arg-type]
+    return entries
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), now=_NOWS)
+def test_a_clean_document_is_one_validate_document_finds_no_issue_in(
+    data: st.DataObject, now: datetime,
+) -> None:
+    entries = data.draw(_entries(now))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(entries)), max_size=4)))
+    clean = CleanDocument(DOC, now=now)
+    kept = [clean.add(entries[a:b]) for a, b in zip([0, *cuts], [*cuts, len(entries)],
+                                                    strict=True)]
+    accepted = all(kept) and clean.unique()
+    checked = validate_document(entries, DOC, now=now)
+    assert accepted == (not checked.issues)
+    if accepted:
+        assert checked.invalid == 0
+        assert [(loc, state) for loc, state in checked.entries.items()] == [
+            (e.loc, EntryState(e.lastmod, e.changefreq, e.priority, e.extensions))
+            for e in entries
+        ]
+        assert clean.locs == list(checked.entries)
+        assert list(zip(*clean.fields, strict=True)) == [
+            (s.lastmod, s.changefreq, s.priority, s.extensions) for s in checked.entries.values()
+        ]
+    assert list(clean.release()) == entries
+    assert clean.locs == []
+
+
+def test_a_clean_document_from_a_file_has_no_scope_to_check() -> None:
+    """Without a directory to check locs against, every document goes entry by entry."""
+    clean = CleanDocument("/tmp/sitemap.xml", now=NOW)
+    assert not clean.add([Entry("https://example.com/a", "2024-01-01")])
