@@ -4,7 +4,9 @@ The pipeline hands each fetched document here. Big documents (over ``IN_PROCESS_
 go to a pool of worker processes, so that a sitemap index's children are parsed on every core
 while the check fetches the next ones. The pool starts when a second big document arrives: a
 lone one (a re-check where one child changed) is digested here, as small ones are, since
-starting workers or a round trip to one would cost more than it saves. ``digest`` is pure
+starting workers or a round trip to one would cost more than it saves. Each worker and this
+process digest one big document at a time; the next waits for whichever frees first.
+``digest`` is pure
 (no database, no network) and returns only what the check needs: counts, the first issues and
 changes, the new entry set ready to store, and the fingerprints of its locs.
 """
@@ -43,6 +45,7 @@ from monitor.model import (
 # forkserver preloads this module and forks every worker from itself, and neither needs them.
 # asyncio (with ssl, subprocess and the rest it loads) is 6.5 MB of each of those processes.
 if TYPE_CHECKING:  # the pool's modules load only when a big document comes (start-up time)
+    from asyncio import AbstractEventLoop, Semaphore
     from concurrent.futures import Future, ProcessPoolExecutor
 
 __all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "diff_stored",
@@ -416,6 +419,7 @@ _ready: Future[int] | None = None  # done once a worker answered: the pool is wa
 _busy = 0  # digests submitted to the pool and not back yet
 _inline = 0  # big documents being digested in a thread of this process
 _big = 0  # big documents this process has received
+_gate: tuple[AbstractEventLoop, int, Semaphore] | None = None  # see _slot
 
 
 def _big_document() -> None:
@@ -480,21 +484,49 @@ def _reset_pool(broken: ProcessPoolExecutor) -> None:
     broken.shutdown(wait=False, cancel_futures=True)
 
 
-async def run(job: Job) -> Digest:
-    """Digest a document: big ones in a worker process, or in a thread here while the pool is
-    still starting or all its workers are busy (this process is one more worker then)."""
+def _slot(size: int) -> Semaphore:
+    """One slot per worker process and one for this process: a big document waits here for
+    whichever frees first. Handed to the pool at once, it would wait in the pool's queue behind
+    another while this process had nothing to digest (a tenth of W1's first check, idle)."""
     import asyncio  # here, not at the top: see the imports
 
-    global _busy, _inline
+    global _gate
+    loop = asyncio.get_running_loop()
+    if _gate is None or _gate[0] is not loop or _gate[1] != size:
+        _gate = (loop, size, asyncio.Semaphore(size + 1))
+    return _gate[2]
+
+
+async def run(job: Job) -> Digest:
+    """Digest a document: small ones in a thread here, big ones in a worker process, or in a
+    thread here while the pool is still starting (this process is one more worker)."""
+    import asyncio  # here, not at the top: see the imports
+
     size = workers()
     if job.path is None or size == 0:
         return await asyncio.to_thread(digest, job)
-    if _inline == 0 and (_busy >= size or _ready is None or not _ready.done()):
-        _inline += 1
-        try:
-            return await asyncio.to_thread(digest, job)
-        finally:
-            _inline -= 1
+    async with _slot(size):  # now a worker or this process is free (or the pool starting)
+        warm_pool = _ready is not None and _ready.done()
+        if _inline == 0 and (_busy >= size or not warm_pool):
+            return await _here(job)
+        return await _in_pool(job, size)
+
+
+async def _here(job: Job) -> Digest:
+    import asyncio  # here, not at the top: see the imports
+
+    global _inline
+    _inline += 1
+    try:
+        return await asyncio.to_thread(digest, job)
+    finally:
+        _inline -= 1
+
+
+async def _in_pool(job: Job, size: int) -> Digest:
+    import asyncio  # here, not at the top: see the imports
+
+    global _busy
     _busy += 1
     pool = None
     try:

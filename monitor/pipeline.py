@@ -139,7 +139,9 @@ class _Check:
         self.pending_added: dict[str, EntryState] = {}
         self.closed: list[int] = []  # entry sets of documents gone from their index
         self.dropped: list[str] = []
-        self.window = digesting.workers() + 2  # children fetched ahead of their turn
+        # Children in flight: one digested in each worker and here, and two fetched ahead
+        # (one waiting for a free digester, one that finished before the child before it).
+        self.window = digesting.workers() + 3
         self.in_transaction: Callable[[Connection], None] | None = None
 
     # -- the walk -------------------------------------------------------------------------

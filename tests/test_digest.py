@@ -3,6 +3,7 @@ order as diff.diff on decoded states."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -218,3 +220,37 @@ def test_what_the_forkserver_preloads_leaves_the_event_loop_out() -> None:
                          check=True).stdout
     assert out.strip() == "['lxml.etree']"
 
+
+@pytest.mark.anyio
+async def test_a_big_document_waits_for_a_free_worker_not_in_the_pools_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With one worker process, four big documents at once: never more than one in the pool
+    (the others wait for whichever of it and this process frees first), and this process
+    digests some of them while the worker is busy."""
+    monkeypatch.setenv("SITEMAP_MONITOR_PARSE_WORKERS", "1")
+    data = _clean_document(12_000)
+    assert len(data) > digest.IN_PROCESS_MAX
+    jobs = []
+    for i in range(4):
+        path = tmp_path / f"{i}.xml"
+        path.write_bytes(data)
+        jobs.append(digest.Job(url=URL, now=NOW, max_bytes=1 << 26, max_urls=50_000,
+                               max_children=50_000, path=str(path), baseline=True))
+    seen: list[tuple[int, int]] = []
+    done = anyio.Event()
+
+    async def watch() -> None:
+        while not done.is_set():
+            seen.append((digest._busy, digest._inline))
+            await anyio.sleep(0.001)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        found = await asyncio.gather(*(digest.run(job) for job in jobs))
+        done.set()
+    assert [f.entries for f in found] == [12_000] * 4
+    assert digest.pool_started()
+    assert max(busy for busy, _ in seen) == 1
+    assert max(inline for _, inline in seen) == 1
+    assert any(busy and inline for busy, inline in seen)  # both digesting at once
