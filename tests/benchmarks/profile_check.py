@@ -26,6 +26,7 @@ _FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 _IDLE_LEAVES = {
     ("_worker", "concurrent/futures/thread.py"),
     ("EpollSelector.select", "selectors.py"),
+    ("_PollLikeSelector.select", "selectors.py"),  # EpollSelector's select on Python 3.11
     ("Condition.wait", "threading.py"),
     ("Event.wait", "threading.py"),
     ("Thread._wait_for_tstate_lock", "threading.py"),
