@@ -499,7 +499,8 @@ def _slot(size: int) -> Semaphore:
 
 async def run(job: Job) -> Digest:
     """Digest a document: small ones in a thread here, big ones in a worker process, or in a
-    thread here while the pool is still starting (this process is one more worker)."""
+    thread here while the pool is still starting or every worker is busy (this process is one
+    more worker)."""
     import asyncio  # here, not at the top: see the imports
 
     size = workers()
