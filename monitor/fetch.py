@@ -19,9 +19,10 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+import httpcore
 import httpx
 
-from monitor import config
+from monitor import config, connections
 from monitor.addresses import (
     Resolver,
     check_address,
@@ -293,7 +294,7 @@ class Fetcher:
         # trust_env=False: a proxy from the environment would bypass the address policy
         # (the peer would be the proxy) and surprise tests bound to 127.0.0.1.
         self._client = httpx.AsyncClient(
-            transport=transport or httpx.AsyncHTTPTransport(verify=_NO_TLS, limits=limits),
+            transport=transport or _http_transport(limits, verify=_NO_TLS),
             mounts=None if transport else {"https://": _TLSTransport(limits)},
             follow_redirects=False,
             trust_env=False,
@@ -456,6 +457,18 @@ class Fetcher:
 _NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
+def _http_transport(limits: httpx.Limits, verify: ssl.SSLContext | bool = True,
+                    ) -> httpx.AsyncHTTPTransport:
+    """httpx's transport, its connections made by ``connections.Backend``. httpx takes no
+    network backend, so its pool's is set after the fact; should a release of httpx rename
+    them, the pool keeps its own backend, which works the same, only slower."""
+    transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits)
+    pool = getattr(transport, "_pool", None)
+    if isinstance(pool, httpcore.AsyncConnectionPool) and hasattr(pool, "_network_backend"):
+        pool._network_backend = connections.Backend()
+    return transport
+
+
 class _TLSTransport(httpx.AsyncBaseTransport):
     """The https:// transport, built on its first request: loading the CA bundle costs ~80 ms,
     which a run that only fetches http:// URLs (a one-shot check, say) never needs."""
@@ -466,7 +479,7 @@ class _TLSTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._transport is None:
-            self._transport = httpx.AsyncHTTPTransport(limits=self._limits)
+            self._transport = _http_transport(self._limits)
         return await self._transport.handle_async_request(request)
 
     async def aclose(self) -> None:

@@ -1,0 +1,129 @@
+"""monitor.connections: the streams of httpx's pool, over real sockets on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from httpserver import Reply, TestServer
+
+from monitor import config, connections
+from monitor.fetch import Fetcher, _http_transport
+
+pytestmark = pytest.mark.anyio
+
+SETTINGS = config.Defaults(timeout=5, connect_timeout=2, read_timeout=2)
+
+
+class OneShotServer:
+    """Answers each connection's first request with 200 and then closes it, without saying
+    so (no ``Connection: close``): the client's pool sees a kept-alive connection that the
+    server has since closed, as a server's keep-alive timeout leaves it."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.connections = 0
+        self.closed = threading.Event()  # set after each close
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                self.connections += 1
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    piece = conn.recv(65536)
+                    if not piece:
+                        break
+                    data += piece
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            self.closed.set()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def one_shot() -> Iterator[OneShotServer]:
+    server = OneShotServer()
+    yield server
+    server.close()
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_used_again(
+    one_shot: OneShotServer,
+) -> None:
+    """The pool asks an idle connection whether its socket is readable (the server's FIN):
+    answered wrongly, the second request would go out on the dead connection and fail."""
+    fetcher = Fetcher()
+    url = f"http://127.0.0.1:{one_shot.port}/s.xml"
+    try:
+        for _ in range(3):
+            one_shot.closed.clear()
+            async with fetcher.fetch(url, SETTINGS, allow_private=True) as response:
+                assert response.status == 200
+                assert b"".join([c async for c in response.chunks()]) == b"ok"
+            assert await asyncio.to_thread(one_shot.closed.wait, 5)
+            await asyncio.sleep(0.05)  # the FIN reaches this side
+    finally:
+        await fetcher.aclose()
+    assert one_shot.connections == 3
+
+
+async def test_a_stream_knows_its_peer_and_whether_a_read_would_return() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stream = await connections.Backend().connect_tcp("127.0.0.1", port, timeout=5)
+    peer, _ = listener.accept()
+    try:
+        assert isinstance(stream, connections.Stream)
+        assert stream.get_extra_info("server_addr") == ("127.0.0.1", port)
+        assert stream.get_extra_info("client_addr")[0] == "127.0.0.1"  # anyio's, as before
+        assert stream.get_extra_info("is_readable") is False  # idle: nothing to read
+        peer.sendall(b"x")
+        await asyncio.sleep(0.05)
+        assert stream.get_extra_info("is_readable") is True
+        assert await stream.read(10, timeout=5) == b"x"
+        assert stream.get_extra_info("is_readable") is False
+        await stream.write(b"ping", timeout=5)
+        assert peer.recv(10) == b"ping"
+        peer.close()
+        await asyncio.sleep(0.05)
+        assert stream.get_extra_info("is_readable") is True  # the b"" of a closed peer
+    finally:
+        await stream.aclose()
+        listener.close()
+        with contextlib.suppress(OSError):
+            peer.close()
+
+
+def test_a_socket_that_is_gone_counts_as_readable() -> None:
+    a, b = socket.socketpair()
+    with b:
+        assert connections.readable(a) is False
+        a.close()
+        assert connections.readable(a) is True  # fileno() is -1 now
+    assert connections.readable(None) is True
+
+
+async def test_the_fetchers_connections_are_these_streams(http_server: TestServer) -> None:
+    """httpx takes no network backend: the transport's pool is given one after the fact.
+    Should a release of httpx move it, this fails (the fetcher would work, only slower)."""
+    http_server.route("/s.xml", Reply(body=b"<urlset/>"))
+    async with httpx.AsyncClient(transport=_http_transport(httpx.Limits())) as client:
+        for _ in range(2):
+            response = await client.get(http_server.url("/s.xml"))
+            assert response.status_code == 200
+            assert isinstance(response.extensions["network_stream"], connections.Stream)
+    assert len({r.client for r in http_server.requests}) == 1  # kept alive, reused
