@@ -291,18 +291,19 @@ class Fetcher:
         with contextlib.suppress(ImportError):
             import anyio._backends._asyncio  # noqa: F401
         limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
-        # trust_env=False: a proxy from the environment would bypass the address policy
-        # (the peer would be the proxy) and surprise tests bound to 127.0.0.1.
-        self._client = httpx.AsyncClient(
-            transport=transport or _http_transport(limits, verify=_NO_TLS),
-            mounts=None if transport else {"https://": _TLSTransport(limits)},
-            follow_redirects=False,
-            trust_env=False,
-        )
+        # Requests go to the transports themselves, not through an httpx.AsyncClient: this
+        # fetcher follows redirects itself and wants no cookies, no proxy from the environment
+        # (the peer would be the proxy, past the address policy) and no auth, which is all a
+        # client adds. A round of 1,000 conditional GETs answered 304: 12% fewer instructions
+        # (callgrind; issue 5, W2).
+        self._http: httpx.AsyncBaseTransport = transport or _http_transport(limits, _NO_TLS)
+        self._https: httpx.AsyncBaseTransport = transport or _TLSTransport(limits)
 
     async def aclose(self) -> None:
-        """Close the client and its connections."""
-        await self._client.aclose()
+        """Close the transports and their connections."""
+        await self._http.aclose()
+        if self._https is not self._http:
+            await self._https.aclose()
 
     @asynccontextmanager
     async def fetch(
@@ -436,8 +437,11 @@ class Fetcher:
             async with asyncio.timeout_at(deadline):
                 await check_host(parsed.host, parsed.port or _default_port(parsed), url=url,
                                  allow_private=allow_private, resolver=self._resolver)
-                request = self._client.build_request("GET", url, headers=headers, timeout=timeouts)
-                raw = await self._client.send(request, stream=True)
+                request = httpx.Request("GET", parsed, headers=headers,
+                                        extensions={"timeout": timeouts.as_dict()})
+                transport = self._https if parsed.scheme == "https" else self._http
+                raw = await transport.handle_async_request(request)
+                raw.request = request
         except TimeoutError:
             raise FetchError(
                 "timeout", f"fetching {url} took longer than {settings.timeout:g}s in total"

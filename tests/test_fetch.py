@@ -191,6 +191,36 @@ async def test_conditional_get_gives_not_modified(
     assert other not in http_server.requests[1].headers
 
 
+async def test_cookies_are_neither_kept_nor_sent(http_server: TestServer, fetcher: Fetcher,
+                                                 ) -> None:
+    """A check reads the document as any first visitor would: what one response sets does not
+    follow the fetcher to the next request (nor to another target on the same host)."""
+    http_server.route("/s.xml", Reply(body=XML, headers={"Set-Cookie": "session=abc; Path=/"}))
+    for _ in range(2):
+        response, _body = await read_all(fetcher, http_server.url("/s.xml"))
+        assert response.status == 200
+    assert [r.headers.get("cookie") for r in http_server.requests] == [None, None]
+
+
+async def test_a_proxy_in_the_environment_is_not_used(
+    http_server: TestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The address policy judges the peer actually connected to: through a proxy that would
+    be the proxy. Here the proxy's port is closed, so using it would fail the fetch."""
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    http_server.route("/s.xml", Reply(body=XML))
+    fetcher = Fetcher()
+    try:
+        response, body = await read_all(fetcher, http_server.url("/s.xml"))
+    finally:
+        await fetcher.aclose()
+    assert (response.status, body) == (200, XML)
+    assert len(http_server.requests) == 1
+
+
 async def test_304s_keep_the_connection(http_server: TestServer, fetcher: Fetcher) -> None:
     """Re-checks answered 304 reuse one kept-alive connection instead of opening one each."""
     http_server.route("/s.xml", conditional)
@@ -416,7 +446,7 @@ async def test_redirect_loop(http_server: TestServer, fetcher: Fetcher) -> None:
 
 @pytest.mark.parametrize(("location", "kind"), [
     ("file:///etc/passwd", "invalid-url"), ("gopher://example.com/", "invalid-url"),
-    ("http://[::1/s.xml", "protocol"),  # httpx itself rejects a malformed Location
+    ("http://[::1/s.xml", "invalid-url"),  # a malformed Location, as _next_hop reads it
 ])
 async def test_redirect_to_an_unusable_url(
     http_server: TestServer, fetcher: Fetcher, location: str, kind: str
