@@ -197,9 +197,11 @@ def _watch(
 
 
 def _spy(pid: int, output: str) -> tuple[subprocess.Popen[bytes], str]:
-    """Attach py-spy to the daemon for the round (every thread, busy samples only)."""
+    """Attach py-spy to the daemon for the round, sampling the thread that holds the GIL: the
+    round is bound by the event loop's Python work, and a thread sleeping in C (SQLite's busy
+    handler, between tries for its write lock) would otherwise count as busy."""
     argv = [str(harness.BIN / "py-spy"), "record", "--pid", str(pid), "--format", "raw",
-            "--function", "--rate", "100", "--output", output]  # fmt: skip
+            "--function", "--gil", "--rate", "100", "--output", output]  # fmt: skip
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), output
 
 

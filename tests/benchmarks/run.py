@@ -357,9 +357,9 @@ def report_profile(profile: dict[str, Any]) -> list[str]:
             continue
         lines += [
             "",
-            f"Profile of {step} (py-spy, {data['samples']} busy-thread samples at "
-            f"{data.get('rate', 250)} Hz, {data.get('wall', '-')} s wall under the profiler; "
-            f"stacks: {data['collapsed']}):",
+            f"Profile of {step} (py-spy, {data['samples']} {data.get('what', 'busy-thread')} "
+            f"samples at {data.get('rate', 250)} Hz, {data.get('wall', '-')} s wall under the "
+            f"profiler; stacks: {data['collapsed']}):",
             "| self time: function | module | % |",
             "|---|---|---|",
         ]
@@ -449,7 +449,7 @@ def main() -> None:
         lines += ["", "W2: 1,000 targets x 1,000 URLs, the daemon", *daemon.report(w2)]
         for kind, r in w2.items():
             if "profile" in r:
-                prof = {**r["profile"], "rate": 100}
+                prof = {**r["profile"], "rate": 100, "what": "GIL-holding"}
                 lines += report_profile({f"W2 daemon round [{kind}]": prof})
         results["W2"] = w2
     print("\n".join(lines))
