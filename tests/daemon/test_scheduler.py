@@ -154,15 +154,18 @@ async def test_two_schedulers_check_each_due_target_once(sqlite_engine: Engine) 
 
 async def test_stop_lets_short_checks_finish(sqlite_engine: Engine) -> None:
     finished: list[str] = []
+    started = asyncio.Event()
 
     async def short(t: config.Target) -> None:
+        started.set()
         await asyncio.sleep(0.4)
         finished.append(t.name)
 
     check = Recorder(sqlite_engine, short)
     scheduler, _ = make(sqlite_engine, check)
     await scheduler.start([target("a", 60)])
-    await asyncio.sleep(0.1)
+    # Not a fixed wait: the claim goes to the database first, 0.1 s alone on a slow machine.
+    await asyncio.wait_for(started.wait(), 5)
     assert scheduler.in_flight == 1
     assert await scheduler.stop(grace=3) == 0
     assert finished == ["a"]
