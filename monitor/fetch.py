@@ -461,15 +461,19 @@ class Fetcher:
 _NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
-def _http_transport(limits: httpx.Limits, verify: ssl.SSLContext | bool = True,
-                    ) -> httpx.AsyncHTTPTransport:
-    """httpx's transport, its connections made by ``connections.Backend``. httpx takes no
-    network backend, so its pool's is set after the fact; should a release of httpx rename
-    them, the pool keeps its own backend, which works the same, only slower."""
-    transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits)
-    pool = getattr(transport, "_pool", None)
-    if isinstance(pool, httpcore.AsyncConnectionPool) and hasattr(pool, "_network_backend"):
-        pool._network_backend = connections.Backend()
+def _http_transport(limits: httpx.Limits, ssl_context: ssl.SSLContext) -> httpx.AsyncHTTPTransport:
+    """httpx's transport on ``connections.Pool``, whose connections ``connections.Backend``
+    makes. httpx takes no pool, so its own is replaced after the fact; should a release of
+    httpx rename it, the transport keeps its own pool, which works the same, only slower."""
+    transport = httpx.AsyncHTTPTransport(verify=ssl_context, limits=limits)
+    if isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
+        transport._pool = connections.Pool(
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=connections.Backend(),
+        )
     return transport
 
 
@@ -483,7 +487,7 @@ class _TLSTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._transport is None:
-            self._transport = _http_transport(self._limits)
+            self._transport = _http_transport(self._limits, httpx.create_ssl_context())
         return await self._transport.handle_async_request(request)
 
     async def aclose(self) -> None:

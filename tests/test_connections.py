@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import threading
+import typing
 from collections.abc import Iterator
 
+import httpcore
 import httpx
 import pytest
 from httpserver import Reply, TestServer
@@ -18,6 +21,7 @@ from monitor.fetch import Fetcher, _http_transport
 pytestmark = pytest.mark.anyio
 
 SETTINGS = config.Defaults(timeout=5, connect_timeout=2, read_timeout=2)
+NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 class OneShotServer:
@@ -118,12 +122,99 @@ def test_a_socket_that_is_gone_counts_as_readable() -> None:
 
 
 async def test_the_fetchers_connections_are_these_streams(http_server: TestServer) -> None:
-    """httpx takes no network backend: the transport's pool is given one after the fact.
-    Should a release of httpx move it, this fails (the fetcher would work, only slower)."""
+    """httpx takes no pool and no network backend: the transport's pool is replaced after the
+    fact. Should a release of httpx move it, this fails (the fetcher would work, only slower)."""
     http_server.route("/s.xml", Reply(body=b"<urlset/>"))
-    async with httpx.AsyncClient(transport=_http_transport(httpx.Limits())) as client:
+    transport = _http_transport(httpx.Limits(), NO_TLS)
+    assert isinstance(transport._pool, connections.Pool)
+    async with httpx.AsyncClient(transport=transport) as client:
         for _ in range(2):
             response = await client.get(http_server.url("/s.xml"))
             assert response.status_code == 200
             assert isinstance(response.extensions["network_stream"], connections.Stream)
     assert len({r.client for r in http_server.requests}) == 1  # kept alive, reused
+
+
+# -- the pool ------------------------------------------------------------------------------
+
+
+def _pool(**limits: typing.Any) -> connections.Pool:
+    return connections.Pool(ssl_context=NO_TLS, network_backend=connections.Backend(), **limits)
+
+
+async def _get(pool: connections.Pool, url: str) -> int:
+    response = await pool.request("GET", url)
+    return response.status
+
+
+async def test_the_pool_reuses_a_kept_alive_connection_and_keeps_at_most_its_limit(
+    http_server: TestServer,
+) -> None:
+    http_server.route("/slow", Reply(body=b"ok", delay=0.2))
+    http_server.route("/fast", Reply(body=b"ok"))
+    pool = _pool(max_connections=10, max_keepalive_connections=2)
+    async with pool:
+        statuses = await asyncio.gather(*(_get(pool, http_server.url("/slow")) for _ in range(5)))
+        assert statuses == [200] * 5
+        assert len({r.client for r in http_server.requests}) == 5  # five at once: five
+        # httpcore's rule: idle connections beyond the keep-alive limit are closed.
+        assert len(pool.connections) == 2
+        for _ in range(3):
+            assert await _get(pool, http_server.url("/fast")) == 200
+        assert len(pool.connections) == 2
+    assert len({r.client for r in http_server.requests}) == 5  # the kept ones were reused
+
+
+async def test_the_pool_opens_at_most_max_connections_and_queues_the_rest(
+    http_server: TestServer,
+) -> None:
+    http_server.route("/slow", Reply(body=b"ok", delay=0.2))
+    pool = _pool(max_connections=2, max_keepalive_connections=2)
+    async with pool:
+        statuses = await asyncio.gather(*(_get(pool, http_server.url("/slow")) for _ in range(6)))
+    assert statuses == [200] * 6
+    assert len({r.client for r in http_server.requests}) == 2
+
+
+async def test_a_full_pool_closes_an_idle_connection_to_make_room_for_another_origin(
+    http_server: TestServer,
+) -> None:
+    http_server.route("/s.xml", Reply(body=b"ok"))
+    other = f"http://localhost:{http_server.port}/s.xml"  # another origin, the same server
+    pool = _pool(max_connections=1, max_keepalive_connections=1)
+    async with pool:
+        assert await _get(pool, http_server.url("/s.xml")) == 200
+        first = pool.connections[0]
+        assert await _get(pool, other) == 200
+        assert first.is_closed()
+        assert pool.connections != [first]
+
+
+async def test_a_connection_past_its_keep_alive_is_not_reused(http_server: TestServer) -> None:
+    http_server.route("/s.xml", Reply(body=b"ok"))
+    pool = _pool(keepalive_expiry=0.1)
+    async with pool:
+        assert await _get(pool, http_server.url("/s.xml")) == 200
+        await asyncio.sleep(0.3)
+        assert await _get(pool, http_server.url("/s.xml")) == 200
+    assert len({r.client for r in http_server.requests}) == 2
+
+
+async def test_the_sweep_closes_idle_connections_the_server_closed(
+    one_shot: OneShotServer, http_server: TestServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An idle connection to a host the daemon does not ask again is closed by the sweep, not
+    kept (its socket in CLOSE_WAIT) until that host's next check."""
+    monkeypatch.setattr(connections, "SWEEP_SECONDS", 0.2)
+    http_server.route("/s.xml", Reply(body=b"ok"))
+    pool = _pool()
+    async with pool:
+        assert await _get(pool, f"http://127.0.0.1:{one_shot.port}/s.xml") == 200
+        assert await asyncio.to_thread(one_shot.closed.wait, 5)
+        dead = [c for c in pool.connections if c.can_handle_request(
+            httpcore.URL(f"http://127.0.0.1:{one_shot.port}/").origin)]
+        assert len(dead) == 1
+        await asyncio.sleep(0.3)
+        assert await _get(pool, http_server.url("/s.xml")) == 200
+        assert dead[0] not in pool.connections
+        assert dead[0].is_closed()
