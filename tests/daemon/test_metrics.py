@@ -111,6 +111,24 @@ def test_restore_and_dropping_a_target() -> None:
     assert value(registry, "urls", target="shop") == 50
 
 
+def test_a_target_dropped_and_configured_again_starts_from_zero_and_is_counted() -> None:
+    """The series a target's checks update are looked up once; a target that is dropped and
+    comes back must get live series, not the removed ones."""
+    registry = CollectorRegistry()
+    m = Metrics(registry, ["shop"], [])
+    ok = CheckResult(target="shop", url="u", outcome="ok", snapshot_id=1, urls=5)
+    m.observe(ok, "shop", finished_at=WHEN)
+    m.set_targets([])
+    assert value(registry, "checks_total", target="shop", outcome="ok") is None
+    m.set_targets(["shop"])
+    assert value(registry, "checks_total", target="shop", outcome="ok") == 0
+    assert value(registry, "urls", target="shop") == 0
+    m.observe(ok, "shop", finished_at=WHEN)
+    assert value(registry, "checks_total", target="shop", outcome="ok") == 1
+    assert value(registry, "urls", target="shop") == 5
+    assert value(registry, "documents", target="shop", outcome="ok") == 0
+
+
 def test_alerts_and_reload_metrics() -> None:
     registry = CollectorRegistry()
     m = Metrics(registry, [], ["ops"])
