@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, or_, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.store.schema import changes, documents, snapshots, targets
@@ -65,6 +65,32 @@ def _utc(value: datetime | None) -> datetime | None:
 def _iso(value: datetime | None) -> str | None:
     moment = _utc(value)
     return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+# The statements of every check, built once: building a statement and its cache key cost more
+# than running it (issue 5, W2). Times are typed, so SQLite stores them as SQLAlchemy does.
+_t = targets.c
+_now = bindparam("now", type_=_t.lease_until.type)
+_CLAIM = (
+    update(targets)
+    .where(
+        _t.name.in_(bindparam("names", expanding=True)),
+        or_(_t.lease_until.is_(None), _t.lease_until < _now),
+        or_(_t.next_due_at.is_(None), _t.next_due_at <= _now),
+    )
+    .values(
+        lease_owner=bindparam("owner"),
+        lease_until=bindparam("until", type_=_t.lease_until.type),
+        next_due_at=bindparam("due", type_=_t.next_due_at.type),
+    )
+    .returning(_t.name)
+)
+_RELEASE = (
+    update(targets)
+    .where(_t.name == bindparam("target_name"), _t.lease_owner == bindparam("owner"))
+    .values(lease_owner=None, lease_until=None)
+)
+_RELEASE_DUE = _RELEASE.values(next_due_at=bindparam("due", type_=_t.next_due_at.type))
 
 
 def upsert_targets(engine: Engine, configured: Sequence[tuple[str, str]], now: datetime) -> None:
@@ -117,30 +143,20 @@ def claim_many(
     One conditional ``UPDATE ... RETURNING`` per distinct interval; each row is still taken
     by exactly one replica (the condition is evaluated per row, under its row lock).
     """
-    t = targets.c
     by_interval: dict[float, set[str]] = {}
     for name, interval in wanted:
         by_interval.setdefault(interval, set()).add(name)
-    statements = [
-        update(targets)
-        .where(
-            t.name.in_(sorted(names)),
-            or_(t.lease_until.is_(None), t.lease_until < now),
-            or_(t.next_due_at.is_(None), t.next_due_at <= now),
-        )
-        .values(
-            lease_owner=owner,
-            lease_until=now + timedelta(seconds=lease),
-            next_due_at=now + timedelta(seconds=interval),
-        )
-        .returning(t.name)
+    until = now + timedelta(seconds=lease)
+    batches = [
+        {"names": sorted(names), "now": now, "owner": owner, "until": until,
+         "due": now + timedelta(seconds=interval)}
         for interval, names in by_interval.items()
     ]
 
     def work(conn: Connection) -> set[str]:
         got: set[str] = set()
-        for statement in statements:
-            got.update(conn.execute(statement).scalars())
+        for params in batches:
+            got.update(conn.execute(_CLAIM, params).scalars())
         return got
 
     return transaction(_autocommit(engine), work)
@@ -164,12 +180,11 @@ def release_in(
 
     ``next_due_at`` overrides the due time the claim set.
     """
-    t = targets.c
-    values: dict[str, Any] = {"lease_owner": None, "lease_until": None}
-    if next_due_at is not None:
-        values["next_due_at"] = next_due_at
-    statement = update(targets).where(t.name == name, t.lease_owner == owner).values(**values)
-    return bool(conn.execute(statement).rowcount == 1)
+    if next_due_at is None:
+        done = conn.execute(_RELEASE, {"target_name": name, "owner": owner})
+    else:
+        done = conn.execute(_RELEASE_DUE, {"target_name": name, "owner": owner, "due": next_due_at})
+    return bool(done.rowcount == 1)
 
 
 def release(

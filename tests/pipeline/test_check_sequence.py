@@ -13,7 +13,7 @@ from site_fixture import Site, index, url_set_at, urlset
 from sqlalchemy import Engine, create_engine, event, func, select
 
 from monitor.cli import main
-from monitor.store.schema import changes, entry_sets, snapshots, targets
+from monitor.store.schema import changes, entry_sets, snapshots, target_documents, targets
 
 U = "https://example.test/"  # entries' locs: never fetched
 
@@ -265,5 +265,7 @@ def test_unchanged_recheck_is_one_read_and_three_writes(
             select(snapshots.c.outcome, snapshots.c.urls, snapshots.c.documents_ok)
             .where(snapshots.c.id == again["snapshot_id"])
         ).one()
+        seen_by = conn.execute(select(target_documents.c.last_snapshot_id)).scalars().all()
     engine.dispose()
     assert tuple(row) == ("unchanged", 2, 1)
+    assert seen_by == [again["snapshot_id"]]  # the 304's document was seen by this snapshot
