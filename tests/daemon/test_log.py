@@ -39,7 +39,26 @@ def test_json_lines_with_utc_iso_time_and_bound_target(stream: io.StringIO) -> N
     assert line["target"] == "shop"
     assert line["level"] == "info"
     assert line["urls"] == 3
+    assert line["logger"] == "monitor.test"
     assert str(line["timestamp"]).endswith("Z")
+
+
+def test_lines_below_the_level_are_dropped_ours_and_libraries() -> None:
+    out = io.StringIO()
+    log.configure(json=True, level="warning", stream=out)
+    try:
+        logger = log.get_logger("monitor.test")
+        logger.info("quiet")
+        logger.debug("quieter")
+        logging.getLogger("uvicorn.error").info("quiet too")
+        logger.warning("loud", n=1)
+        logging.getLogger("uvicorn.error").error("loud too")
+    finally:
+        structlog.reset_defaults()
+        for handler in list(logging.getLogger().handlers):
+            logging.getLogger().removeHandler(handler)
+    assert [(line["event"], line["level"]) for line in lines(out)] == [
+        ("loud", "warning"), ("loud too", "error")]
 
 
 def test_library_logs_are_json_too(stream: io.StringIO) -> None:
