@@ -100,14 +100,11 @@ def configure(
         if json
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    # The last steps of every line, ours (straight from structlog) and libraries' (logging).
+    rendering: list[Processor] = [structlog.processors.format_exc_info, _scrub_processor, renderer]
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_shared_processors(),
-        processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.format_exc_info,
-            _scrub_processor,
-            renderer,
-        ],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
     )
     threshold = logging.getLevelName(level.upper())
     handler = logging.StreamHandler(out)
@@ -124,12 +121,7 @@ def configure(
     logging.getLogger("httpcore").setLevel(logging.WARNING)
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     structlog.configure(
-        processors=[
-            *_shared_processors(),
-            structlog.processors.format_exc_info,
-            _scrub_processor,
-            renderer,
-        ],
+        processors=[*_shared_processors(), *rendering],
         logger_factory=_Writers(out),
         wrapper_class=structlog.make_filtering_bound_logger(threshold),
         cache_logger_on_first_use=True,
