@@ -118,10 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def script() -> None:
-    """The ``sitemap-monitor`` console script: ``main``, then an exit without the interpreter's
-    teardown, which would free one by one every object a big check leaves behind (its loc
-    fingerprints, caches, modules): about 0.1 s after 500,000 URLs. By then the output is
-    written, the database closed and the worker processes stopped; this finishes the rest."""
+    """The console script's work (``monitor.script``): ``main``, then an exit without the
+    interpreter's teardown, which would free one by one every object a big check leaves behind
+    (its loc fingerprints, caches, modules): about 0.1 s after 500,000 URLs. By then the output
+    is written, the database closed and the worker processes stopped; this finishes the rest."""
     code = main()
     digest = sys.modules.get("monitor.digest")
     if digest is not None:

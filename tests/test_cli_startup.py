@@ -133,7 +133,25 @@ def test_the_console_script_is_script() -> None:
     from importlib.metadata import entry_points
 
     (entry,) = entry_points(group="console_scripts", name="sitemap-monitor")
-    assert entry.value == "monitor.cli:script"
+    assert entry.value == "monitor.script:script"
+
+
+# What a digest worker does with the console script before its first document (forkserver and
+# spawn alike): run the file again as __mp_main__. Then the modules it loaded, of these.
+AS_MP_MAIN = """
+import json, runpy, sys
+runpy.run_path(sys.argv[1], run_name="__mp_main__")
+print(json.dumps(sorted(m for m in ("monitor.cli", "monitor.config", "pydantic", "asyncio")
+                        if m in sys.modules)))
+"""
+
+
+def test_a_worker_loads_nothing_of_the_cli_from_the_console_script() -> None:
+    script = Path(sys.executable).with_name("sitemap-monitor")
+    assert script.is_file(), f"{script}: the console script is not installed beside python"
+    done = subprocess.run([sys.executable, "-c", AS_MP_MAIN, str(script)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60, check=True)
+    assert json.loads(done.stdout) == []
 
 
 def test_script_keeps_exit_codes_and_output(http_server: TestServer, tmp_path: Path) -> None:

@@ -1,0 +1,16 @@
+"""The ``sitemap-monitor`` console script, kept apart from ``monitor.cli``.
+
+The digest worker processes (multiprocessing's forkserver) run the console script's imports
+again, as ``__mp_main__``, before their first document. Importing ``monitor.cli`` there, with
+the configuration's pydantic models and asyncio, cost every worker ~0.15 s of start-up, on the
+way to a first check's first parallel digest (issue 5). So this module imports nothing itself.
+"""
+
+from __future__ import annotations
+
+
+def script() -> None:
+    """``monitor.cli.script``: ``main``, then the quick exit."""
+    from monitor import cli  # here, not at the top: see the module docstring
+
+    cli.script()
