@@ -25,10 +25,15 @@ import typing
 
 import httpcore
 
-__all__ = ["Backend", "Pool", "Stream", "readable"]
+__all__ = ["READ_BYTES", "Backend", "Pool", "Stream", "readable"]
 
 # How often the pool asks every connection, not only the one it reuses, whether it expired.
 SWEEP_SECONDS = 1.0
+# The least a read asks for. httpcore asks for 64 KiB, so anyio cuts each 256 KiB that asyncio
+# reads off the socket into four copies, each its own trip through h11 and httpx: W1's 96 MB
+# took 1,477 reads. h11 keeps whatever it is handed, and a response ends where its framing
+# says, whatever the read size.
+READ_BYTES = 256 * 1024
 
 
 class Backend(httpcore.AsyncNetworkBackend):
@@ -69,7 +74,7 @@ class Stream(httpcore.AsyncNetworkStream):
         self._server_addr: typing.Any = inner.get_extra_info("server_addr")
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._inner.read(max_bytes, timeout)
+        return await self._inner.read(max(max_bytes, READ_BYTES), timeout)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         await self._inner.write(buffer, timeout)

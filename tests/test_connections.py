@@ -112,6 +112,42 @@ async def test_a_stream_knows_its_peer_and_whether_a_read_would_return() -> None
             peer.close()
 
 
+async def test_a_read_asks_for_at_least_read_bytes_and_loses_nothing() -> None:
+    """httpcore asks for 64 KiB; a stream hands over as much as asyncio read off the socket."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stream = await connections.Backend().connect_tcp("127.0.0.1", listener.getsockname()[1],
+                                                     timeout=5)
+    peer, _ = listener.accept()
+    data = bytes(range(256)) * 4096  # 1 MiB, every byte's position visible
+    try:
+        threading.Thread(target=peer.sendall, args=(data,), daemon=True).start()
+        await asyncio.sleep(0.2)  # all of it waits in the socket's buffers
+        got = [await stream.read(65536, timeout=5)]
+        assert 65536 < len(got[0]) <= connections.READ_BYTES
+        while sum(map(len, got)) < len(data):
+            got.append(await stream.read(65536, timeout=5))
+        assert b"".join(got) == data
+    finally:
+        await stream.aclose()
+        listener.close()
+        peer.close()
+
+
+async def test_big_bodies_keep_their_framing_on_a_kept_alive_connection(
+    http_server: TestServer,
+) -> None:
+    """Reads past 64 KiB never take bytes of the next response: h11 frames each one."""
+    bodies = {f"/{n}.xml": bytes([n]) * (3 * 2**20 + n) for n in range(1, 4)}
+    for path, body in bodies.items():
+        http_server.route(path, Reply(body=body))
+    transport = _http_transport(httpx.Limits(), NO_TLS)
+    async with httpx.AsyncClient(transport=transport) as client:
+        for path, body in [*bodies.items(), *bodies.items()]:
+            response = await client.get(http_server.url(path))
+            assert response.content == body
+    assert len({r.client for r in http_server.requests}) == 1
+
+
 def test_a_socket_that_is_gone_counts_as_readable() -> None:
     a, b = socket.socketpair()
     with b:
