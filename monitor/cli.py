@@ -197,13 +197,14 @@ def _target(name: str, cfg: Config, args: argparse.Namespace) -> Target:
 
 
 def _open_engine(url: str) -> Any:
-    """An engine whose schema is at head: SQLite is migrated here, PostgreSQL must be."""
+    """An engine whose schema is at head: SQLite is set up or migrated here, PostgreSQL must
+    be."""
     from monitor.store import db
 
     engine = db.make_engine(url)
     try:
         if db.is_sqlite(engine):
-            if not db.at_head(engine):
+            if not db.create_schema(engine) and not db.at_head(engine):
                 db.upgrade(engine)
         else:
             db.require_head(engine)
