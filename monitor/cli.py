@@ -204,8 +204,7 @@ def _open_engine(url: str) -> Any:
     engine = db.make_engine(url)
     try:
         if db.is_sqlite(engine):
-            if not db.create_schema(engine) and not db.at_head(engine):
-                db.upgrade(engine)
+            db.bring_to_head(engine)
         else:
             db.require_head(engine)
     except MonitorError as exc:
