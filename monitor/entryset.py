@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import zlib
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import cast
@@ -98,18 +98,18 @@ def clean_columns(locs: list[str], fields: Iterable[list[str | None]]) -> Column
     return assemble(len(locs), ["\x00".join(locs), *texts], absent, [], {})
 
 
-def field_texts(fields: Iterable[list[str | None]]) -> tuple[list[str], list[str]]:
+def field_texts(fields: Iterable[Sequence[str | None]]) -> tuple[list[str], list[str]]:
     """The stored texts of the columns after the locs (their values in ``FIELDS`` order), and
     the names of those without any value (whose text is then "")."""
     texts, absent = [], []
     for name, values in zip(FIELDS, fields, strict=True):
-        if values.count(None) == len(values):
+        if None not in values:
+            texts.append("\x00".join(cast("Sequence[str]", values)))
+        elif values.count(None) == len(values):
             texts.append("")
             absent.append(name)
-        elif None in values:
-            texts.append("\x00".join([_UNSET if v is None else v for v in values]))
         else:
-            texts.append("\x00".join(values))  # type: ignore[arg-type]
+            texts.append("\x00".join([_UNSET if v is None else v for v in values]))
     return texts, absent
 
 
@@ -149,7 +149,10 @@ def unpack(blob: bytes) -> Columns:
 def _column(text: str, size: int, absent: bool) -> list[str | None]:
     if absent or size == 0:
         return [None] * size
-    return [None if v == _UNSET else v for v in text.split("\x00")]
+    values = text.split("\x00")
+    if _UNSET not in text:  # every value is set (the usual lastmod column): no pass needed
+        return cast("list[str | None]", values)
+    return [None if v == _UNSET else v for v in values]
 
 
 Row = tuple[str | None, str | None, str | None, str | None, bool]

@@ -17,8 +17,11 @@ validates the whole document. A clock set back between two checks could leave a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import compress, count
+from operator import ne
 from typing import cast
 
 from monitor import entryset, validate
@@ -35,7 +38,7 @@ class Reread:
     with its changes against the stored set."""
 
     columns: entryset.Columns
-    locs: list[str]
+    locs: Sequence[str]
     counts: dict[str, int]  # every issue's rule, counted
     issues: list[Issue]  # the first ``examples`` issues, in document order
     invalid: int  # invalid entries
@@ -49,19 +52,23 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
     size = len(entries)
     if not size or size != before.size or before.header.get("verdicts") != RULES_VERSION:
         return None
-    locs, *fields = (list(column) for column in zip(*entries, strict=True))
+    locs, *fields = zip(*entries, strict=True)
     loc_text = "\x00".join(locs)
     if loc_text != before.texts[0]:  # stored locs are unique: equal text, no duplicates
         return None
     texts, absent = entryset.field_texts(fields)
     recheck: set[int] = set()  # positions whose verdicts are validated again
-    old_columns: list[list[str | None] | None] = [None] * 5
+    # Each field's values in the stored set: a column whose text is the same holds the same
+    # values as now, so only a column that differs is split (a tenth of the time, each).
+    old_columns: list[Sequence[str | None]] = list(fields)
     for index, (column, text, name) in enumerate(zip(fields, texts, entryset.FIELDS,
                                                      strict=True), 1):
         if text == before.texts[index] and (name in absent) == before.absent(index):
             continue
-        old = old_columns[index] = before.column(index)
-        recheck.update(i for i, (a, b) in enumerate(zip(old, column, strict=True)) if a != b)
+        old = old_columns[index - 1] = before.column(index)
+        if len(old) != size:
+            raise ValueError(f"a stored column of {len(old)} values for {size} entries")
+        recheck.update(compress(count(), map(ne, old, column)))
     changed = frozenset(recheck)
     old_rules = cast("dict[str, str]", before.header.get("rules") or {})
     recheck.update(int(i) for i, ids in old_rules.items() if _FUTURE in ids.split())
@@ -84,19 +91,16 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
             if len(issues) < examples:
                 issues.append(validate.issue(rule, entries[i], url))
     # Validity comes of error rules, which look only at the fields: it changes with them.
-    changes = _changes(entries, before, old_columns, changed, old_invalid, invalid)
+    changes = _changes(entries, old_columns, changed, old_invalid, invalid)
     return Reread(columns, locs, counts, issues, len(invalid), changes)
 
 
-def _changes(entries: list[Entry], before: entryset.Columns,
-             old_columns: list[list[str | None] | None], positions: frozenset[int],
-             old_invalid: set[int], invalid: set[int]) -> list[Change]:
+def _changes(entries: list[Entry], old_columns: list[Sequence[str | None]],
+             positions: frozenset[int], old_invalid: set[int], invalid: set[int],
+             ) -> list[Change]:
     if not positions:
         return []
-    lastmods, changefreqs, priorities, extensions = (
-        before.column(index) if column is None else column
-        for index, column in enumerate(old_columns[1:], 1)
-    )
+    lastmods, changefreqs, priorities, extensions = old_columns
     changes = []
     for i in sorted(positions):
         loc, lastmod, changefreq, priority, extension = entries[i]

@@ -59,7 +59,7 @@ def test_reread_is_validate_encode_and_diff(rows: list[tuple[str, tuple[str | No
     columns, counts, issues, invalid, changes = _expected(previous, after, now, examples)
     assert found.columns == columns
     assert entryset.pack(found.columns) == entryset.pack(columns)
-    assert found.locs == [loc for loc, _, _ in rows]
+    assert list(found.locs) == [loc for loc, _, _ in rows]
     assert (found.counts, found.issues, found.invalid) == (counts, issues, invalid)
     assert found.changes == changes
 
