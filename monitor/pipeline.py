@@ -37,6 +37,7 @@ from monitor.store.sql import DocumentState, StoredSet
 __all__ = ["run_check", "utcnow"]
 
 INDEX_KINDS = ("sitemapindex", "robots")
+_AHEAD_MAX = 64  # children started and not yet applied, unchanged ones included
 
 
 def utcnow() -> datetime:
@@ -376,9 +377,8 @@ class _Check:
                 doc = self._admit(child, url, inner)
                 if doc is None:
                     continue
+                await self._make_room(ahead, depth + 1, inner)
                 ahead.append(asyncio.create_task(self._obtain(child, doc)))
-                if len(ahead) >= self.window:
-                    await self._apply(await ahead.popleft(), depth + 1, inner)
             while ahead:
                 await self._apply(await ahead.popleft(), depth + 1, inner)
         finally:
@@ -386,6 +386,23 @@ class _Check:
                 task.cancel()
             if ahead:
                 await asyncio.gather(*ahead, return_exceptions=True)
+
+    async def _make_room(self, ahead: deque[asyncio.Task[_Got]], depth: int,
+                         ancestors: frozenset[str]) -> None:
+        """Apply the children at the head that are done; return once another may start.
+
+        At most ``window`` children are in flight or read and waiting for their turn. One that
+        came back unchanged (304) holds nothing and does not count: while a changed child is
+        digested, the unchanged ones after it are fetched (up to ``_AHEAD_MAX`` in all).
+        """
+        while True:
+            while ahead and ahead[0].done():
+                await self._apply(ahead.popleft().result(), depth, ancestors)
+            pending = [task for task in ahead if not task.done()]
+            held = len(ahead) - sum(map(_unchanged, ahead))
+            if held < self.window and len(ahead) < _AHEAD_MAX:
+                return
+            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
 
     def _kind(self, url: str) -> str | None:
         """The kind of a document read this check, else of its stored state."""
@@ -608,6 +625,12 @@ class _Check:
             self.in_transaction(conn)
         conn.commit()
         conn.close()
+
+
+def _unchanged(task: asyncio.Task[_Got]) -> bool:
+    """Whether a child's task is done and found the child unchanged (it holds nothing)."""
+    return (task.done() and not task.cancelled() and task.exception() is None
+            and task.result().unchanged)
 
 
 def _raise_alerts(

@@ -47,9 +47,10 @@ class Site:
     def set(self, path: str, body: bytes) -> None:
         """Serve ``body`` at ``path`` from now on."""
         self.docs[path] = body
-        self.server.route(path, self._answer)
+        self.server.route(path, self.answer)
 
-    def _answer(self, request: Request) -> Reply:
+    def answer(self, request: Request) -> Reply:
+        """The reply to a request for one of the documents (a test may wrap it)."""
         if request.route in self.status:
             return Reply(self.status[request.route], b"server error\n")
         body = self.docs[request.route]

@@ -6,6 +6,7 @@ Each step changes the site, runs the CLI exactly as a user does and asserts the 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -269,3 +270,41 @@ def test_unchanged_recheck_is_one_read_and_three_writes(
     engine.dispose()
     assert tuple(row) == ("unchanged", 2, 1)
     assert seen_by == [again["snapshot_id"]]  # the 304's document was seen by this snapshot
+
+
+def test_unchanged_children_are_fetched_while_a_changed_one_is_read(
+    site: Site, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The window of children in flight does not count those that came back 304: while the
+    first child is still being read, every unchanged child after it is fetched. The server
+    holds the first child's answer until it has seen them all (or gives up after 10 s)."""
+    db = database_url.replace("postgresql+psycopg://", "postgresql://")
+    if db.startswith("postgresql"):
+        assert main(["db", "upgrade", "--database-url", db]) == 0
+        capsys.readouterr()
+    paths = [f"/c{i}.xml" for i in range(12)]
+    for i, path in enumerate(paths):
+        site.set(path, urlset({f"{U}{i}/a": "2024-01-01"}))
+    site.set("/index.xml", index([site.url(path) for path in paths]))
+    code, first = check(capsys, site.url("/index.xml"), db)
+    assert (code, first["added"]) == (0, 12)
+    site.set(paths[0], urlset({f"{U}0/a": "2024-02-02"}))
+    held: list[bool] = []
+
+    def after_the_rest(request: Any) -> Any:
+        deadline = time.monotonic() + 10
+        while any(len(site.server.requests_to(p)) < 2 for p in paths[1:]):
+            if time.monotonic() > deadline:
+                held.append(False)
+                break
+            time.sleep(0.01)
+        else:
+            held.append(True)
+        return site.answer(request)
+
+    site.server.route(paths[0], after_the_rest)
+    code, again = check(capsys, site.url("/index.xml"), db)
+    assert code == 0
+    assert held == [True]  # every unchanged child was asked for before the first was answered
+    assert (again["changed"], again["added"], again["removed"]) == (1, 0, 0)
+    assert [outcomes(again)[p[1:]] for p in paths] == ["ok"] + ["not_modified"] * 11
