@@ -117,6 +117,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _out(line: str) -> None:
+    """Write a line of the command's output. A reader that stops early (``check --json | head``)
+    gets what it read and no traceback: the command goes on to its end, what it did is stored,
+    its exit code is its own, and the rest of its output goes nowhere."""
+    try:
+        print(line)
+    except BrokenPipeError:
+        _drop_stdout()
+
+
+def _drop_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def script() -> None:
     """The console script's work (``monitor.script``): ``main``, then an exit without the
     interpreter's teardown, which would free one by one every object a big check leaves behind
@@ -129,8 +145,12 @@ def script() -> None:
     logging.shutdown()
     try:
         sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away: see _out
+        _drop_stdout()
+    try:
+        sys.stdout.flush()
         sys.stderr.flush()
-    except OSError:  # a closed pipe: let the interpreter report it the way it always does
+    except OSError:  # a full disk, say: let the interpreter report it the way it always does
         sys.exit(code)
     os._exit(code)
 
@@ -159,14 +179,14 @@ def _dispatch(args: argparse.Namespace) -> int:
             db.upgrade(engine)
         finally:
             engine.dispose()
-        print(f"database {db.redact(str(engine.url))} is at {db.head_revision()}")
+        _out(f"database {db.redact(str(engine.url))} is at {db.head_revision()}")
         return EXIT_OK
     if command == "config":
         path = _config_path(args)
         if path is None:
             raise ConfigError("config check: no file given (--config or SITEMAP_MONITOR_CONFIG)")
         cfg = load(path)
-        print(f"{path}: ok: {len(cfg.targets)} targets, {len(cfg.alerts.channels)} channels, "
+        _out(f"{path}: ok: {len(cfg.targets)} targets, {len(cfg.alerts.channels)} channels, "
               f"{len(cfg.alerts.rules)} rules")
         return EXIT_OK
     return _alerts_test(args)
@@ -259,14 +279,14 @@ async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int)
 
 def _print_result(result: CheckResult, *, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(result.as_json(), ensure_ascii=False))
+        _out(json.dumps(result.as_json(), ensure_ascii=False))
         return
-    print(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid} "
+    _out(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid} "
           f"added={result.added} removed={result.removed} changed={result.changed} "
           f"newly-invalid={result.invalid_new}  ({result.duration_seconds:.2f}s, "
           f"snapshot {result.snapshot_id})")
     if result.error_kind:
-        print(f"  error: {result.error_kind}: {result.error_message}")
+        _out(f"  error: {result.error_kind}: {result.error_message}")
     _table(["DOCUMENT", "OUTCOME", "HTTP", "URLS", "ERROR"],
            [[d.url, d.outcome, d.http_status or "", d.urls, d.error or ""]
             for d in result.documents])
@@ -277,14 +297,14 @@ def _print_result(result: CheckResult, *, as_json: bool) -> None:
     if result.changes:
         _table(["CHANGE", "LOC"], [[c.kind, c.loc] for c in result.changes])
         if result.changes_truncated:
-            print("  (more changes: sitemap-monitor changes TARGET)")
+            _out("  (more changes: sitemap-monitor changes TARGET)")
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> None:
     cells = [header, *[[str(c) for c in row] for row in rows]]
     widths = [min(max(len(r[i]) for r in cells), 80) for i in range(len(header))]
     for row in cells:
-        print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        _out("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -306,7 +326,7 @@ def _validate(args: argparse.Namespace) -> int:
     for key in ("snapshot_id", "added", "removed", "changed", "changes", "changes_truncated"):
         output.pop(key)
     if args.json:
-        print(json.dumps(output, ensure_ascii=False))
+        _out(json.dumps(output, ensure_ascii=False))
     else:
         _print_result(result, as_json=False)
     if result.outcome == "failed":
@@ -379,7 +399,7 @@ def _read(args: argparse.Namespace) -> int:
     if rows is None:
         raise ConfigError(f"target {args.target!r} has no snapshots in this database")
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False))
+        _out(json.dumps(rows, ensure_ascii=False))
     elif args.command == "history":
         _table(["SNAPSHOT", "FINISHED", "OUTCOME", "URLS", "INVALID", "ADDED", "REMOVED",
                 "CHANGED", "ERROR"],
@@ -401,7 +421,7 @@ def _alerts_test(args: argparse.Namespace) -> int:
         raise ConfigError(f"alerts test: no channel named {args.channel!r} in "
                           f"{_config_path(args) or 'the configuration'}")
     asyncio.run(alerts.send_test(channel))
-    print(f"sent a test notification to {channel.name} ({channel.type})")
+    _out(f"sent a test notification to {channel.name} ({channel.type})")
     return EXIT_OK
 
 

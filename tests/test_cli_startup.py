@@ -174,3 +174,30 @@ def test_script_keeps_exit_codes_and_output(http_server: TestServer, tmp_path: P
     assert usage.stderr.startswith("sitemap-monitor: usage:")
     version = run_script("--version")  # argparse exits by SystemExit: the usual way out
     assert (version.returncode, version.stdout.split()[0]) == (0, "sitemap-monitor")
+
+
+@pytest.mark.parametrize("urls", [1, 3000])
+def test_a_reader_that_stops_early_gets_no_traceback(http_server: TestServer, tmp_path: Path,
+                                                     urls: int) -> None:
+    """`check --json | head`: the reader has closed the pipe before a byte is written. The
+    check completes and is stored, exits with its own code and writes nothing to stderr: 3,000
+    URLs make the output (about 300 kB) break inside print, one URL at the final flush."""
+    many = b"".join(b"<url><loc>https://example.test/%d</loc></url>" % i for i in range(urls))
+    http_server.route("/sitemap.xml", Reply(200, URLSET.replace(
+        b"<url><loc>https://example.test/a</loc></url>", many), {"Content-Type": "text/xml"}))
+    url, db_url = http_server.url("/sitemap.xml"), f"sqlite:///{tmp_path}/monitor.db"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(ROOT)
+    with subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, "check", url, "--database-url", db_url, "--json",
+         "--max-changes", "3000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT,
+    ) as process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        process.stdout.close()
+        stderr = process.stderr.read().decode()
+        assert (process.wait(timeout=120), stderr) == (0, "")
+    history = run_script("history", url, "--database-url", db_url, "--json")
+    assert [(row["outcome"], row["added"]) for row in json.loads(history.stdout)] == [
+        ("ok", urls)]
