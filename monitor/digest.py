@@ -8,7 +8,8 @@ starting workers or a round trip to one would cost more than it saves. Each work
 process digest one big document at a time; the next waits for whichever frees first.
 ``digest`` is pure
 (no database, no network) and returns only what the check needs: counts, the first issues and
-changes, the new entry set ready to store, and the fingerprints of its locs.
+changes, the new entry set ready to store, and the fingerprints of its locs (unless the job
+asks for none).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import sys
 import threading
 from array import array
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import BrokenExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import chain, islice
 from typing import IO, TYPE_CHECKING
@@ -77,6 +78,7 @@ class Job:
     previous: bytes | None = None  # the document's stored entry set, on a re-check
     baseline: bool = False  # the target's first check: keep only the first additions
     examples: int = 1000  # issues (and additions of a baseline) kept in full; the rest counted
+    fingerprints: bool = True  # False: Digest.hashes is None (monitor.pipeline._digest says why)
 
 
 @dataclass(slots=True)
@@ -93,7 +95,8 @@ class Digest:
     entries: int = 0  # entries kept, valid or not (duplicates and locless ones are not)
     invalid: int = 0  # invalid occurrences, with duplicates and entries without loc
     data: bytes | None = None  # the entry set (monitor.entryset), None for an index
-    hashes: bytes = b""  # array("Q") of entryset.loc_hash of each kept loc, in order
+    # array("Q") of entryset.loc_hash of each kept loc, in order; None if the job asked for none
+    hashes: bytes | None = b""
     # Every change against the previous entry set (none: every entry is new). On a baseline,
     # only the first ``examples`` additions: ``urls`` were added, ``entries - urls`` invalid.
     changes: list[Change] = field(default_factory=list)
@@ -111,7 +114,7 @@ def digest(job: Job) -> Digest:
     assert stored is not None
     found = reread.reread(parsed.entries, stored, job.url, now=job.now, examples=job.examples)
     if found is not None:  # the stored locs, in order: only what differs is validated
-        _take(result, found, parsed.unkeyed_invalid)
+        _take(result, found, parsed.unkeyed_invalid, job)
         return result
     checked = validate.validate_document(parsed.entries, job.url, now=job.now)
     del parsed.entries
@@ -200,7 +203,7 @@ def _finish_clean(result: Digest, clean: validate.CleanDocument, unkeyed_invalid
     locs, fields = clean.take()
     result.entries = result.urls = len(locs)
     result.invalid = unkeyed_invalid
-    result.hashes = array("Q", entryset.loc_hashes(locs)).tobytes()
+    result.hashes = _fingerprints(locs, job)
     additions = _clean_additions(locs, fields)
     result.changes = list(islice(additions, job.examples) if job.baseline else additions)
     columns = entryset.clean_columns(locs, fields)
@@ -223,18 +226,23 @@ def _clean_additions(locs: list[str], fields: tuple[list[str | None], ...]) -> I
         yield Change("added", loc, None, state)
 
 
+def _fingerprints(locs: Iterable[str], job: Job) -> bytes | None:
+    """``Digest.hashes`` of these locs, or None when the job asks for none."""
+    return array("Q", entryset.loc_hashes(locs)).tobytes() if job.fingerprints else None
+
+
 def _previous(job: Job) -> entryset.Columns | None:
     return None if job.previous is None else entryset.unpack(job.previous)
 
 
-def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int) -> None:
+def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job) -> None:
     result.counts.update(found.counts)
     result.entry_issues = found.issues
     result.entries = len(found.locs)
     result.urls = result.entries - found.invalid
     result.invalid = found.invalid + unkeyed_invalid
     result.data = entryset.pack(found.columns)
-    result.hashes = array("Q", entryset.loc_hashes(found.locs)).tobytes()
+    result.hashes = _fingerprints(found.locs, job)
     result.changes = found.changes
 
 
@@ -248,7 +256,7 @@ def _fill(
     result.entries = len(states)
     result.urls = result.entries - len(columns.invalid())
     result.invalid = invalid
-    result.hashes = array("Q", entryset.loc_hashes(states)).tobytes()
+    result.hashes = _fingerprints(states, job)
     if job.baseline:
         result.changes = list(islice(_additions(states), job.examples))
     elif stored is None:  # a document new to the target: everything in it is new
@@ -324,7 +332,10 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
         i for i in result.entry_issues if i.loc not in dropped or i.rule == "loc-duplicate"
     ]
     # Invalid entries that were dropped were counted in ``invalid`` already: nothing to add.
-    columns = _fill(result, states, rules, result.invalid, job, _previous(job))
+    # The check has fingerprints of this document's locs (it found their duplicates): it needs
+    # those of the locs that stay.
+    columns = _fill(result, states, rules, result.invalid, replace(job, fingerprints=True),
+                    _previous(job))
     del states, rules, stored
     result.data = entryset.pack(columns)
 

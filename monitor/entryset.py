@@ -28,8 +28,8 @@ from typing import cast
 from monitor.model import RULES_VERSION, EntryState, entry_state
 
 __all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "assemble",
-           "clean_columns", "columns", "decode", "encode", "field_texts", "loc_hash",
-           "loc_hashes", "locs", "pack", "rows", "unpack"]
+           "clean_columns", "columns", "decode", "encode", "field_texts", "fingerprints",
+           "loc_hash", "loc_hashes", "locs", "pack", "rows", "unpack"]
 
 VERSION = 1
 _LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
@@ -227,9 +227,34 @@ class Fingerprints:
         self._most = arrays
         self._arrays: list[array[int]] = []
         self._set: set[int] | None = None
+        self._later: list[bytes] = []  # entry sets whose fingerprints are not worked out yet
+
+    def __bool__(self) -> bool:
+        """Whether any document's fingerprints are held (or wait in ``add_later``)."""
+        return bool(self._arrays or self._later) or self._set is not None
+
+    def add_later(self, entry_set: bytes) -> None:
+        """Hold a document's fingerprints as its stored entry set (``encode``'s bytes): they are
+        worked out only if another document is checked against them (``settle``). A check
+        that reads one document alone never needs them."""
+        self._later.append(entry_set)
+
+    @property
+    def unsettled(self) -> bool:
+        """Whether fingerprints wait in ``add_later``."""
+        return bool(self._later)
+
+    def settle(self) -> None:
+        """Work out the fingerprints held by ``add_later`` (``hits`` does it when it must; a
+        caller may do it first in a thread of its own)."""
+        later, self._later = self._later, []
+        for entry_set in later:
+            self.add(fingerprints(entry_set))
 
     def hits(self, hashes: array[int]) -> set[int]:
         """The fingerprints among ``hashes`` that were added before."""
+        if self._later:
+            self.settle()
         if self._set is not None:
             return self._set.intersection(hashes)
         if not self._arrays:  # the first document: nothing to look in
@@ -252,6 +277,11 @@ class Fingerprints:
                 self._set.update(held)
             self._arrays = []
         self._set.update(hashes)
+
+
+def fingerprints(blob: bytes) -> array[int]:
+    """The ``loc_hashes`` of a stored document version's locs, as ``Fingerprints`` holds them."""
+    return array("Q", loc_hashes(locs(blob)))
 
 
 def loc_hash(loc: str) -> int:

@@ -124,6 +124,7 @@ class _Check:
         self.issue_limit = max_changes
         self.issue_counts: Counter[str] = Counter()
         self.seen = entryset.Fingerprints()  # of every loc read this check
+        self.digesting = 0  # documents being digested
         self.written: list[str] = []  # documents whose new entry set this check stored
         self.visited: set[str] = set()
         self.read: dict[str, DocumentState] = {}  # documents read completely this check
@@ -240,8 +241,18 @@ class _Check:
             body=None if body.data is None else bytes(body.data), path=body.path,
             previous=None if got.stored is None else got.stored.data,
             baseline=self.first, examples=self.issue_limit,
+            # The fingerprints of a document's locs find their duplicates in the documents read
+            # after it. A first check reads every document; a re-check reads those that changed,
+            # and the first of them digested while nothing else is may well be the only one
+            # (one sitemap, or one changed child of an index): _dedupe works its fingerprints
+            # out of its entry set only if another document comes.
+            fingerprints=self.first or self.digesting > 0 or bool(self.seen),
         )
-        got.digest = await digesting.run(got.job)
+        self.digesting += 1
+        try:
+            got.digest = await digesting.run(got.job)
+        finally:
+            self.digesting -= 1
 
     async def _apply(self, got: _Got, depth: int, ancestors: frozenset[str], *,
                      root: bool = False) -> None:
@@ -460,6 +471,14 @@ class _Check:
         found, job = got.digest, got.job
         assert found is not None
         assert job is not None
+        assert found.data is not None
+        if found.hashes is None:  # digested without its fingerprints (see _digest)
+            if not self.seen:
+                self.seen.add_later(found.data)
+                return
+            found.hashes = (await asyncio.to_thread(entryset.fingerprints, found.data)).tobytes()
+        if self.seen.unsettled:
+            await asyncio.to_thread(self.seen.settle)
         hashes = array("Q")
         hashes.frombytes(found.hashes)
         hits = self.seen.hits(hashes)
@@ -475,6 +494,7 @@ class _Check:
                                   if fingerprint in hits)
             if duplicates:
                 await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
+                assert found.hashes is not None
                 hashes = array("Q")
                 hashes.frombytes(found.hashes)
         self.seen.add(hashes)

@@ -254,3 +254,23 @@ async def test_a_big_document_waits_for_a_free_worker_not_in_the_pools_queue(
     assert max(busy for busy, _ in seen) == 1
     assert max(inline for _, inline in seen) == 1
     assert any(busy and inline for busy, inline in seen)  # both digesting at once
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_a_job_without_fingerprints_digests_the_same_without_them(stored: bool) -> None:
+    """New (columns of a clean document) or re-read (its stored set reused): the same digest,
+    but ``hashes`` None; dropping duplicates works them out all the same."""
+    data = _clean_document(300, "")
+    previous = digest.digest(_job(data)).data if stored else None
+    with_them = digest.digest(_job(data, previous=previous))
+    without = digest.digest(_job(data, previous=previous, fingerprints=False))
+    assert without.hashes is None
+    assert with_them.hashes
+    without.hashes = with_them.hashes
+    assert without == with_them
+    job = _job(data, previous=previous, fingerprints=False)
+    found = digest.digest(job)
+    loc = entryset.locs(found.data or b"")[0]
+    digest.drop_duplicates(found, {loc}, job)
+    assert found.hashes == array("Q", entryset.loc_hashes(
+        entryset.locs(found.data or b""))).tobytes()

@@ -79,3 +79,21 @@ def test_fingerprints_of_many_documents_become_one_set() -> None:
     assert index._set == set(range(40))
     assert index._arrays == []
     assert index.hits(array("Q", [5, 39, 40])) == {5, 39}
+
+
+def test_fingerprints_held_as_an_entry_set_are_worked_out_when_another_document_comes() -> None:
+    """``add_later`` holds a document's entry set; ``hits`` finds what its locs would have."""
+    states = {f"https://e.test/{i}": EntryState() for i in range(5)}
+    index = entryset.Fingerprints()
+    assert not index
+    index.add_later(entryset.encode(states, {}))
+    assert index
+    assert index.unsettled
+    later = array("Q", [entryset.loc_hash("https://e.test/3"), entryset.loc_hash("https://x/")])
+    assert index.hits(later) == {entryset.loc_hash("https://e.test/3")}
+    assert not index.unsettled
+    index.add(later)
+    index.add_later(entryset.encode({"https://x/": EntryState()}, {}))
+    index.settle()
+    assert index.hits(array("Q", [entryset.loc_hash("https://x/")])) == {
+        entryset.loc_hash("https://x/")}

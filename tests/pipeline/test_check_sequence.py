@@ -308,3 +308,37 @@ def test_unchanged_children_are_fetched_while_a_changed_one_is_read(
     assert held == [True]  # every unchanged child was asked for before the first was answered
     assert (again["changed"], again["added"], again["removed"]) == (1, 0, 0)
     assert [outcomes(again)[p[1:]] for p in paths] == ["ok"] + ["not_modified"] * 11
+
+
+def test_a_duplicate_is_found_whichever_child_was_read_first(
+    site: Site, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a re-check, the first child digested while nothing else is keeps no fingerprints of
+    its locs until another comes. Here both children changed, and the second arrives first,
+    the first one 0.3 s later: both go without, and the second's duplicate of a loc of the
+    first is found all the same."""
+    db = database_url.replace("postgresql+psycopg://", "postgresql://")
+    if db.startswith("postgresql"):
+        assert main(["db", "upgrade", "--database-url", db]) == 0
+        capsys.readouterr()
+    site.set("/a.xml", urlset({f"{U}a/1": "2024-01-01"}))
+    site.set("/b.xml", urlset({f"{U}b/1": "2024-01-01"}))
+    site.set("/index.xml", index([site.url("/a.xml"), site.url("/b.xml")]))
+    assert check(capsys, site.url("/index.xml"), db)[0] == 0
+    site.set("/a.xml", urlset({f"{U}a/1": "2024-01-01", f"{U}a/2": "2024-01-01"}))
+    site.set("/b.xml", urlset({f"{U}b/1": "2024-01-01", f"{U}a/2": "2024-01-01"}))
+
+    def after_b(request: Any) -> Any:
+        deadline = time.monotonic() + 10
+        while not site.server.requests_to("/b.xml") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        return site.answer(request)
+
+    site.server.route("/a.xml", after_b)
+    code, r = check(capsys, site.url("/index.xml"), db)
+    assert code == 0
+    found = [(i["loc"], i["document"].rsplit("/", 1)[1]) for i in r["issues"]
+             if i["rule"] == "loc-duplicate"]
+    assert found == [(f"{U}a/2", "b.xml")]
+    assert (r["urls"], r["invalid"], r["added"]) == (3, 1, 1)
