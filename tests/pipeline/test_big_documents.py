@@ -27,13 +27,9 @@ def check(capsys: pytest.CaptureFixture[str], url: str, db: str) -> dict[str, An
 
 @pytest.mark.parametrize("workers", ["2", "0"])
 def test_big_children(
-    site: Site, database_url: str, capsys: pytest.CaptureFixture[str],
+    site: Site, db: str, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch, workers: str,
 ) -> None:
-    db = database_url.replace("postgresql+psycopg://", "postgresql://")
-    if db.startswith("postgresql"):  # only SQLite is migrated by `check` itself
-        assert main(["db", "upgrade", "--database-url", db]) == 0
-        capsys.readouterr()
     monkeypatch.setenv("SITEMAP_MONITOR_PARSE_WORKERS", workers)
     assert digest.workers() == int(workers)
     U = site.url("/")

@@ -208,14 +208,10 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     assert main(["history", "https://never.checked/", "--database-url", db]) == 2
 
 
-def test_duplicates_across_many_children(site: Site, database_url: str,
+def test_duplicates_across_many_children(site: Site, db: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     """A URL listed again by a later child is a loc-duplicate there, whichever earlier child
     listed it: past the 16th child the check holds fingerprints as one set, not arrays."""
-    db = database_url.replace("postgresql+psycopg://", "postgresql://")
-    if db.startswith("postgresql"):
-        assert main(["db", "upgrade", "--database-url", db]) == 0
-        capsys.readouterr()
     children = {i: {f"{U}{i}/{j}": "2024-01-01" for j in range(3)} for i in range(20)}
     children[5][f"{U}0/1"] = "2024-01-01"  # listed by the first child
     children[18][f"{U}1/0"] = "2024-01-01"  # by the second
@@ -232,14 +228,10 @@ def test_duplicates_across_many_children(site: Site, database_url: str,
 
 
 def test_unchanged_recheck_is_one_read_and_three_writes(
-    site: Site, database_url: str, capsys: pytest.CaptureFixture[str]
+    site: Site, db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A re-check answered 304 reads the target and its documents in one query and writes its
     snapshot whole in one statement: a daemon's round of unchanged targets is mostly these."""
-    db = database_url.replace("postgresql+psycopg://", "postgresql://")
-    if db.startswith("postgresql"):
-        assert main(["db", "upgrade", "--database-url", db]) == 0
-        capsys.readouterr()
     site.set("/a.xml", urlset({U + "1": "2024-01-01", U + "2": "2024-01-02"}))
     code, first = check(capsys, site.url("/a.xml"), db)
     assert (code, first["added"]) == (0, 2)
@@ -273,15 +265,11 @@ def test_unchanged_recheck_is_one_read_and_three_writes(
 
 
 def test_unchanged_children_are_fetched_while_a_changed_one_is_read(
-    site: Site, database_url: str, capsys: pytest.CaptureFixture[str]
+    site: Site, db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The window of children in flight does not count those that came back 304: while the
     first child is still being read, every unchanged child after it is fetched. The server
     holds the first child's answer until it has seen them all (or gives up after 10 s)."""
-    db = database_url.replace("postgresql+psycopg://", "postgresql://")
-    if db.startswith("postgresql"):
-        assert main(["db", "upgrade", "--database-url", db]) == 0
-        capsys.readouterr()
     paths = [f"/c{i}.xml" for i in range(12)]
     for i, path in enumerate(paths):
         site.set(path, urlset({f"{U}{i}/a": "2024-01-01"}))
@@ -311,16 +299,12 @@ def test_unchanged_children_are_fetched_while_a_changed_one_is_read(
 
 
 def test_a_duplicate_is_found_whichever_child_was_read_first(
-    site: Site, database_url: str, capsys: pytest.CaptureFixture[str]
+    site: Site, db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """On a re-check, the first child digested while nothing else is keeps no fingerprints of
     its locs until another comes. Here both children changed, and the second arrives first,
     the first one 0.3 s later: both go without, and the second's duplicate of a loc of the
     first is found all the same."""
-    db = database_url.replace("postgresql+psycopg://", "postgresql://")
-    if db.startswith("postgresql"):
-        assert main(["db", "upgrade", "--database-url", db]) == 0
-        capsys.readouterr()
     site.set("/a.xml", urlset({f"{U}a/1": "2024-01-01"}))
     site.set("/b.xml", urlset({f"{U}b/1": "2024-01-01"}))
     site.set("/index.xml", index([site.url("/a.xml"), site.url("/b.xml")]))
