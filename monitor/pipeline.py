@@ -409,11 +409,12 @@ class _Check:
         while True:
             while ahead and ahead[0].done():
                 await self._apply(ahead.popleft().result(), depth, ancestors)
-            pending = [task for task in ahead if not task.done()]
             held = len(ahead) - sum(map(_unchanged, ahead))
             if held < self.window and len(ahead) < _AHEAD_MAX:
                 return
-            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            # The head is not done (it would have been applied): something is pending.
+            await asyncio.wait([task for task in ahead if not task.done()],
+                               return_when=asyncio.FIRST_COMPLETED)
 
     def _kind(self, url: str) -> str | None:
         """The kind of a document read this check, else of its stored state."""
