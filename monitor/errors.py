@@ -36,8 +36,9 @@ class ConfigError(MonitorError):
 class FetchError(MonitorError):
     """A document could not be fetched completely.
 
-    ``kind`` is one of: ``timeout``, ``connect``, ``http-status``, ``too-large``, ``redirects``,
-    ``address-blocked``, ``invalid-url``, ``decode``, ``protocol``.
+    ``kind`` is one of: ``timeout``, ``connect``, ``http-status``, ``redirects``,
+    ``address-blocked``, ``invalid-url``, ``decode``, ``protocol``, or the rule id of SPEC 4
+    where one names the reason: ``size-too-large``, ``gzip-invalid``.
     """
 
     def __init__(

@@ -2,8 +2,9 @@
 
 One long-lived ``httpx.AsyncClient`` serves every check (STYLE 7). Redirects are followed here,
 not by httpx, so the address policy (``monitor.addresses``) judges every hop before it is
-connected to. httpx never decodes the body: ``Response.chunks`` inflates gzip and deflate itself,
-incrementally and bounded, so a gzip bomb or an endless body stops at ``max_bytes``. A total
+connected to. httpx never decodes the body: ``Response.chunks`` inflates gzip and deflate itself
+(``monitor.inflate``), incrementally and bounded, so a gzip bomb or an endless body stops at
+``max_bytes``. A total
 deadline covers the whole fetch, body included, so a slow drip ends too.
 """
 
@@ -13,8 +14,7 @@ import asyncio
 import contextlib
 import re
 import ssl
-import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -32,13 +32,12 @@ from monitor.addresses import (
     system_resolver,
 )
 from monitor.errors import FetchError
+from monitor.inflate import CHUNK_SIZE, Body, layers
 
 __all__ = ["CHUNK_SIZE", "Fetcher", "Response", "is_blocked_address", "is_private_address"]
 
-CHUNK_SIZE = 64 * 1024
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_RETRIES = 2  # Retry-After retries per fetch (SPEC 3.7)
-_GZIP_MAGIC = b"\x1f\x8b"
 _HOST = re.compile(r"[A-Za-z0-9._:-]+")  # httpx gives IDNA names as xn--, IPv6 without brackets
 _ACCEPT = (
     "application/xml, text/xml, application/rss+xml, application/atom+xml,"
@@ -80,119 +79,6 @@ def retry_after_seconds(value: str | None, now: datetime | None = None) -> float
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-class _Inflate:
-    """One compression layer, inflated incrementally in bounded pieces.
-
-    ``mode`` is ``gzip``, ``deflate`` (zlib-wrapped or raw, whichever the stream is) or
-    ``sniff`` (gzip if the first bytes are the gzip magic, else passed through unchanged).
-    """
-
-    def __init__(self, mode: str, url: str) -> None:
-        self._mode = mode
-        self._url = url
-        self._head = b""  # the first bytes, held until the format can be told
-        self._inflater: zlib._Decompress | None = None
-        self._passthrough = False
-        self._done = False  # trailing bytes after the (last) member are ignored, like gzip(1)
-
-    def _error(self, reason: str) -> FetchError:
-        return FetchError("decode", f"cannot decompress {self._url}: {reason}", permanent=True)
-
-    def _start(self, head: bytes) -> None:
-        if self._mode == "deflate":
-            # RFC 9110 deflate is zlib-wrapped; some servers send raw deflate instead.
-            zlib_header = (head[0] & 0x0F) == 8 and (head[0] << 8 | head[1]) % 31 == 0
-            self._inflater = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
-        elif head[:2] == _GZIP_MAGIC:
-            self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif self._mode == "sniff":
-            self._passthrough = True
-        else:
-            raise self._error("Content-Encoding says gzip but the body is not gzip")
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        """Inflate ``data``; yield output in pieces of at most ``CHUNK_SIZE``."""
-        if self._passthrough:
-            if data:
-                yield data
-            return
-        while data and not self._done:
-            if self._inflater is None or self._inflater.eof:
-                data = self._head + data
-                if len(data) < 2:
-                    self._head = data
-                    return
-                self._head = b""
-                if self._inflater is not None and (
-                    self._mode == "deflate" or data[:2] != _GZIP_MAGIC
-                ):
-                    self._done = True
-                    return
-                self._start(data)  # first member, or a further gzip member (multi-member files)
-                if self._passthrough:
-                    yield data
-                    return
-            inflater = self._inflater
-            assert inflater is not None
-            while True:
-                try:
-                    # max_length is what keeps a bomb bounded: never more out per call.
-                    out = inflater.decompress(data, CHUNK_SIZE)
-                except zlib.error as exc:
-                    raise self._error(str(exc)) from None
-                data = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
-                if out:
-                    yield out
-                if inflater.eof or (not data and len(out) < CHUNK_SIZE):
-                    break
-
-    def finish(self) -> Iterator[bytes]:
-        """Flush at the end of the body; a truncated compressed stream is an error."""
-        if self._passthrough:
-            return
-        if self._inflater is None:
-            if self._head and self._mode == "sniff":
-                yield self._head  # a one-byte body
-            elif self._head:
-                raise self._error("the body ends inside the compression header")
-            return
-        if not self._inflater.eof:
-            raise self._error("the compressed body is truncated")
-
-
-def _feed(layers: list[_Inflate], data: bytes) -> Iterator[bytes]:
-    if not layers:
-        if data:
-            yield data
-        return
-    for out in layers[0].feed(data):
-        yield from _feed(layers[1:], out)
-
-
-def _finish(layers: list[_Inflate]) -> Iterator[bytes]:
-    for index, layer in enumerate(layers):
-        for out in layer.finish():
-            yield from _feed(layers[index + 1 :], out)
-
-
-def _layers(content_encoding: str, url: str) -> list[_Inflate]:
-    """The decoders for a Content-Encoding, outermost first, then a gzip sniff for .gz files."""
-    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
-    layers: list[_Inflate] = []
-    for coding in reversed(codings):  # codings are listed in the order they were applied
-        if coding in ("gzip", "x-gzip"):
-            layers.append(_Inflate("gzip", url))
-        elif coding == "deflate":
-            layers.append(_Inflate("deflate", url))
-        elif coding != "identity":
-            raise FetchError(
-                "decode", f"unsupported Content-Encoding {coding!r} from {url}", permanent=True
-            )
-    # A .gz sitemap is gzip whatever the headers say (and under a gzip Content-Encoding too).
-    layers.append(_Inflate("sniff", url))
-    return layers
-
-
 class Response:
     """A fetched document: its final URL, validators and a bounded, decompressed body stream."""
 
@@ -208,7 +94,7 @@ class Response:
         self._raw = raw
         self._settings = settings
         self._deadline = deadline
-        self._layers = [] if not_modified else _layers(raw.headers.get("content-encoding", ""), url)
+        self._layers = [] if not_modified else layers(raw.headers.get("content-encoding", ""), url)
         self._started = False
         self.url = url
         self.status = raw.status_code
@@ -225,11 +111,7 @@ class Response:
         self._started = True
         if self.not_modified:
             return
-        max_bytes = self._settings.max_bytes
-        # Compressed data is smaller than its output; a wire stream far past the limit is an
-        # endless trickle of empty gzip members or padding, not a sitemap.
-        max_wire = max_bytes + max_bytes // 8 + CHUNK_SIZE
-        total = 0
+        body = Body(self._layers, self.url, self._settings.max_bytes)
         raw = self._raw.aiter_raw(CHUNK_SIZE)
         while True:
             try:
@@ -242,23 +124,10 @@ class Response:
             except httpx.HTTPError as exc:
                 raise _httpx_error(exc, self.url) from None
             self.wire_bytes += len(data)
-            if self.wire_bytes > max_wire:
-                raise self._too_large(max_bytes)
-            for out in _feed(self._layers, data):
-                total += len(out)
-                if total > max_bytes:
-                    raise self._too_large(max_bytes)
+            for out in body.feed(data):
                 yield out
-        for out in _finish(self._layers):
-            total += len(out)
-            if total > max_bytes:
-                raise self._too_large(max_bytes)
+        for out in body.finish():
             yield out
-
-    def _too_large(self, max_bytes: int) -> FetchError:
-        return FetchError(
-            "too-large", f"{self.url} is larger than max_bytes ({max_bytes} bytes)", permanent=True
-        )
 
     def _total_timeout(self) -> FetchError:
         return FetchError(

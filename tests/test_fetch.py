@@ -38,6 +38,7 @@ from monitor.fetch import (
     is_private_address,
     retry_after_seconds,
 )
+from monitor.inflate import read_file
 
 pytestmark = pytest.mark.anyio
 
@@ -286,18 +287,21 @@ async def test_compressed_body_streamed_in_tiny_pieces(
     assert body == BIG_XML
 
 
-@pytest.mark.parametrize(("headers", "wire"), [
-    pytest.param({}, gzip_bytes(BIG_XML)[:-100], id="truncated-gzip"),
-    pytest.param({"Content-Encoding": "gzip"}, BIG_XML, id="gzip-header-plain-body"),
-    pytest.param({"Content-Encoding": "br"}, BIG_XML, id="unsupported-encoding"),
-    pytest.param({}, b"\x1f\x8b" + b"garbage" * 10, id="corrupt-gzip"),
+# A body that announces gzip and cannot be inflated is the rule gzip-invalid (SPEC 4); an
+# encoding the monitor does not speak is no rule of a sitemap's, and stays "decode".
+@pytest.mark.parametrize(("headers", "wire", "kind"), [
+    pytest.param({}, gzip_bytes(BIG_XML)[:-100], "gzip-invalid", id="truncated-gzip"),
+    pytest.param({"Content-Encoding": "gzip"}, BIG_XML, "gzip-invalid",
+                 id="gzip-header-plain-body"),
+    pytest.param({"Content-Encoding": "br"}, BIG_XML, "decode", id="unsupported-encoding"),
+    pytest.param({}, b"\x1f\x8b" + b"garbage" * 10, "gzip-invalid", id="corrupt-gzip"),
 ])
 async def test_undecodable_bodies(
-    http_server: TestServer, fetcher: Fetcher, headers: dict[str, str], wire: bytes
+    http_server: TestServer, fetcher: Fetcher, headers: dict[str, str], wire: bytes, kind: str
 ) -> None:
     http_server.route("/s.xml", Reply(body=wire, headers=headers))
     error = await failure(fetcher, http_server.url("/s.xml"))
-    assert error.kind == "decode"
+    assert error.kind == kind
     assert http_server.url("/s.xml") in error.message
 
 
@@ -357,12 +361,53 @@ async def test_gzip_bomb_is_cut_at_max_bytes_quickly_in_bounded_memory(
     finally:
         tracemalloc.stop()
     rss_growth_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
-    assert caught.value.kind == "too-large"
+    assert caught.value.kind == "size-too-large"
     assert max_bytes - CHUNK_SIZE < delivered <= max_bytes
     assert responses[0].wire_bytes < max_bytes // 100  # the 1 GiB bomb was not read to its end
     assert elapsed < 4
     assert peak < 4 * 2**20, f"peak traced memory {peak} bytes"
     assert rss_growth_kib < 64 * 1024
+
+
+# --- local files: the same inflater and the same bound (validate FILE) -------------------------
+
+
+@pytest.mark.parametrize("name", ["s.xml", "s.xml.gz", "s.gz.bin"])
+def test_a_file_reads_as_a_fetched_body_would(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(BIG_XML if name == "s.xml" else gzip_bytes(BIG_XML))  # sniffed, not named
+    body = b"".join(read_file(str(path), "file:///s", len(BIG_XML)))
+    assert body == BIG_XML
+    with pytest.raises(FetchError) as caught:
+        b"".join(read_file(str(path), "file:///s", len(BIG_XML) - 1))
+    assert caught.value.kind == "size-too-large"
+
+
+def test_a_gzip_bomb_file_stops_at_max_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.xml.gz"
+    with path.open("wb") as file:
+        for piece in gzip_zeros(GIB)():
+            file.write(piece)
+    assert path.stat().st_size < 2 * 2**20
+    delivered: list[int] = []
+    started = time.monotonic()
+    chunks = read_file(str(path), "file:///bomb.xml.gz", 8 * 2**20)
+    with pytest.raises(FetchError) as caught:
+        delivered.extend(len(chunk) for chunk in chunks)  # counted and dropped: streamed
+    assert caught.value.kind == "size-too-large"
+    assert sum(delivered) <= 8 * 2**20
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("wire", [gzip_bytes(BIG_XML)[:-100], b"\x1f\x8b" + b"garbage" * 10],
+                         ids=["truncated", "corrupt"])
+def test_a_broken_gzip_file_is_gzip_invalid(tmp_path: Path, wire: bytes) -> None:
+    path = tmp_path / "s.xml.gz"
+    path.write_bytes(wire)
+    with pytest.raises(FetchError) as caught:
+        b"".join(read_file(str(path), "file:///s.xml.gz", 2**26))
+    assert caught.value.kind == "gzip-invalid"
+    assert "file:///s.xml.gz" in caught.value.message
 
 
 @pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "close-delimited"])
@@ -373,7 +418,7 @@ async def test_endless_body_is_cut_at_max_bytes(
     settings = SETTINGS.model_copy(update={"max_bytes": 2 * 2**20})
     started = time.monotonic()
     error = await failure(fetcher, http_server.url("/s.xml"), settings)
-    assert error.kind == "too-large"
+    assert error.kind == "size-too-large"
     assert error.permanent
     assert time.monotonic() - started < 3
 
