@@ -335,37 +335,44 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _validate_file(path: Path, cfg: Config) -> CheckResult:
-    import gzip
+    from monitor import inflate, parse, validate
+    from monitor.errors import FetchError
+    from monitor.model import DocumentResult, Issue
 
-    from monitor import parse, validate
-    from monitor.model import DocumentResult
-
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror}") from None
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise ConfigError(f"{path}: not a valid gzip file: {exc}") from None
     url = path.resolve().as_uri()
     d = cfg.defaults
-    parsed = parse.parse_document(data, url, max_bytes=d.max_bytes, max_urls=d.max_urls,
+    parser = parse.DocumentParser(url, max_bytes=d.max_bytes, max_urls=d.max_urls,
                                   max_children=d.max_children)
     result = CheckResult(target=str(path), url=url, outcome="ok")
-    doc = DocumentResult(url=url, outcome="ok", kind=parsed.kind, bytes=len(data))
+    doc = DocumentResult(url=url, outcome="ok")
+    try:
+        # Bounded while it inflates, as a fetch is: a gzip bomb stops at max_bytes.
+        for chunk in inflate.read_file(str(path), url, d.max_bytes):
+            doc.bytes += len(chunk)
+            parser.feed(chunk)
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    except FetchError as exc:
+        parser.close()
+        failure: Issue | None = Issue(exc.kind, exc.message, document=url)
+    else:
+        failure = None
+    parsed = parser.close()
+    failure = failure or parsed.failure
+    doc.kind = parsed.kind
     result.documents.append(doc)
-    if parsed.failure is not None:
-        result.outcome, doc.outcome, doc.error = "failed", "failed", parsed.failure.message
-        result.error_kind, result.error_message = parsed.failure.rule, parsed.failure.message
-        result.issues.append(parsed.failure)
+    if failure is not None:
+        result.outcome, doc.outcome, doc.error = "failed", "failed", failure.message
+        result.error_kind, result.error_message = failure.rule, failure.message
+        result.issues.append(failure)
         return result
     result.issues.extend(parsed.issues)
+    result.issues.extend(filter(None, (validate.child_issue(c, url) for c in parsed.children)))
     checked = validate.validate_document(parsed.entries, url, now=datetime.now(UTC))
     result.issues.extend(checked.issues)
     doc.urls = result.urls = sum(1 for s in checked.entries.values() if s.valid)
     doc.invalid = result.invalid = checked.invalid + parsed.unkeyed_invalid
+    doc.duplicates = result.duplicates = checked.duplicates
     return result
 
 

@@ -32,6 +32,7 @@ from typing import IO, TYPE_CHECKING
 from monitor import diff as diffing
 from monitor import entryset, parse, reread, validate
 from monitor.model import (
+    RULES_VERSION,
     Change,
     ChangeKind,
     DocumentKind,
@@ -93,7 +94,8 @@ class Digest:
     children: list[str] = field(default_factory=list)
     urls: int = 0  # valid entries
     entries: int = 0  # entries kept, valid or not (duplicates and locless ones are not)
-    invalid: int = 0  # invalid occurrences, with duplicates and entries without loc
+    invalid: int = 0  # invalid occurrences: entries with an unusable loc, and without one
+    duplicates: int = 0  # later occurrences of a loc already listed, dropped
     data: bytes | None = None  # the entry set (monitor.entryset), None for an index
     # array("Q") of entryset.loc_hash of each kept loc, in order; None if the job asked for none
     hashes: bytes | None = b""
@@ -136,7 +138,7 @@ def _digest_new(job: Job) -> Digest:
             checked = validate.validate_document(entries, job.url, now=job.now)
             break
     else:
-        if not clean.unique():
+        if not clean.locs_ok():
             checked = validate.validate_document(clean.release(), job.url, now=job.now)
     parsed = parser.close()
     del parser
@@ -177,6 +179,7 @@ def _document(parsed: ParsedDocument) -> Digest:
         return result
     result.issues = parsed.issues
     result.counts.update(i.rule for i in parsed.issues)
+    result.counts.update(parsed.dropped_issues)
     if parsed.kind == "sitemapindex":
         result.children = parsed.children
     return result
@@ -190,6 +193,7 @@ def _finish(result: Digest, checked: validate.ValidatedDocument, unkeyed_invalid
             job: Job, stored: entryset.Columns | None) -> Digest:
     result.counts.update(i.rule for i in checked.issues)
     result.entry_issues = checked.issues[: job.examples]
+    result.duplicates = checked.duplicates
     columns = _fill(result, checked.entries, checked.rules, checked.invalid + unkeyed_invalid,
                     job, stored)
     checked.entries, checked.rules = {}, {}  # the states go before their columns are compressed
@@ -269,8 +273,14 @@ def _fill(
 def diff_stored(previous: entryset.Columns, states: dict[str, EntryState]) -> list[Change]:
     """``diff.diff`` against a stored entry set, without decoding it into EntryStates: its rows
     are plain tuples, and a state is built only for what changed (the same changes, in the
-    same order)."""
+    same order).
+
+    A set stored under other rules (``model.RULES_VERSION``) is compared by what the sitemap
+    says, not by what the rules made of it: a verdict, or an empty element the old rules kept
+    as "", that only the new rules see otherwise is no change (an upgrade raises no flood)."""
     before = entryset.rows(previous)
+    if previous.header.get("verdicts") != RULES_VERSION:
+        before = {loc: _as_now(row, states.get(loc)) for loc, row in before.items()}
     changes: list[Change] = []
     append = changes.append
     pop = before.pop
@@ -285,6 +295,14 @@ def diff_stored(previous: entryset.Columns, states: dict[str, EntryState]) -> li
     for loc, row in before.items():
         append(Change("removed", loc, entry_state(*row), None))
     return changes
+
+
+def _as_now(row: entryset.Row, now: EntryState | None) -> entryset.Row:
+    """A row stored under older rules as the current rules would have stored the same entry:
+    empty fields unset, and the verdict of the entry as it is now when it is still listed."""
+    lastmod, changefreq, priority, extensions, valid = row
+    return (lastmod or None, changefreq or None, priority or None, extensions,
+            valid if now is None else now.valid)
 
 
 def _additions(states: dict[str, EntryState]) -> Iterator[Change]:
@@ -319,7 +337,8 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
         dropped.add(loc)
         for rule in (rules.pop(loc, "") or "").split():
             result.counts[rule] -= 1
-        result.invalid += state.valid  # the occurrence counts as invalid, like in a document
+        result.invalid -= not state.valid  # a duplicate now, as within a document
+        result.duplicates += 1
         result.counts["loc-duplicate"] += 1
         if len(result.entry_issues) < job.examples:
             result.entry_issues.append(Issue(
@@ -331,7 +350,6 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
     result.entry_issues = [
         i for i in result.entry_issues if i.loc not in dropped or i.rule == "loc-duplicate"
     ]
-    # Invalid entries that were dropped were counted in ``invalid`` already: nothing to add.
     # The check has fingerprints of this document's locs (it found their duplicates): it needs
     # those of the locs that stay.
     columns = _fill(result, states, rules, result.invalid, replace(job, fingerprints=True),

@@ -35,15 +35,22 @@ RULES: dict[str, Severity] = {
     "loc-not-absolute": "error",
     "loc-too-long": "error",
     "loc-out-of-scope": "warning",
-    "loc-duplicate": "error",
+    "loc-duplicate": "warning",
     "lastmod-invalid": "error",
     "lastmod-future": "warning",
     "changefreq-invalid": "error",
     "priority-invalid": "error",
+    "loc-multiple": "error",
+    "loc-not-encoded": "warning",
+    "gzip-invalid": "error",
 }
+# The rules that make an entry invalid: its loc is unusable to a crawler (SPEC 4, revised). Any
+# other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
+UNUSABLE_LOC = frozenset({"loc-missing", "loc-not-absolute", "loc-too-long"})
 # The version of the rules' verdicts, stored with each entry set: bump it whenever a rule would
 # judge the same entry differently, so that no stored verdict is reused (monitor.reread).
-RULES_VERSION = 1
+# 2: only an unusable loc invalidates an entry; an empty optional element is an absent one.
+RULES_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +109,8 @@ class ParsedDocument:
     failure: Issue | None = None
     # Occurrences that cannot be entries (no loc): counted as invalid (SPEC 4).
     unkeyed_invalid: int = 0
+    # Issues counted but not kept in ``issues`` (one per entry, past the first few), by rule.
+    dropped_issues: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +189,7 @@ class DocumentResult:
     sha256: str | None = None
     urls: int = 0
     invalid: int = 0
+    duplicates: int = 0
     bytes: int = 0
     error: str | None = None
 
@@ -193,6 +203,7 @@ class DocumentResult:
             "http_status": self.http_status,
             "urls": self.urls,
             "invalid": self.invalid,
+            "duplicates": self.duplicates,
             "error": self.error,
         }
 
@@ -207,6 +218,7 @@ class CheckResult:
     snapshot_id: int | None = None
     urls: int = 0
     invalid: int = 0
+    duplicates: int = 0  # repeated occurrences of a loc, dropped (SPEC 4): not in urls or invalid
     added: int = 0
     removed: int = 0
     changed: int = 0
@@ -236,6 +248,7 @@ class CheckResult:
             "outcome": self.outcome,
             "urls": self.urls,
             "invalid": self.invalid,
+            "duplicates": self.duplicates,
             "added": self.added,
             "removed": self.removed,
             "changed": self.changed,

@@ -41,14 +41,22 @@ _ITEMS: dict[DocumentKind, str] = {
 _FIELD_INDEX = {"loc": 0, "lastmod": 1, "changefreq": 2, "priority": 3}  # of a <url>
 _SLICE = 64 * 1024  # lxml is fed at most this much at once, so the unread tree stays small
 _PROLOG_MAX = 1 << 20  # bytes before the root element; real sitemaps need a few hundred
+# Bytes fed while no item (<url>, <sitemap>, feed item) finishes: a real <url> is a few hundred
+# bytes, tens of KB with a thousand images. lxml holds the unfinished element whole, at up to
+# ~35 bytes a byte (one element of a million attributes: 12 MB took 404 MB), so past this the
+# document fails instead (SPEC 3.4, 3.5).
+_ITEM_MAX = 1 << 20
+_KEPT_MAX = 1000  # issues of one rule kept in full per document; the rest are counted
 _WS = re.compile(rb"[ \t\r\n]*")
 _NAME = re.compile(rb"[^ \t\r\n/>]*")
 _ENCODING = re.compile(rb"""encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 _ATTRIBUTE = re.compile(rb"""[ \t\r\n]+([^ \t\r\n=/>]+)[ \t\r\n]*=[ \t\r\n]*("[^"]*"|'[^']*')""")
 _TAG_END = re.compile(rb"[ \t\r\n]*/?>")
+_HTML_PAGE = "an HTML page ({}) where a sitemap was expected: the server answered with a web page"
 _SITEMAP_NS_BYTES = SITEMAP_NS.encode()
 _UTF8_NAMES = {"utf-8", "utf8", "us-ascii", "ascii"}  # ASCII bytes are UTF-8 bytes
 _NOT_IN_XML = dict.fromkeys(range(3), "\ufffd")
+_SITEMAP_KEYS = ("sitemap", "site-map")  # robots.txt keys, matched as prefixes as Google does
 _MARK = b"<!---->"  # put after a urlset's start tag: its event hands over the root element
 
 # Entry is a named tuple; tuple.__new__ builds one without its Python-level __new__.
@@ -171,7 +179,16 @@ def _scan_prolog(s: bytes, eof: bool, head: _Head) -> None:
             i = j + 3
         elif s.startswith(b"<!", i):
             word = s[i + 2 : i + 9].upper()
-            if word.startswith((b"DOCTYPE", b"ENTITY")):
+            if word == b"DOCTYPE":
+                name = _NAME.match(s, _skip_ws(s, i + 9))
+                assert name is not None  # _NAME matches the empty string too
+                if name.end() == n and not eof:
+                    break  # the name may go on in the next chunk
+                if name.group().lower() == b"html":  # a web page, not an attack (SPEC 4)
+                    head.failure = ("root-unknown", _HTML_PAGE.format("<!DOCTYPE html>"))
+                else:
+                    head.failure = ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
+            elif word.startswith(b"ENTITY"):
                 head.failure = ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
             else:
                 head.failure = ("xml-malformed", "markup declaration before the root element")
@@ -226,6 +243,9 @@ class DocumentParser:
         self._issues: list[Issue] = []
         self._items = 0  # occurrences, with or without loc
         self._unkeyed = 0
+        self._unread = 0  # bytes fed to lxml since an item last finished (_ITEM_MAX)
+        self._kept: dict[str, int] = {}  # issues of a per-entry rule kept so far, by rule
+        self._dropped: dict[str, int] = {}  # and counted past _KEPT_MAX
         self._failure: Issue | None = None
         self._result: ParsedDocument | None = None
 
@@ -295,6 +315,7 @@ class DocumentParser:
             children=self._children,
             issues=self._issues,
             unkeyed_invalid=self._unkeyed,
+            dropped_issues=self._dropped,
         )
         return self._result
 
@@ -312,9 +333,25 @@ class DocumentParser:
     def _issue(self, rule: str, message: str, loc: str | None = None) -> None:
         self._issues.append(Issue(rule, message, loc=loc, document=self.url))
 
+    def _entry_issue(self, rule: str, message: str, loc: str | None = None) -> None:
+        """An issue that may come once an entry: the first ``_KEPT_MAX`` kept, all counted."""
+        kept = self._kept.get(rule, 0)
+        if kept < _KEPT_MAX:
+            self._kept[rule] = kept + 1
+            self._issue(rule, message, loc)
+        else:
+            self._dropped[rule] = self._dropped.get(rule, 0) + 1
+
     def _missing_loc(self, element: str, loc: str = "loc") -> None:
         self._unkeyed += 1
-        self._issue("loc-missing", f"a <{element}> without a <{loc}> (or with an empty one)")
+        self._entry_issue("loc-missing", f"a <{element}> without a <{loc}> (or with an empty one)")
+
+    def _more_locs(self, element: str, first: str, others: list[str | None]) -> None:
+        """``loc-multiple``: the first loc is read; every other one is named."""
+        named = ", ".join(repr((text or "").strip()) for text in others)
+        self._entry_issue(
+            "loc-multiple", f"a <{element}> with {len(others) + 1} <loc> elements: "
+            f"{first!r} is read, not {named}", first)
 
     # -- format detection -----------------------------------------------------------------------
 
@@ -340,7 +377,10 @@ class DocumentParser:
         kind = _ROOTS.get(head.root)
         if kind is None:
             root = head.root.decode("utf-8", "replace")
-            self._fail("root-unknown", f"root element <{root}> is not a sitemap or a feed")
+            if root.lower() == "html":
+                self._fail("root-unknown", _HTML_PAGE.format("an <html> root element"))
+            else:
+                self._fail("root-unknown", f"root element <{root}> is not a sitemap or a feed")
             return
         self._kind = kind
         if head.encoding is not None:
@@ -399,8 +439,19 @@ class DocumentParser:
         xml = self._xml
         assert xml is not None
         for start in range(0, len(chunk), _SLICE):
-            xml.feed(chunk[start : start + _SLICE] if len(chunk) > _SLICE else chunk)
+            piece = chunk[start : start + _SLICE] if len(chunk) > _SLICE else chunk
+            read = self._items + len(self._children) + self._unkeyed
+            xml.feed(piece)
             self._reader()
+            if self._items + len(self._children) + self._unkeyed != read:
+                self._unread = 0
+            else:
+                self._unread += len(piece)
+                if self._unread > _ITEM_MAX:
+                    self._fail("size-too-large", f"more than {_ITEM_MAX} bytes without the end "
+                               "of a <url>, <sitemap> or feed item (an element that big is "
+                               "refused)")
+                    return
 
     def _read_children(self) -> None:
         """The hot path of a urlset: the root's finished children, read and dropped. All but
@@ -454,22 +505,25 @@ class DocumentParser:
         url = None
         for url in urls:
             items += 1
-            loc = lastmod = changefreq = priority = None
+            loc = lastmod = changefreq = priority = extra = None
             other: list[etree._Element] | None = None
             for child in url:
                 tag = child.tag
+                # An empty optional element is an absent one (SPEC 4): "" or None is None.
                 if tag == loc_tag:
                     if loc is None:
                         loc = child.text or ""
+                    else:
+                        extra = [child.text] if extra is None else [*extra, child.text]
                 elif tag == lastmod_tag:
                     if lastmod is None:
-                        lastmod = (child.text or "").strip()
+                        lastmod = (child.text or "").strip() or None
                 elif tag == changefreq_tag:
                     if changefreq is None:
-                        changefreq = (child.text or "").strip()
+                        changefreq = (child.text or "").strip() or None
                 elif tag == priority_tag:
                     if priority is None:
-                        priority = (child.text or "").strip()
+                        priority = (child.text or "").strip() or None
                 elif other is None:
                     other = [child]
                 else:
@@ -477,11 +531,14 @@ class DocumentParser:
             extensions = None
             if other is not None:
                 values = [loc, lastmod, changefreq, priority]
-                extensions = _other_children(other, values)
+                extra = extra or []
+                extensions = _other_children(other, values, extra)
                 loc, lastmod, changefreq, priority = values
             if loc is None or not (loc := loc.strip()):
                 self._missing_loc("url")
                 continue
+            if extra:
+                self._more_locs("url", loc, extra)
             append(new(Entry, (loc, lastmod, changefreq, priority, extensions)))
         self._items += items
         return url
@@ -497,9 +554,12 @@ class DocumentParser:
             _drop_through(last)
 
     def _sitemap(self, sitemap: etree._Element) -> None:
-        loc = _first_text(sitemap, "loc")
+        loc, *others = [child.text for child in sitemap if _local(child.tag) == "loc"] or [None]
+        loc = (loc or "").strip()
         if loc:
             self._children.append(loc)
+            if others:
+                self._more_locs("sitemap", loc, others)
         else:
             self._missing_loc("sitemap")
 
@@ -509,7 +569,7 @@ class DocumentParser:
         loc = next(((c.text or "").strip() for c in item.iterchildren("link")), None)
         pub_date = next(((c.text or "").strip() for c in item.iterchildren("pubDate")), None)
         if loc:
-            lastmod = None if pub_date is None else _rfc822_to_w3c(pub_date)
+            lastmod = _rfc822_to_w3c(pub_date) if pub_date else None
             self._entries.append(_entry(loc, lastmod, None, None, None))
         else:
             self._missing_loc("item", "link")
@@ -522,7 +582,8 @@ class DocumentParser:
                 loc = (child.get("href") or "").strip()
                 break
         if loc:
-            self._entries.append(_entry(loc, _first_text(entry, "updated"), None, None, None))
+            updated = _first_text(entry, "updated") or None
+            self._entries.append(_entry(loc, updated, None, None, None))
         else:
             self._missing_loc("entry", "link href")
 
@@ -638,11 +699,13 @@ def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
-def _other_children(elements: list[etree._Element], values: list[str | None]) -> str | None:
+def _other_children(elements: list[etree._Element], values: list[str | None],
+                    extra_locs: list[str | None]) -> str | None:
     """Children the fast path did not know: fields in another namespace, or extensions.
 
     A <url> may redeclare the namespace (``<url xmlns="...">``) unlike the first one did, so
-    its fields are matched by local name here; ``values`` is filled where still missing.
+    its fields are matched by local name here; ``values`` is filled where still missing, and a
+    further loc goes to ``extra_locs``.
     """
     rest = []
     for element in elements:
@@ -650,7 +713,10 @@ def _other_children(elements: list[etree._Element], values: list[str | None]) ->
         if index is None:
             rest.append(element)
         elif values[index] is None:
-            values[index] = (element.text or "").strip()
+            text = element.text or ""
+            values[index] = text if index == 0 else text.strip() or None
+        elif index == 0:
+            extra_locs.append(element.text)
     return _extensions(rest) if rest else None
 
 
@@ -732,12 +798,23 @@ def parse_document(data: bytes, url: str, **limits: int) -> ParsedDocument:
     return parser.close()
 
 
-def parse_robots(text: str, robots_url: str) -> list[str]:
-    """The ``Sitemap:`` URLs of a robots.txt, absolute, deduplicated, in order."""
+def parse_robots(text: str, robots_url: str, *, limit: int | None = None) -> list[str]:
+    """The ``Sitemap:`` URLs of a robots.txt, absolute, deduplicated, in order; at most
+    ``limit`` of them.
+
+    Lines are read as Google's parser reads them: the key in any case, with spaces around it,
+    and ``Site-map:`` (a frequent typo) as well; a comment starts at ``#``; a key and value of
+    two words may be separated by whitespace alone (a forgotten colon)."""
     found: dict[str, None] = {}
     for line in text.lstrip("\ufeff").splitlines():
-        key, colon, value = line.partition("#")[0].partition(":")
-        if not colon or key.strip().lower() != "sitemap":
+        line = line.partition("#")[0].strip()
+        key, colon, value = line.partition(":")
+        if not colon or len(key.split()) > 1:  # "Sitemap https://...": no colon after the key
+            words = line.split()
+            if len(words) != 2:
+                continue
+            key, value = words
+        if not key.strip().lower().startswith(_SITEMAP_KEYS):
             continue
         value = value.strip()
         if not value:
@@ -745,5 +822,6 @@ def parse_robots(text: str, robots_url: str) -> list[str]:
         url = urljoin(robots_url, value)
         if url.split("#")[0] != robots_url.split("#")[0]:
             found[url] = None
+            if limit is not None and len(found) >= limit:
+                break
     return list(found)
-

@@ -25,12 +25,12 @@ from urllib.parse import urljoin, urlsplit
 from sqlalchemy import Connection, Engine
 
 from monitor import digest as digesting
-from monitor import entryset, parse
+from monitor import entryset, parse, validate
 from monitor.addresses import is_private_address, literal_address, system_resolver
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.fetch import Fetcher
-from monitor.model import Change, CheckResult, DocumentResult, EntryState, Issue
+from monitor.model import RULES, Change, CheckResult, DocumentResult, EntryState, Issue
 from monitor.store import sql as store
 from monitor.store.sql import DocumentState, StoredSet
 
@@ -259,12 +259,15 @@ class _Check:
         """Take a document's outcome into the check, in its listed order."""
         doc, previous = got.doc, got.previous
         if got.error is not None:
+            if got.error.kind in RULES:  # a reason with a rule id (size-too-large, gzip-invalid)
+                self._issue(got.error.kind, got.error.message, got.url)
             self._fail(doc, got.error.kind, got.error.message, got.error.status, root=root)
             return
         if got.unchanged:
             assert previous is not None
             doc.kind = previous.kind  # type: ignore[assignment]
             doc.urls, doc.invalid = previous.urls, previous.invalid
+            doc.duplicates = previous.issue_counts.get("loc-duplicate", 0)
             await self._children(got.url, previous.children, depth, ancestors, previous.kind)
             return
         if got.robots is not None:
@@ -326,8 +329,13 @@ class _Check:
     async def _robots(
         self, url: str, text: str, doc: DocumentResult, depth: int, ancestors: frozenset[str],
     ) -> None:
-        children = parse.parse_robots(text, url)
+        limit = self.target.limits.max_children
+        children = parse.parse_robots(text, url, limit=limit + 1)
         doc.outcome, doc.kind = "ok", "robots"
+        if len(children) > limit:
+            self._issue("index-too-many", f"{url} lists more than {limit} sitemaps; "
+                        f"the first {limit} are read", url)
+            del children[limit:]
         if not children:
             self._fail(doc, "no-sitemaps", f"{url} lists no Sitemap: lines", None, root=True)
             return
@@ -364,7 +372,7 @@ class _Check:
         await self._dedupe(got)
         for issue in found.entry_issues:
             self._issue_obj(issue, count=False)
-        doc.urls, doc.invalid = found.urls, found.invalid
+        doc.urls, doc.invalid, doc.duplicates = found.urls, found.invalid, found.duplicates
         self.read[url] = self._state(url, doc, found.kind or "urlset", issues=stored_issues,
                                      counts=found.counts)
         await self._entries(got)
@@ -423,10 +431,11 @@ class _Check:
         return None if state is None else state.kind
 
     def _in_scope(self, url: str, parent: str) -> bool:
-        child, index = urlsplit(url), urlsplit(parent)
-        if child.scheme not in ("http", "https") or not child.hostname:
-            self._issue("child-fetch-failed", f"{url}: not an absolute http(s) URL", parent)
+        relative = validate.child_issue(url, parent)
+        if relative is not None:
+            self._issue_obj(relative)
             return False
+        child, index = urlsplit(url), urlsplit(parent)
         if child.hostname == index.hostname or self.settings.allow_cross_host_children:
             return True
         self._issue("index-child-out-of-scope",
@@ -620,6 +629,7 @@ class _Check:
         issue_counts = Counter(self.issue_counts)
         for state in current_docs.values():
             issue_counts.update(state.issue_counts)
+        r.duplicates = issue_counts["loc-duplicate"]
         if r.outcome != "failed" and all(
             d.outcome in ("not_modified", "unchanged") for d in r.documents
         ):

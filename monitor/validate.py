@@ -22,10 +22,10 @@ from itertools import islice, repeat
 from operator import itemgetter
 from urllib.parse import urlsplit
 
-from monitor.model import RULES, Entry, EntryState, Issue
+from monitor.model import UNUSABLE_LOC, Entry, EntryState, Issue
 
-__all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ValidatedDocument", "issue",
-           "validate_document"]
+__all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ValidatedDocument", "child_issue",
+           "issue", "validate_document"]
 
 MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
 CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
@@ -59,6 +59,10 @@ _PRIORITIES = frozenset(
 # (two strings fewer per entry, about 5 MB of a 50,000-URL document, when the entry is dropped).
 _CHANGEFREQ_SPELLINGS = {value: value for value in CHANGEFREQS}
 _PRIORITY_SPELLINGS = {value: value for value in _PRIORITIES}
+# What RFC 3986 allows unescaped in a URL: anything else (a space, a quote, a raw non-ASCII
+# character) is loc-not-encoded. bytes.translate deletes these in C: what is left is not allowed.
+_URL_BYTES = (b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+              b"-._~:/?#[]@!$&'()*+,;=%")
 _CACHE_MAX = 100_000  # distinct lastmod values remembered per document
 _SHARED_MAX = 10_000  # distinct values of a field a CleanDocument keeps as one string each
 
@@ -82,8 +86,10 @@ class ValidatedDocument:
     rules: dict[str, str]
     # every entry-level issue, with loc and document
     issues: list[Issue]
-    # occurrences with an error-level issue, including the duplicates dropped
+    # entries whose loc is unusable (SPEC 4: only these are invalid)
     invalid: int
+    # later occurrences of a loc already listed, dropped (``loc-duplicate``)
+    duplicates: int = 0
 
 
 class _Scope:
@@ -106,6 +112,24 @@ class _Scope:
         self.origin = (scheme, parts.hostname, port or _DEFAULT_PORTS[scheme])
         self.directory = parts.path[: parts.path.rfind("/") + 1] or "/"
         self.prefix = f"{parts.scheme}://{parts.netloc}{self.directory}"
+
+
+def _encoded(text: str) -> bool:
+    """Whether ``text`` holds only characters a URL may hold unescaped (RFC 3986)."""
+    return text.isascii() and not text.encode("ascii").translate(None, _URL_BYTES)
+
+
+def child_issue(child: str, index_url: str) -> Issue | None:
+    """``loc-not-absolute`` for a child of an index that is not an absolute http(s) URL (a
+    relative one is never resolved: crawlers do not), else None."""
+    try:
+        parts = urlsplit(child)
+        if parts.scheme.lower() in _DEFAULT_PORTS and parts.hostname:
+            return None
+    except ValueError:
+        pass
+    return Issue("loc-not-absolute", f"sitemap {child} of an index is not an absolute http(s) "
+                 "URL; not read", loc=child, document=index_url)
 
 
 def _loc_rules(loc: str, scope: _Scope) -> list[str]:
@@ -185,6 +209,7 @@ _MESSAGES = {
         "loc is on another scheme, host or port than the sitemap, or above its directory"
     ),
     "loc-duplicate": "loc is listed more than once in this target",
+    "loc-not-encoded": "loc holds characters a URL must escape (a space, a quote, non-ASCII)",
 }
 
 
@@ -219,7 +244,7 @@ def validate_document(
     known: set[str] | dict[str, EntryState] = states if seen is None else seen
     rules_by_loc: dict[str, str] = {}
     issues: list[Issue] = []
-    invalid = 0
+    invalid = duplicates = 0
     lastmod_cache: dict[str, str | None] = {}
     cutoff = _past_cutoff(today)
     past_days: dict[str, bool] = {}  # a lastmod's first 10 characters -> _past_day()
@@ -230,13 +255,17 @@ def validate_document(
         loc = entry.loc
         if loc in known:
             issues.append(issue("loc-duplicate", entry, document_url))
-            invalid += 1
+            duplicates += 1
             continue
         if seen is not None:
             seen.add(loc)
         rules: list[str] | None = None
+        valid = True
         if prefix is None or len(loc) >= MAX_LOC_LENGTH or not loc.startswith(prefix):
             rules = _loc_rules(loc, scope) or None
+            valid = rules is None or UNUSABLE_LOC.isdisjoint(rules)
+        if not _encoded(loc):
+            rules = ["loc-not-encoded"] if rules is None else [*rules, "loc-not-encoded"]
         lastmod = entry.lastmod
         repeated = True  # worth looking for a state to share: a lastmod seen before, or none
         if lastmod is not None:
@@ -274,11 +303,9 @@ def validate_document(
                 priority = spelling
             elif not _priority_ok(priority):
                 rules = ["priority-invalid"] if rules is None else [*rules, "priority-invalid"]
-        valid = True
         if rules is not None:
             rules_by_loc[loc] = " ".join(rules)
             issues.extend(issue(rule, entry, document_url) for rule in rules)
-            valid = not any(RULES[rule] == "error" for rule in rules)
             invalid += not valid
         # EntryState is immutable: entries with the same attributes share one (most do).
         state = None
@@ -295,7 +322,7 @@ def validate_document(
             if repeated and len(shared) < _CACHE_MAX:
                 shared[key] = state
         states[loc] = state
-    return ValidatedDocument(states, rules_by_loc, issues, invalid)
+    return ValidatedDocument(states, rules_by_loc, issues, invalid, duplicates)
 
 
 class CleanDocument:
@@ -354,9 +381,10 @@ class CleanDocument:
                 and _spelled(distinct[1], CHANGEFREQS, _changefreq_ok)
                 and _spelled(distinct[2], _PRIORITIES, _priority_ok))
 
-    def unique(self) -> bool:
-        """Whether no loc was added twice."""
-        return len(set(self.locs)) == len(self.locs)
+    def locs_ok(self) -> bool:
+        """Whether no loc was added twice and every loc is encoded as a URL must be (the
+        usual document: one check of all its locs at once, not one a loc)."""
+        return len(set(self.locs)) == len(self.locs) and _encoded("".join(self.locs))
 
     def take(self) -> tuple[list[str], tuple[list[str | None], ...]]:
         """The column of the locs added and those of their ``FIELDS``; this object no longer

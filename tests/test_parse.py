@@ -92,7 +92,7 @@ TEXT = (
             "urlset",
             [
                 Entry("https://example.com/a?x=1&y=2", "2024-01-02", "daily", "0.8"),
-                Entry("https://example.com/b", ""),
+                Entry("https://example.com/b"),  # <lastmod/> is no lastmod (SPEC 4)
             ],
             [],
             id="urlset",
@@ -211,6 +211,122 @@ def test_comments_and_processing_instructions_are_skipped() -> None:
     assert doc.entries == [Entry("https://example.com/a")]
 
 
+# -- read as search engines read (SPEC 4, revised) ----
+
+
+@pytest.mark.parametrize(
+    "empty", ["<{0}/>", "<{0}></{0}>", "<{0}> \n\t</{0}>", "<{0}><![CDATA[]]></{0}>"])
+def test_an_empty_optional_element_is_an_absent_one(empty: str) -> None:
+    fields = "".join(empty.format(name) for name in ("lastmod", "changefreq", "priority"))
+    plain = f"<loc>https://example.com/a</loc>{fields}"
+    # the other path: a <url> that carries an extension as well
+    extended = plain + "<image:image><image:loc>https://example.com/i.png</image:loc></image:image>"
+    doc = parse_document(urlset(plain, extended.replace("/a<", "/b<", 1)), URL)
+    assert doc.issues == []
+    assert [e[:4] for e in doc.entries] == [("https://example.com/a", None, None, None),
+                                            ("https://example.com/b", None, None, None)]
+    index = parse_document(
+        f"<sitemapindex {NS}><sitemap><loc>https://example.com/s.xml</loc>"
+        f"{empty.format('lastmod')}</sitemap></sitemapindex>".encode(), URL)
+    assert (index.children, index.issues) == (["https://example.com/s.xml"], [])
+
+
+def test_empty_feed_dates_are_absent() -> None:
+    rss = parse_document(
+        b'<rss version="2.0"><channel><item><link>https://example.com/p</link><pubDate/>'
+        b"</item></channel></rss>", URL)
+    atom = parse_document(
+        b'<feed xmlns="http://www.w3.org/2005/Atom"><entry><link href="https://example.com/e"/>'
+        b"<updated></updated></entry></feed>", URL)
+    assert rss.entries == [Entry("https://example.com/p")]
+    assert atom.entries == [Entry("https://example.com/e")]
+
+
+@pytest.mark.parametrize("extension", ["", "<image:image><image:loc>https://example.com/i.png"
+                                           "</image:loc></image:image>"])
+@pytest.mark.parametrize("count", [2, 3])
+def test_every_loc_past_the_first_of_a_url_is_named(count: int, extension: str) -> None:
+    locs = [f"https://example.com/{i}" for i in range(count)]
+    tags = "".join(f"<loc>{loc}</loc>" for loc in locs)
+    doc = parse_document(urlset(tags + extension, "<loc>https://example.com/next</loc>"), URL)
+    assert [e.loc for e in doc.entries] == [locs[0], "https://example.com/next"]
+    [issue] = doc.issues
+    assert (issue.rule, issue.loc, issue.document) == ("loc-multiple", locs[0], URL)
+    assert f"{count} <loc> elements" in issue.message
+    assert all(repr(loc) in issue.message for loc in locs)
+    assert RULES["loc-multiple"] == "error"
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_every_loc_past_the_first_of_a_sitemap_is_named(count: int) -> None:
+    locs = [f"https://example.com/s{i}.xml" for i in range(count)]
+    tags = "".join(f"<loc>{loc}</loc>" for loc in locs)
+    doc = parse_document(
+        f"<sitemapindex {NS}><sitemap>{tags}</sitemap></sitemapindex>".encode(), URL)
+    assert doc.children == locs[:1]
+    [issue] = doc.issues
+    assert (issue.rule, issue.loc) == ("loc-multiple", locs[0])
+    assert all(repr(loc) in issue.message for loc in locs[1:])
+
+
+@pytest.mark.parametrize("data", [
+    b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head><body/></html>",
+    b"\xef\xbb\xbf  <!doctype HTML>\n<html>",
+    b'<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Strict//EN" "http://www.w3.org/TR/xhtml1/'
+    b'DTD/xhtml1-strict.dtd"><html xmlns="http://www.w3.org/1999/xhtml"></html>',
+    b"<?xml version='1.0'?><!-- c --><!doctype html><html></html>",
+    b"<html><body>Not found</body></html>",
+    b'<HTML lang="en"><body/></HTML>',
+])
+def test_an_html_page_is_root_unknown_and_says_so(data: bytes) -> None:
+    doc = parse_document(data, URL)
+    assert doc.failure is not None
+    assert doc.failure.rule == "root-unknown"
+    assert "HTML page" in doc.failure.message
+    chunked = feed_in(data, list(range(0, len(data), 5)))
+    assert chunked.failure == doc.failure
+
+
+def test_a_doctype_that_is_not_html_is_still_refused() -> None:
+    for data in (b"<!DOCTYPE htmlx><urlset/>", b'<!DOCTYPE urlset [<!ENTITY a "b">]><urlset/>'):
+        doc = parse_document(data, URL)
+        assert doc.failure is not None
+        assert doc.failure.rule == "xml-doctype"
+
+
+def test_an_element_that_never_ends_is_refused_in_bounded_memory() -> None:
+    """One element of a million attributes (12 MB): lxml would hold it whole at ~35 bytes a
+    byte; the parser gives up past 1 MiB without the end of an item (issue 21, item 6)."""
+    attributes = b"".join(b' a%d="xy"' % i for i in range(1_000_000))
+    data = urlset("<loc>https://example.com/a</loc>") .replace(
+        b"</urlset>", b"<url><loc" + attributes + b">https://example.com/b</loc></url></urlset>")
+    assert len(data) > 12_000_000
+    started = time.perf_counter()
+    parser = DocumentParser(URL)
+    for i in range(0, len(data), 65536):
+        parser.feed(data[i : i + 65536])
+    doc = parser.close()
+    assert time.perf_counter() - started < 5
+    assert doc.failure is not None
+    assert doc.failure.rule == "size-too-large"
+    assert "without the end of a <url>" in doc.failure.message
+
+
+def test_a_large_entry_within_the_bound_is_read() -> None:
+    images = "".join(f"<image:image><image:loc>https://example.com/i/{i:04d}.png</image:loc>"
+                     "</image:image>" for i in range(1000))  # ~75 KB: a real, big <url>
+    doc = parse_document(urlset("<loc>https://example.com/a</loc>" + images), URL)
+    assert doc.failure is None
+    assert len(json.loads(doc.entries[0].extensions or "{}")["image"]) == 1000
+
+
+def test_per_entry_issues_past_a_thousand_are_counted_not_kept() -> None:
+    doc = parse_document(urlset(*["<lastmod>2024</lastmod>"] * 1500), URL)
+    assert [i.rule for i in doc.issues] == ["loc-missing"] * 1000
+    assert doc.dropped_issues == {"loc-missing": 500}
+    assert doc.unkeyed_invalid == 1500
+
+
 # -- rule ids ----
 
 FAILURES = [
@@ -222,7 +338,7 @@ FAILURES = [
     ("xml-malformed", b"<![CDATA[x]]><urlset/>", {}),
     ("xml-malformed", urlset("<loc>https://example.com/a</loc>").replace(b"/a<", b"/\xff<"), {}),
     ("xml-doctype", b'<!DOCTYPE urlset><urlset xmlns="x"/>', {}),
-    ("xml-doctype", b"<?xml version='1.0'?>\n<!-- c -->\n<!doctype html><html></html>", {}),
+    ("root-unknown", b"<?xml version='1.0'?>\n<!-- c -->\n<!doctype html><html></html>", {}),
     ("xml-doctype", b'<!ENTITY a "b"><urlset/>', {}),
     ("root-unknown", b"<html><body>Not found</body></html>", {}),
     ("root-unknown", b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"/>', {}),
@@ -680,6 +796,34 @@ ROBOTS = "https://example.com/robots.txt"
 )
 def test_robots(text: str, expected: list[str]) -> None:
     assert parse_robots(text, ROBOTS) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Site-map: https://example.com/typo.xml", ["https://example.com/typo.xml"]),
+    ("SITE-MAP:https://example.com/a.xml", ["https://example.com/a.xml"]),
+    ("  sItEmAp   :   https://example.com/b.xml  ", ["https://example.com/b.xml"]),
+    ("Sitemaps: https://example.com/plural.xml", ["https://example.com/plural.xml"]),
+    ("Sitemap https://example.com/no-colon.xml", ["https://example.com/no-colon.xml"]),
+    ("Sitemap\thttps://example.com/tab.xml", ["https://example.com/tab.xml"]),
+    ("Sitemap https://example.com/a.xml and more", []),
+    ("Sitemap: https://example.com/c.xml#frag", ["https://example.com/c.xml"]),
+    ("Disallow: /sitemap.xml\nNoindex: https://example.com/x.xml", []),
+    ("map: https://example.com/x.xml\nsite: https://example.com/y.xml", []),
+])
+def test_robots_keys_are_read_as_googles_parser_reads_them(text: str, expected: list[str]) -> None:
+    assert parse_robots(text, ROBOTS) == expected
+
+
+def test_robots_sitemap_lines_stop_at_the_limit_quickly() -> None:
+    text = "".join(f"Sitemap: https://example.com/s{i}.xml\n" for i in range(100_000))
+    started = time.perf_counter()
+    found = parse_robots(text, ROBOTS, limit=50_001)
+    assert time.perf_counter() - started < 2
+    assert len(found) == 50_001
+    assert found[-1] == "https://example.com/s50000.xml"
+    first = [f"https://example.com/s{i}.xml" for i in range(3)]
+    assert parse_robots(text, ROBOTS, limit=3) == first
+    assert len(parse_robots(text, ROBOTS)) == 100_000
 
 
 def test_a_parsed_document_is_freed_without_the_cycle_collector() -> None:

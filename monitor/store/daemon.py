@@ -285,6 +285,7 @@ def last_gauges(engine: Engine, names: Iterable[str]) -> list[TargetGauges]:
 
 
 def _snapshot_json(row: Any) -> dict[str, Any]:
+    issues = json.loads(row.issue_counts or "{}")
     return {
         "id": row.id,
         "started_at": _iso(row.started_at),
@@ -292,6 +293,7 @@ def _snapshot_json(row: Any) -> dict[str, Any]:
         "outcome": row.outcome,
         "urls": row.urls,
         "invalid": row.invalid,
+        "duplicates": issues.get("loc-duplicate", 0),
         "added": row.added,
         "removed": row.removed,
         "changed": row.changed,
@@ -300,7 +302,7 @@ def _snapshot_json(row: Any) -> dict[str, Any]:
         "documents_failed": row.documents_failed,
         "fetched_bytes": row.fetched_bytes,
         "duration_seconds": row.duration_seconds,
-        "issues": json.loads(row.issue_counts or "{}"),
+        "issues": issues,
         "error": None if row.error_kind is None
         else {"kind": row.error_kind, "message": row.error_message},
     }

@@ -40,7 +40,9 @@ def test_checks_metrics_and_api_follow_the_sitemap(
     http_server: TestServer, tmp_path: Path, daemons: list[Daemon]
 ) -> None:
     page = http_server.url("/p")
-    v1 = {f"{page}1": "2024-01-01", f"{page}2": "2024-01-02", f"{page}3": "2024-13-45"}
+    # p3's date is wrong (an error of the field: still a URL); /p6 is relative (invalid)
+    v1 = {f"{page}1": "2024-01-01", f"{page}2": "2024-01-02", f"{page}3": "2024-13-45",
+          "/p6": None}
     http_server.route("/sitemap.xml", Reply(body=sitemap(v1)))
     url = f"sqlite:///{tmp_path}/monitor.db"
     config = write_config(tmp_path / "c.yaml", url, [("shop", http_server.url("/sitemap.xml"))])
@@ -49,20 +51,21 @@ def test_checks_metrics_and_api_follow_the_sitemap(
     started = daemon.started()
     assert started["metrics"].endswith("/metrics")
     first = daemon.event("check", target="shop")
-    assert (first["outcome"], first["urls"], first["invalid"], first["added"]) == ("ok", 2, 1, 2)
-    assert daemon.metric("sitemap_monitor_urls", target="shop") == 2
+    assert (first["outcome"], first["urls"], first["invalid"], first["added"]) == ("ok", 3, 1, 3)
+    assert daemon.metric("sitemap_monitor_urls", target="shop") == 3
     assert daemon.metric("sitemap_monitor_invalid_urls", target="shop") == 1
     assert daemon.metric("sitemap_monitor_issues", target="shop", rule="lastmod-invalid") == 1
     assert daemon.metric("sitemap_monitor_documents", target="shop", outcome="ok") == 1
 
-    v2 = {f"{page}1": "2024-02-01", f"{page}2": "2024-01-02", f"{page}4": None, f"{page}5": None}
+    v2 = {f"{page}1": "2024-02-01", f"{page}2": "2024-01-02", f"{page}4": None, f"{page}5": None,
+          "/p6": None}
     mark = len(daemon.lines)
     http_server.route("/sitemap.xml", Reply(body=sitemap(v2)))
     second = daemon.wait_for(
         lambda line: line.get("event") == "check" and line["outcome"] == "ok", after=mark)
-    assert (second["added"], second["changed"], second["urls"], second["invalid"]) == (2, 1, 4, 0)
+    assert (second["added"], second["changed"], second["urls"], second["invalid"]) == (2, 1, 4, 1)
     assert daemon.metric("sitemap_monitor_urls", target="shop") == 4
-    assert daemon.metric("sitemap_monitor_changes_total", target="shop", kind="added") == 4
+    assert daemon.metric("sitemap_monitor_changes_total", target="shop", kind="added") == 5
     assert daemon.metric("sitemap_monitor_issues", target="shop", rule="lastmod-invalid") == 0
 
     changed = daemon.get("/api/v1/targets/shop/changes?kind=added&limit=1").json()
@@ -122,7 +125,8 @@ def test_a_restart_restores_the_gauges(
     http_server: TestServer, tmp_path: Path, daemons: list[Daemon]
 ) -> None:
     entries_v1 = {http_server.url(f"/p{i}"): "2024-01-01" for i in range(7)}
-    entries_v1[http_server.url("/bad")] = "yesterday"
+    entries_v1[http_server.url("/late")] = "yesterday"  # a URL with a bad date: still a URL
+    entries_v1["/bad"] = None  # a relative loc: invalid
     http_server.route("/s.xml", Reply(body=sitemap(entries_v1)))
     url = f"sqlite:///{tmp_path}/monitor.db"
     config = write_config(tmp_path / "c.yaml", url, [("shop", http_server.url("/s.xml"))],
@@ -131,7 +135,7 @@ def test_a_restart_restores_the_gauges(
     daemons.append(first)
     first.started()
     line = first.event("check", target="shop")
-    assert line["urls"] == 7
+    assert (line["urls"], line["invalid"]) == (8, 1)
     first.signal(signal.SIGTERM)
     assert first.wait() == 0
     engine = db.make_engine(url)
@@ -144,7 +148,7 @@ def test_a_restart_restores_the_gauges(
     second = Daemon(config)
     daemons.append(second)
     second.started()
-    assert second.metric("sitemap_monitor_urls", target="shop") == 7
+    assert second.metric("sitemap_monitor_urls", target="shop") == 8
     assert second.metric("sitemap_monitor_invalid_urls", target="shop") == 1
     assert second.metric("sitemap_monitor_issues", target="shop", rule="lastmod-invalid") == 1
     assert second.metric("sitemap_monitor_documents", target="shop", outcome="ok") == 1

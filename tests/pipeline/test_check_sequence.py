@@ -100,13 +100,14 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     assert change["before"]["lastmod"] == "2024-01-01"
     assert change["after"]["lastmod"] == "2024-06-01"
 
-    # 5. A new invalid entry: counted in invalid, not in urls, reported as `invalid`.
-    a[U + "5"] = "yesterday"
+    # 5. A new invalid entry (its loc is unusable): counted in invalid, not in urls, reported
+    # as `invalid`.
+    a["/5"] = "2024-01-01"
     site.set("/a.xml", urlset(a))
     code, r = check(capsys, root, db)
     assert code == 0
     assert counts(r) == (3, 1, 0, 0, 0, 1)
-    assert "lastmod-invalid" in rules(r)
+    assert "loc-not-absolute" in rules(r)
     code, r = check(capsys, root, db, "--fail-on", "invalid")
     assert code == 0, "no new invalid entry in an unchanged check"
     before_failures = r["snapshot_id"]
@@ -187,8 +188,8 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
 
     # History: the URL set at any past snapshot is recoverable.
     assert url_set_at(db, first) == {U + "1", U + "2", U + "3"}
-    assert url_set_at(db, before_failures) == {U + "1", U + "3", U + "4", U + "5"}
-    assert url_set_at(db, r["snapshot_id"]) == {U + "1", U + "4", U + "5"}
+    assert url_set_at(db, before_failures) == {U + "1", U + "3", U + "4", "/5"}
+    assert url_set_at(db, r["snapshot_id"]) == {U + "1", U + "4", "/5"}
     engine = create_engine(db)
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(targets)).scalar_one() == 1
@@ -224,7 +225,7 @@ def test_duplicates_across_many_children(site: Site, db: str,
     found = [(i["loc"], i["document"].rsplit("/", 1)[1]) for i in r["issues"]
              if i["rule"] == "loc-duplicate"]
     assert found == [(f"{U}0/1", "c5.xml"), (f"{U}1/0", "c18.xml"), (f"{U}17/2", "c19.xml")]
-    assert (r["urls"], r["invalid"], r["added"]) == (60, 3, 60)
+    assert (r["urls"], r["invalid"], r["duplicates"], r["added"]) == (60, 0, 3, 60)
 
 
 def test_unchanged_recheck_is_one_read_and_three_writes(
@@ -325,4 +326,4 @@ def test_a_duplicate_is_found_whichever_child_was_read_first(
     found = [(i["loc"], i["document"].rsplit("/", 1)[1]) for i in r["issues"]
              if i["rule"] == "loc-duplicate"]
     assert found == [(f"{U}a/2", "b.xml")]
-    assert (r["urls"], r["invalid"], r["added"]) == (3, 1, 1)
+    assert (r["urls"], r["invalid"], r["duplicates"], r["added"]) == (3, 0, 1, 1)

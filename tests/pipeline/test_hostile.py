@@ -154,6 +154,8 @@ def test_gzip_bomb_fails_the_check_quickly_in_a_subprocess(
     peak_mib = int(proc.stderr.strip().splitlines()[-1].removeprefix("peak-kib ")) / 1024
     r = json.loads(proc.stdout)
     assert proc.returncode == 1, proc.stderr
-    assert r["error"]["kind"] == "too-large"
+    assert r["error"]["kind"] == "size-too-large"
+    assert [(i["rule"], i["document"]) for i in r["issues"]] == [
+        ("size-too-large", http_server.url("/s.xml.gz"))]
     assert elapsed < 20
     assert peak_mib < 250, f"peak RSS {peak_mib:.0f} MiB"
