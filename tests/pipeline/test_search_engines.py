@@ -266,3 +266,19 @@ def test_robots_of_100000_sitemap_lines_is_capped(
     [cap] = [i for i in r["issues"] if i["rule"] == "index-too-many"]
     assert "more than 20 sitemaps" in cap["message"]
     assert len(site.server.requests) == 21
+
+
+def test_an_attribute_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    """One element of a million attributes (12 MB): lxml held it whole, 418 MB at peak; the
+    parser gives up past 1 MiB without the end of an item (issue 21, item 6)."""
+    attributes = b"".join(b' a%d="xy"' % i for i in range(1_000_000))
+    path = tmp_path / "attributes.xml"
+    path.write_bytes(document("<loc>https://example.test/a</loc>").replace(
+        b"</urlset>", b"<url><loc" + attributes + b">https://example.test/b</loc></url></urlset>"))
+    proc = subprocess.run([sys.executable, "-c", _MAIN_WITH_PEAK, "validate", str(path), "--json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    peak_mib = int(proc.stderr.strip().splitlines()[-1].removeprefix("peak-kib ")) / 1024
+    r = json.loads(proc.stdout)
+    assert proc.returncode == 1, proc.stderr
+    assert r["error"]["kind"] == "size-too-large"
+    assert peak_mib < 120, f"peak RSS {peak_mib:.0f} MiB"
