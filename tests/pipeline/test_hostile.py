@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import zlib
 from collections.abc import Iterator
@@ -12,6 +10,7 @@ from typing import Any
 
 import pytest
 from httpserver import Reply, TestServer
+from peak import run_cli
 from site_fixture import Site, index, urlset
 
 from monitor.cli import main
@@ -127,31 +126,15 @@ def _bomb() -> Iterator[bytes]:
     yield compressor.flush()
 
 
-# The check's own peak: VmHWM of its address space. Not ru_maxrss: RUSAGE_CHILDREN is the
-# largest of every child this pytest process has waited for, and a child's ru_maxrss starts at
-# the size of the process it was forked from (pytest's, after earlier tests grew it).
-_MAIN_WITH_PEAK = (
-    "import re, sys; from monitor.cli import main; code = main(); "
-    "status = open('/proc/self/status').read(); "
-    "print('peak-kib', re.search(r'VmHWM:\\s*(\\d+)', status)[1], file=sys.stderr); "
-    "sys.exit(code)"
-)
-
-
 def test_gzip_bomb_fails_the_check_quickly_in_a_subprocess(
     http_server: TestServer, tmp_path: Any
 ) -> None:
     """The console script, as a user runs it; memory measured on the child process."""
     http_server.route("/s.xml.gz", Reply(body=_bomb))
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-c", _MAIN_WITH_PEAK,
-         "check", http_server.url("/s.xml.gz"), "--database-url",
-         f"sqlite:///{tmp_path}/m.db", "--json"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
+    proc, peak_mib = run_cli("check", http_server.url("/s.xml.gz"), "--database-url",
+                             f"sqlite:///{tmp_path}/m.db", "--json", timeout=60)
     elapsed = time.monotonic() - started
-    peak_mib = int(proc.stderr.strip().splitlines()[-1].removeprefix("peak-kib ")) / 1024
     r = json.loads(proc.stdout)
     assert proc.returncode == 1, proc.stderr
     assert r["error"]["kind"] == "size-too-large"

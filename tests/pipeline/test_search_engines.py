@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 import time
 import zlib
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import Any
 
 import pytest
 from httpserver import Reply, gzip_bytes
+from peak import run_cli
 from site_fixture import NS, Site, index, urlset
 
 from monitor.cli import main
@@ -178,16 +177,6 @@ def test_a_relative_index_child_is_loc_not_absolute(
     assert [(i["rule"], i["loc"]) for i in r["issues"]] == [("loc-not-absolute", "/a.xml")]
 
 
-# The child's peak: VmHWM of its own address space (as in test_hostile: RUSAGE_CHILDREN is the
-# largest child pytest ever waited for). The parent never holds the decompressed bomb.
-_MAIN_WITH_PEAK = (
-    "import re, sys; from monitor.cli import main; code = main(); "
-    "status = open('/proc/self/status').read(); "
-    "print('peak-kib', re.search(r'VmHWM:\\s*(\\d+)', status)[1], file=sys.stderr); "
-    "sys.exit(code)"
-)
-
-
 def test_validate_of_a_gzip_bomb_file_stays_bounded(tmp_path: Path) -> None:
     """A 1 GiB bomb (about 1 MB on disk): cut at max_bytes as it inflates, under 200 MB."""
     path = tmp_path / "bomb.xml.gz"
@@ -199,10 +188,8 @@ def test_validate_of_a_gzip_bomb_file_stays_bounded(tmp_path: Path) -> None:
         file.write(compressor.flush())
     assert path.stat().st_size < 2 << 20
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", _MAIN_WITH_PEAK, "validate", str(path), "--json"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc, peak_mib = run_cli("validate", str(path), "--json")
     elapsed = time.monotonic() - started
-    peak_mib = int(proc.stderr.strip().splitlines()[-1].removeprefix("peak-kib ")) / 1024
     r = json.loads(proc.stdout)
     assert proc.returncode == 1, proc.stderr
     assert r["error"]["kind"] == "size-too-large"
@@ -275,9 +262,7 @@ def test_an_attribute_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     path = tmp_path / "attributes.xml"
     path.write_bytes(document("<loc>https://example.test/a</loc>").replace(
         b"</urlset>", b"<url><loc" + attributes + b">https://example.test/b</loc></url></urlset>"))
-    proc = subprocess.run([sys.executable, "-c", _MAIN_WITH_PEAK, "validate", str(path), "--json"],
-                          capture_output=True, text=True, timeout=120, check=False)
-    peak_mib = int(proc.stderr.strip().splitlines()[-1].removeprefix("peak-kib ")) / 1024
+    proc, peak_mib = run_cli("validate", str(path), "--json")
     r = json.loads(proc.stdout)
     assert proc.returncode == 1, proc.stderr
     assert r["error"]["kind"] == "size-too-large"
