@@ -70,16 +70,21 @@ def test_a_bad_field_is_reported_and_leaves_the_url_crawlable(
         f"<loc>{base}changefreq</loc><changefreq>when we feel like it</changefreq>",
         f"<loc>{base}lastmod</loc><lastmod>last tuesday</lastmod>",
         "<loc>/relative</loc>",
+        f"<loc>{base}clean</loc>",
     ))
     code, r = check(capsys, site.url("/sitemap.xml"), db)
     assert code == 0
-    assert (r["urls"], r["invalid"], r["added"]) == (4, 1, 4)
+    assert (r["urls"], r["invalid"], r["duplicates"], r["added"]) == (4, 1, 1, 4)
     assert issues(r) == [
         ("priority-invalid", "error", base + "priority"),
         ("changefreq-invalid", "error", base + "changefreq"),
         ("lastmod-invalid", "error", base + "lastmod"),
         ("loc-not-absolute", "error", "/relative"),
+        ("loc-duplicate", "warning", base + "clean"),
     ]
+    assert main(["history", site.url("/sitemap.xml"), "--database-url", db, "--json"]) == 0
+    [snapshot] = json.loads(capsys.readouterr().out)
+    assert (snapshot["urls"], snapshot["invalid"], snapshot["duplicates"]) == (4, 1, 1)
     assert sorted((c["kind"], c["loc"]) for c in r["changes"])[-1] == ("invalid", "/relative")
     assert sum(c["kind"] == "added" for c in r["changes"]) == 4
 
