@@ -33,6 +33,12 @@ class ConfigError(MonitorError):
     """Configuration or usage that cannot be used; the message is one line naming where."""
 
 
+class LeaseLost(MonitorError):
+    """This replica no longer holds the target's lease at the moment its check would commit
+    (it was paused past the lease and another replica took the target over): the check's
+    transaction is rolled back and writes nothing (SPEC 10)."""
+
+
 class FetchError(MonitorError):
     """A document could not be fetched completely.
 

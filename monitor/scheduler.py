@@ -30,7 +30,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy import Connection, Engine
 
 from monitor import config
-from monitor.errors import MonitorError
+from monitor.errors import LeaseLost, MonitorError
 from monitor.metrics import Metrics
 from monitor.model import CheckResult
 from monitor.store import daemon as store
@@ -273,9 +273,11 @@ class Scheduler:
         handed_back = False
 
         def give_back(conn: Connection) -> None:
-            # In the snapshot's transaction: the lease goes back when the snapshot commits.
+            # In the snapshot's transaction: the lease goes back when the snapshot commits, and
+            # only if this replica still holds it; else the whole check rolls back (SPEC 10).
             nonlocal handed_back
-            store.release_in(conn, name, self._owner)
+            if not store.release_in(conn, name, self._owner):
+                raise LeaseLost(f"{name}: the lease was taken over while this check ran")
             handed_back = True
 
         committed = False
@@ -306,6 +308,12 @@ class Scheduler:
         started = self._clock()
         try:
             result = await self._check(target, in_transaction)
+        except LeaseLost:
+            # Paused past the lease (SIGSTOP, a frozen VM): another replica has the target and
+            # checks it; this check wrote nothing and is no check at all, not a failed one.
+            log.warning("lease lost: the check is rolled back",
+                        seconds=round((self._clock() - started).total_seconds(), 3))
+            return None, False
         except Exception as exc:
             # STYLE 10: push this target one interval on and carry on with the others.
             log.exception("check raised", error=f"{exc.__class__.__name__}: {exc}")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from harness import Daemon, sitemap
 from httpserver import Reply, TestServer
-from sqlalchemy import select
+from sqlalchemy import Engine, func, select
 
 from monitor.store import db
 from monitor.store.schema import snapshots, targets
@@ -114,3 +114,85 @@ def test_three_replicas_check_each_due_target_once(
     print(f"\nreplicas: {elapsed:.1f}s, {total} snapshots, by replica (log lines) {by_replica}")
     for name, interval, n, expected in summary:
         print(f"  {name} every {interval:g}s: {n} snapshots (elapsed/interval {expected})")
+
+
+PAUSED_TARGETS = 6
+PAUSE_LEASE = 2.0
+
+
+def test_a_replica_paused_past_its_lease_writes_nothing(
+    http_server: TestServer, tmp_path: Path, postgres_url: str
+) -> None:
+    """Replica 0 claims every target and is SIGSTOPped mid-check; the others take the targets
+    over once its leases run out and check them when they are next due; when replica 0 wakes,
+    its checks must roll back: no two snapshots of a target overlap in time (SPEC 10)."""
+    engine = db.make_engine(postgres_url)
+    db.upgrade(engine)
+    lines = [
+        f"database_url: {postgres_url}",
+        "listen: 127.0.0.1:0",
+        "defaults: {jitter: 0%, timeout: 20s}",
+        f"scheduler: {{lease: {PAUSE_LEASE}s, shutdown_grace: 2s, per_host: 16}}",
+        "targets:",
+    ]
+    for i in range(PAUSED_TARGETS):
+        # 2 s to answer: every check is in flight when replica 0 stops
+        body = sitemap({http_server.url(f"/p{i}/a"): None})
+        http_server.route(f"/p{i}.xml", Reply(body=body, delay=2.0))
+        lines.append(f'  - {{name: p{i}, url: "{http_server.url(f"/p{i}.xml")}", '
+                     "interval: 3s}")
+    config = tmp_path / "c.yaml"
+    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    paused = Daemon(config)
+    others: list[Daemon] = []
+    try:
+        paused.started(timeout=30)
+        deadline = time.monotonic() + 10
+        while len(http_server.requests) < PAUSED_TARGETS and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(http_server.requests) == PAUSED_TARGETS, "replica 0 never started its checks"
+        paused.proc.send_signal(signal.SIGSTOP)
+        others = [Daemon(config) for _ in range(2)]
+        for replica in others:
+            replica.started(timeout=30)
+        deadline = time.monotonic() + 30
+        while _snapshot_count(engine) < PAUSED_TARGETS and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _snapshot_count(engine) == PAUSED_TARGETS, "the others never took over"
+        paused.proc.send_signal(signal.SIGCONT)
+        for i in range(PAUSED_TARGETS):  # replica 0's checks end, one way or the other
+            paused.wait_for(lambda line, i=i: line.get("target") == f"p{i}" and (
+                line.get("event") in ("check", "lease lost: the check is rolled back")),
+                timeout=30)
+        for replica in [paused, *others]:
+            replica.signal(signal.SIGTERM)
+        for replica in [paused, *others]:
+            assert replica.wait(20) == 0
+    finally:
+        for replica in [paused, *others]:
+            if replica.proc.poll() is None:
+                replica.proc.send_signal(signal.SIGCONT)  # a stopped process ignores SIGTERM
+            replica.stop()
+
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(targets.c.name, snapshots.c.started_at, snapshots.c.finished_at)
+            .join(snapshots, snapshots.c.target_id == targets.c.id)
+            .order_by(targets.c.name, snapshots.c.started_at)
+        ).all()
+    engine.dispose()
+    spans: dict[str, list[tuple[datetime, datetime]]] = defaultdict(list)
+    for name, started_at, finished_at in rows:
+        spans[name].append((started_at, finished_at))
+    for name, found in spans.items():
+        for (_, end), (start, _) in itertools.pairwise(found):
+            assert end <= start, f"{name}: two snapshots overlap in time: {found}"
+    assert sorted(spans) == [f"p{i}" for i in range(PAUSED_TARGETS)]
+    lost = [line for line in paused.lines
+            if line.get("event") == "lease lost: the check is rolled back"]
+    assert sorted(line["target"] for line in lost) == [f"p{i}" for i in range(PAUSED_TARGETS)]
+
+
+def _snapshot_count(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(snapshots)).scalar_one())
