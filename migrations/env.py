@@ -34,6 +34,9 @@ def run() -> None:
             target_metadata=metadata,
             render_as_batch=connection.dialect.name == "sqlite",
             compare_type=True,
+            # Every migration in the one transaction the connection is in: on SQLite too (see
+            # monitor.store.db._transactional_sqlite), a kill leaves no half-made schema.
+            transactional_ddl=True,
         )
         with context.begin_transaction():
             context.run_migrations()

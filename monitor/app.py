@@ -197,8 +197,8 @@ async def _main(state: _State, url: str) -> int:
     engine = db.make_engine(url, pool_size=cfg.scheduler.concurrency + 4, max_overflow=4)
     try:
         with _sqlite_single_replica(engine):
-            if db.is_sqlite(engine):
-                await asyncio.to_thread(db.upgrade, engine)
+            if db.is_sqlite(engine):  # in one transaction: a kill leaves nothing half made
+                await asyncio.to_thread(db.bring_to_head, engine)
             else:
                 await asyncio.to_thread(db.require_head, engine)
             sock = _bind(cfg.listen)

@@ -156,3 +156,60 @@ def test_0002_keeps_every_past_url_set(database_url: str) -> None:
                 assert {r.loc for r in found} == urls, sid
     finally:
         engine.dispose()
+
+
+def test_a_half_made_sqlite_schema_is_made_again(tmp_path: Path) -> None:
+    """Tables and no version, every one empty: what a start killed by an earlier release while
+    it created the schema left behind. The next start builds it again."""
+    engine = db.make_engine(f"sqlite:///{tmp_path}/half.db")
+    with engine.begin() as conn:
+        metadata.tables["targets"].create(conn)
+        metadata.tables["alert_states"].create(conn)
+    db.bring_to_head(engine)
+    assert db.current_revision(engine) == db.head_revision()
+    engine.dispose()
+
+
+@pytest.mark.parametrize("what", ["data", "foreign"])
+def test_a_database_without_version_that_is_not_half_made_is_refused(
+    tmp_path: Path, what: str
+) -> None:
+    engine = db.make_engine(f"sqlite:///{tmp_path}/other.db")
+    with engine.begin() as conn:
+        metadata.tables["targets"].create(conn)
+        if what == "data":
+            conn.execute(metadata.tables["targets"].insert().values(
+                name="t", url="https://e.test/", created_at=datetime(2024, 1, 1, tzinfo=UTC)))
+        else:
+            conn.exec_driver_sql("CREATE TABLE invoices (id INTEGER)")
+    with pytest.raises(SchemaError) as caught:
+        db.bring_to_head(engine)
+    assert "\n" not in str(caught.value)
+    with engine.connect() as conn:  # nothing was dropped
+        assert "targets" in inspect(conn).get_table_names()
+    engine.dispose()
+
+
+def test_a_migration_that_fails_halfway_leaves_sqlite_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The migrations run in one transaction on SQLite too: a failure (or a kill) after some
+    tables were made leaves none of them, and no version row."""
+    import shutil
+
+    folder = tmp_path / "migrations"
+    shutil.copytree(db.migrations_dir(), folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "versions" / "9999_fails.py").write_text(
+        'revision = "9999"\ndown_revision = "' + str(db.head_revision()) + '"\n'
+        "branch_labels = None\ndepends_on = None\n\n"
+        "def upgrade():\n    from alembic import op\n    import sqlalchemy as sa\n"
+        '    op.create_table("half", sa.Column("id", sa.Integer))\n'
+        '    raise RuntimeError("killed here")\n\n'
+        "def downgrade():\n    pass\n", encoding="utf-8")
+    monkeypatch.setattr(db, "migrations_dir", lambda: folder)
+    engine = db.make_engine(f"sqlite:///{tmp_path}/m.db")
+    with pytest.raises(RuntimeError, match="killed here"):
+        db.upgrade(engine)
+    with engine.connect() as conn:
+        assert inspect(conn).get_table_names() == []
+    engine.dispose()

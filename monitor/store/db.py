@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Column,
+    Connection,
     Engine,
     MetaData,
     PrimaryKeyConstraint,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from monitor.errors import ConfigError, SchemaError, StoreError
 
@@ -152,13 +154,42 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine) -> None:
-    """Apply every migration up to the newest (``db upgrade``)."""
+    """Apply every migration up to the newest (``db upgrade``), all in one transaction: a kill
+    at any moment leaves the database as it was or at the newest schema, never between."""
     from alembic import command
 
+    migrating = _transactional_sqlite(engine) if is_sqlite(engine) else engine
     try:
-        command.upgrade(_alembic_config(engine), "head")
+        command.upgrade(_alembic_config(migrating), "head")
     except SQLAlchemyError as exc:
         raise StoreError(f"migration failed on {redact(str(engine.url))}: {exc}") from None
+    finally:
+        if migrating is not engine:
+            migrating.dispose()
+
+
+def _transactional_sqlite(engine: Engine) -> Engine:
+    """An engine on the same SQLite file whose transactions hold DDL too.
+
+    Python's sqlite3 module begins a transaction only before INSERT, UPDATE or DELETE, so a
+    CREATE TABLE runs on its own and a migration killed halfway leaves half a schema (tables,
+    no version row: every later start failed). SQLite itself has transactional DDL: here the
+    driver is left in autocommit and every transaction is an explicit BEGIN, SQLAlchemy's
+    recipe for SQLite. Only migrations use it: a check's long transaction keeps the driver's
+    deferred start, which does not take a read snapshot it could not later write from.
+    """
+    migrating = make_engine(engine.url.render_as_string(hide_password=False),
+                            poolclass=NullPool)
+
+    @event.listens_for(migrating, "connect")
+    def _autocommit_driver(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(migrating, "begin")
+    def _begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return migrating
 
 
 def require_head(engine: Engine) -> None:
@@ -175,11 +206,49 @@ def require_head(engine: Engine) -> None:
 
 def bring_to_head(engine: Engine) -> None:
     """Make the schema the newest this installation ships: nothing to do when it is, the
-    whole schema at once for an empty database (``create_schema``), else the migrations."""
+    whole schema at once for an empty database (``create_schema``), else the migrations.
+
+    A database an earlier release left half made (a start killed while it created the schema:
+    tables, no version, no row in any of them) is made again; any other database without a
+    version is refused with a message that says so."""
     if _known_at_head(engine) or create_schema(engine):
         return
-    if current_revision(engine) != head_revision():
+    current = current_revision(engine)
+    if current is None:
+        _remake_half_made(engine)
+        if create_schema(engine):
+            return
+    if current != head_revision():
         upgrade(engine)
+
+
+def _remake_half_made(engine: Engine) -> None:
+    """Drop the tables of a schema that was never finished, if they are ours and empty."""
+    from monitor.store.schema import metadata
+
+    ours = set(metadata.tables) | {_VERSION_TABLE}
+    try:
+        with engine.begin() as connection:
+            found = set(inspect(connection).get_table_names())
+            if not found <= ours:
+                raise SchemaError(
+                    f"database {redact(str(engine.url))} holds tables that are not "
+                    f"sitemap-monitor's ({', '.join(sorted(found - ours))}) and no schema "
+                    "version: point database_url at a database of its own")
+            for name in found:
+                count = connection.execute(text(f'SELECT count(*) FROM "{name}"')).scalar()
+                if count:
+                    raise SchemaError(
+                        f"database {redact(str(engine.url))} has data but no schema version "
+                        f"(table {name}): restore it from a backup, or 'sitemap-monitor db "
+                        "upgrade' after stamping its revision with alembic")
+            for table in reversed(metadata.sorted_tables):
+                if table.name in found:
+                    table.drop(connection)
+            if _VERSION_TABLE in found:
+                _VERSION.drop(connection)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"database {redact(str(engine.url))}: {exc}") from None
 
 
 def create_schema(engine: Engine) -> bool:
