@@ -482,6 +482,10 @@ def _get_pool(size: int) -> ProcessPoolExecutor:
             )
             if "forkserver" in methods:
                 context.set_forkserver_preload(["monitor.digest"])
+            # The forkserver (or a spawned worker) is a `python -c`, which puts the working
+            # directory first on its path: a `monitor` folder there would be what the workers
+            # import. PYTHONSAFEPATH (Python 3.11) leaves it out; the workers inherit it.
+            os.environ.setdefault("PYTHONSAFEPATH", "1")
             _pool = ProcessPoolExecutor(
                 max_workers=size, mp_context=context, initializer=_worker_start,
                 max_tasks_per_child=_TASKS_PER_WORKER,

@@ -8,6 +8,10 @@ Both must give the same counts, changes, duplicates and URL sets.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -87,3 +91,32 @@ def test_big_children(
     assert set(moved) <= at_second
     assert len(at_second) == 2 * N + 1
     assert url_set_at(db, third["snapshot_id"]) == set(b)
+
+
+def test_workers_import_this_installation_whatever_the_working_directory(
+    site: Site, tmp_path: Any
+) -> None:
+    """The parse workers' forkserver is a ``python -c``: Python puts the working directory
+    first on its path, so a ``monitor`` folder there (a checkout of another version, a project
+    of the same name) was what the workers imported, and every big document 'died'."""
+    U = site.url("/")
+    children = []
+    for c in range(6):
+        site.set(f"/c{c}.xml", urlset({f"{U}{c}/{i:06d}/{'x' * 60}": None for i in range(N)}))
+        children.append(site.url(f"/c{c}.xml"))
+    site.set("/index.xml", index(children))
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "monitor").mkdir(parents=True)  # a package of that name, not this one
+    (elsewhere / "monitor" / "__init__.py").write_text("")
+    (elsewhere / "monitor" / "digest.py").write_text('"""another monitor.digest"""\n')
+    script = Path(sys.executable).with_name("sitemap-monitor")
+    env = {**os.environ, "SITEMAP_MONITOR_PARSE_WORKERS": "1"}
+    env.pop("PYTHONSAFEPATH", None)
+    proc = subprocess.run(
+        [str(script), "check", site.url("/index.xml"), "--database-url",
+         f"sqlite:///{tmp_path}/m.db", "--json"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.stdout, proc.stderr[-2000:]
+    r = json.loads(proc.stdout)
+    assert [d["outcome"] for d in r["documents"]] == ["ok"] * 7, r["documents"]
+    assert r["urls"] == 6 * N
