@@ -200,7 +200,7 @@ def adhoc_target(url: str, defaults: Defaults | None = None) -> Target:
 
 ChannelType = Literal["webhook", "slack", "alertmanager", "email"]
 RuleWhen = Literal[
-    "added", "removed", "changed", "invalid", "check_failed", "recovered", "stale",
+    "added", "removed", "changed", "invalid", "issues", "check_failed", "recovered", "stale",
     "url_count_below",
 ]
 
@@ -220,6 +220,9 @@ class Channel(_Frozen):
     # this long after each send, so it expires on its own if the daemon is gone; keep it above
     # the longest check interval.
     alert_ttl: Duration = Field(3600.0, gt=0)
+    # whether the channel is told when a state (check_failed, stale, url_count_below) clears,
+    # as Alertmanager's receivers set it; events have nothing to resolve (SPEC 9)
+    send_resolved: bool = True
     # email
     smtp_ca_file: str | None = None
     smtp_host: str | None = None
@@ -253,11 +256,17 @@ class Rule(_Frozen):
     consecutive: int = Field(1, ge=1)
     duration: Duration | None = None
     count: int | None = Field(None, ge=0)
+    # when: issues: the rule ids whose current issues count, as globs ("lastmod-*")
+    rule: list[str] | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _needs(self) -> Rule:
         if self.when == "stale" and self.duration is None:
             raise ValueError("a stale rule needs duration")
+        if self.when == "issues" and not self.rule:
+            raise ValueError("an issues rule needs rule: (rule ids or globs, e.g. lastmod-*)")
+        if self.rule and self.when != "issues":
+            raise ValueError("rule: is for when: issues")
         if self.when == "url_count_below" and self.count is None:
             raise ValueError("a url_count_below rule needs count")
         return self

@@ -223,6 +223,8 @@ class CheckResult:
     removed: int = 0
     changed: int = 0
     invalid_new: int = 0
+    # of ``removed``: entries that were invalid (a cleanup, never a mass removal: SPEC 9)
+    removed_invalid: int = 0
     documents: list[DocumentResult] = field(default_factory=list)
     issues: list[Issue] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
@@ -273,7 +275,8 @@ class Notification:
     """One alert message for one channel, as rules produce it and the outbox stores it.
 
     ``idempotency_key`` is derived from (target, rule, channel, snapshot, state), so writing or
-    delivering the same notification twice is recognisable as one alert.
+    delivering the same notification twice is recognisable as one alert. ``send`` False: the
+    state moves (a resolve) but the channel is not told (its ``send_resolved`` is off).
     """
 
     target_name: str
@@ -283,6 +286,7 @@ class Notification:
     severity: str
     idempotency_key: str
     payload: dict[str, Any]
+    send: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,3 +301,5 @@ class RuleContext:
     last_content_change_at: datetime | None = None
     first_check_at: datetime | None = None
     firing: Mapping[str, datetime] = field(default_factory=dict)
+    # the current issues by rule at the previous completed check (``when: issues``)
+    previous_issue_counts: Mapping[str, int] = field(default_factory=dict)

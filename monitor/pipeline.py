@@ -30,7 +30,15 @@ from monitor.addresses import is_private_address, literal_address, system_resolv
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.fetch import Fetcher
-from monitor.model import RULES, Change, CheckResult, DocumentResult, EntryState, Issue
+from monitor.model import (
+    CHANGE_KINDS,
+    RULES,
+    Change,
+    CheckResult,
+    DocumentResult,
+    EntryState,
+    Issue,
+)
 from monitor.store import sql as store
 from monitor.store.sql import DocumentState, StoredSet
 
@@ -92,6 +100,8 @@ class _Examples:
 
     def add(self, change: Change) -> None:
         self.counts[change.kind] += 1
+        if change.kind == "removed" and change.before is not None and not change.before.valid:
+            self.counts["removed-invalid"] += 1
         if len(self.kept) < self.limit:
             self.kept.append(change)
 
@@ -618,9 +628,9 @@ class _Check:
         r = self.result
         counts = self.changes.counts
         r.added, r.removed, r.changed = counts["added"], counts["removed"], counts["changed"]
-        r.invalid_new = counts["invalid"]
+        r.invalid_new, r.removed_invalid = counts["invalid"], counts["removed-invalid"]
         r.changes = self.changes.kept
-        r.changes_truncated = sum(counts.values()) > len(self.changes.kept)
+        r.changes_truncated = sum(counts[k] for k in CHANGE_KINDS) > len(self.changes.kept)
         current_docs = {**self.state.documents, **self.read}
         for url in self.dropped:
             current_docs.pop(url, None)

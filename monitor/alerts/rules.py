@@ -1,24 +1,33 @@
 """Alert rules: a pure function from (config, check result, history) to notifications.
 
-Every rule is a condition with a state, firing or not, kept in ``alert_states`` by the store:
+Events and states (SPEC 9). ``added``, ``removed``, ``changed``, ``invalid``, ``issues`` and
+``recovered`` are events: a check where one holds notifies every channel once, and there is
+nothing to resolve (Alertmanager, which needs an end, gets ``endsAt`` the channel's
+``alert_ttl`` ahead). ``issues`` is an event when it starts to hold: the count of current
+issues of its ``rule:`` globs reaches its threshold (or ratio of ``urls``) where at the previous
+check it did not, so "the CMS started writing bad dates" is one alert, not one a check.
+``check_failed``, ``stale`` and ``url_count_below`` are states, kept in ``alert_states`` by
+the store:
 
-- it notifies every channel once when it starts firing;
+- a state notifies every channel once when it starts firing;
 - while it keeps firing, only Alertmanager channels get the alert again (on every check, so
   Alertmanager keeps it active; other channels would only be spammed);
-- when the condition clears, every channel gets a ``resolved`` notification (Alertmanager
-  ends the alert with ``endsAt``).
+- when the condition clears, every channel with ``send_resolved`` gets a ``resolved``
+  notification (Alertmanager ends the alert with ``endsAt``).
 
-Conditions that depend on content (``added``, ``removed``, ``changed``, ``invalid``, ``stale``,
-``url_count_below``) cannot be judged on a failed check (SPEC 3.1: no false removals): the
-rule keeps its state. ``recovered`` is an event, not a state: it notifies once when a check
-succeeds after at least ``consecutive`` failed ones. ``added`` never fires on a target's first
-check, whose URLs all count as added. ``threshold`` and ``ratio`` (of the previous successful
-check's URL count) must both hold when both are set; neither set means "at least one".
+Conditions that depend on content (``added``, ``removed``, ``changed``, ``invalid``,
+``issues``, ``stale``, ``url_count_below``) cannot be judged on a failed check (SPEC 3.1: no
+false removals): a state keeps its state, an event does not fire. ``recovered`` notifies once
+when a check succeeds after at least ``consecutive`` failed ones. ``added`` never fires on a
+target's first check, whose URLs all count as added. A ``removed`` count and ratio take only
+URLs that were valid: cleaning up invalid entries is never a mass removal. ``threshold`` and
+``ratio`` (of the previous successful check's URL count) must both hold when both are set;
+neither set means "at least one".
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
@@ -40,7 +49,10 @@ from monitor.model import (
     RuleContext,
 )
 
-__all__ = ["evaluate", "matches"]
+__all__ = ["EVENTS", "evaluate", "matches"]
+
+# Rules that notify once for what happened and have nothing to resolve (SPEC 9).
+EVENTS = frozenset({"added", "removed", "changed", "invalid", "issues", "recovered"})
 
 _KIND_WORDS = {
     "added": "URLs added",
@@ -69,7 +81,11 @@ def judge(rule: Rule, result: CheckResult, context: RuleContext, now: datetime) 
     when = rule.when
     if when in _KIND_WORDS:
         count = result.change_counts()[when]
+        if when == "removed":
+            count -= result.removed_invalid  # of valid URLs only: a cleanup is no removal
         return _counted(rule, count, context, failed=failed)
+    if when == "issues":
+        return _issues(rule, result, context, failed=failed)
     if when == "check_failed":
         streak = context.consecutive_failures + 1 if failed else 0
         parts = [p for p in (result.error_kind, result.error_message) if p]
@@ -114,6 +130,31 @@ def _counted(rule: Rule, count: int, context: RuleContext, *, failed: bool) -> V
     return Verdict(holds, detail)
 
 
+def _issues(rule: Rule, result: CheckResult, context: RuleContext, *, failed: bool) -> Verdict:
+    """``when: issues``: holds when the current issues of the rule's globs reach the threshold
+    (and ratio of ``urls``) and did not at the previous completed check."""
+    if failed:
+        return Verdict(None, "the check failed")
+    patterns = rule.rule or []
+
+    def count(counts: Mapping[str, int]) -> int:
+        return sum(n for name, n in counts.items()
+                   if any(fnmatchcase(name, p) for p in patterns))
+
+    def reached(n: int, urls: int | None) -> bool:
+        holds = n >= (rule.threshold or 1)
+        if rule.ratio is not None and urls:
+            holds = holds and n / urls >= rule.ratio
+        return holds
+
+    now = count(result.issue_counts)
+    before = count(context.previous_issue_counts)
+    share = f" ({now / result.urls:.1%} of {result.urls} URLs)" if result.urls else ""
+    detail = f"{now} current issues of {', '.join(patterns)}{share} (previous check: {before})"
+    return Verdict(reached(now, result.urls) and not reached(before, context.previous_urls),
+                   detail)
+
+
 def evaluate(alerts_cfg: Alerts, target_name: str, result: CheckResult, context: RuleContext,
              now: datetime) -> list[Notification]:
     """The notifications this check raises, one per (rule, channel), in rule order.
@@ -131,7 +172,7 @@ def evaluate(alerts_cfg: Alerts, target_name: str, result: CheckResult, context:
         started = context.firing.get(rule.name)
         targets = [channels[name] for name in rule.channels if name in channels]
         state: NotificationState
-        if rule.when == "recovered":
+        if rule.when in EVENTS:
             if not verdict.holds:
                 continue
             state, since, to = "firing", now, targets
@@ -163,6 +204,7 @@ def _for_channels(rule: Rule, target_name: str, result: CheckResult, state: Noti
             idempotency_key=idempotency_key(target_name, rule.name, channel.name,
                                             result.snapshot_id, state),
             payload=payload,
+            send=state != "resolved" or channel.send_resolved,
         )
         for channel in to
     ]
@@ -186,7 +228,7 @@ def _payload(delivery: Delivery, rule: Rule, target_name: str, result: CheckResu
         "when": rule.when,
         "severity": rule.severity,
         "state": state,
-        "event": rule.when == "recovered",
+        "event": rule.when in EVENTS,
         "snapshot_id": result.snapshot_id,
         "checked_at": iso(now),
         "since": iso(since),

@@ -21,7 +21,7 @@ _BLOCK_TEXT = 2900  # Slack refuses section text over 3,000 characters
 
 def _icon(payload: dict[str, Any]) -> str:
     state = str(payload.get("state"))
-    if state in ("resolved", "test") or payload.get("event"):
+    if state in ("resolved", "test") or payload.get("when") == "recovered":
         return _ICONS["resolved" if state != "test" else "test"]
     return _ICONS.get(str(payload.get("severity")), _ICONS["warning"])
 

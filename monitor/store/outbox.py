@@ -68,7 +68,7 @@ def rule_context(
     if current_snapshot_id is not None:
         older.append(s.c.id < current_snapshot_id)
     last_ok = conn.execute(
-        select(s.c.id, s.c.urls).where(*older, s.c.outcome != "failed")
+        select(s.c.id, s.c.urls, s.c.issue_counts).where(*older, s.c.outcome != "failed")
         .order_by(s.c.id.desc()).limit(1)
     ).first()
     failures_since = [*older] if last_ok is None else [*older, s.c.id > last_ok.id]
@@ -85,6 +85,8 @@ def rule_context(
         last_content_change_at=_aware(last_change),
         first_check_at=_aware(first_check),
         firing={k: v for k, v in firing.items() if v is not None},
+        previous_issue_counts=(
+            {} if last_ok is None else json.loads(last_ok.issue_counts or "{}")),
     )
 
 
@@ -113,6 +115,9 @@ def write(
     """
     states: dict[tuple[str, str], tuple[bool, int | None]] = {}
     for n in items:
+        if not n.send:  # the state moves; the channel is not told
+            states.setdefault((n.target_name, n.rule), (n.state == "firing", None))
+            continue
         row_id = conn.execute(
             _insert_ignoring_duplicates(conn).values(
                 snapshot_id=snapshot_id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import json
 from datetime import UTC, datetime, timedelta
 
 from httpserver import Request
@@ -54,6 +55,7 @@ def store_check(engine: Engine, alerts: Alerts, check: CheckResult,
                 added=check.added, removed=check.removed, changed=check.changed,
                 invalid_new=check.invalid_new, error_kind=check.error_kind,
                 error_message=check.error_message,
+                issue_counts=json.dumps(check.issue_counts),
             ).returning(snapshots.c.id)
         ).scalar_one()
         context = store_outbox.rule_context(conn, check.target, now)

@@ -254,10 +254,12 @@ def test_resolve_waits_for_its_firing(sqlite_engine: Engine, receiver: Receiver)
     """A resolved notification is not sent while the firing one it ends is still pending."""
     receiver.script = [Reply(503, headers={"Retry-After": "0"})]
     channel = hook(receiver.url)
-    cfg = config(channel)
-    firing_key = raise_alert(sqlite_engine, cfg)
-    [resolved] = store_check(sqlite_engine, cfg, result(urls=97),
-                             datetime.now(UTC))
+    cfg = Alerts(channels=[channel], rules=[  # a state: a removal is an event, never resolved
+        Rule(name="too-few", when="url_count_below", count=100, channels=["hook"])])
+    now = datetime.now(UTC)
+    [firing] = store_check(sqlite_engine, cfg, result(urls=50), now - timedelta(minutes=1))
+    firing_key = firing.idempotency_key
+    [resolved] = store_check(sqlite_engine, cfg, result(urls=100), now)
     d = deliverer(sqlite_engine, channel, delivery=Delivery(initial_backoff=0.2))
     assert one_pass(d) == 1  # only the firing one was due
     assert row(sqlite_engine, resolved.idempotency_key)["attempts"] == 0

@@ -102,12 +102,45 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], RuleContext, list[tuple[s
      RuleContext(previous_urls=5), [("hook", "firing")]),
     ("target-glob-excludes", {"when": "removed", "targets": ["blog-*", "news"]},
      {"removed": 1}, RuleContext(previous_urls=5), []),
-    ("firing-once-not-again", {"when": "removed"}, {"removed": 7},
-     RuleContext(previous_urls=50, firing=FIRING_R), []),
-    ("alertmanager-gets-re-sends", {"when": "removed", "channels": ["hook", "am"]},
-     {"removed": 7}, RuleContext(previous_urls=50, firing=FIRING_R), [("am", "firing")]),
-    ("resolve-to-every-channel", {"when": "removed", "channels": ["hook", "am"]},
-     {"removed": 0}, RuleContext(previous_urls=50, firing=FIRING_R),
+    # events: each check that holds notifies once; nothing to resolve (SPEC 9)
+    ("removed-is-an-event-each-check", {"when": "removed"}, {"removed": 7},
+     RuleContext(previous_urls=50, firing=FIRING_R), [("hook", "firing")]),
+    ("an-event-goes-to-every-channel", {"when": "removed", "channels": ["hook", "am"]},
+     {"removed": 7}, RuleContext(previous_urls=50), [("hook", "firing"), ("am", "firing")]),
+    ("an-event-has-nothing-to-resolve", {"when": "removed", "channels": ["hook", "am"]},
+     {"removed": 0}, RuleContext(previous_urls=50, firing=FIRING_R), []),
+    # a removal ratio counts only URLs that were valid: a cleanup is never a mass removal
+    ("removing-an-invalid-entry-is-no-removal", {"when": "removed"},
+     {"removed": 1, "removed_invalid": 1}, RuleContext(previous_urls=2), []),
+    ("removed-ratio-of-valid-urls", {"when": "removed", "ratio": 0.05},
+     {"removed": 60, "removed_invalid": 20}, RuleContext(previous_urls=1000), []),
+    ("removed-ratio-of-valid-urls-at", {"when": "removed", "ratio": 0.05},
+     {"removed": 70, "removed_invalid": 20}, RuleContext(previous_urls=1000),
+     [("hook", "firing")]),
+    # issues: one alert when the count of current issues of the globs starts to hold
+    ("issues-start-to-hold", {"when": "issues", "rule": ["lastmod-*"], "threshold": 10},
+     {"urls": 100, "issue_counts": {"lastmod-invalid": 8, "lastmod-future": 4}},
+     RuleContext(previous_urls=100, previous_issue_counts={"lastmod-invalid": 3}),
+     [("hook", "firing")]),
+    ("issues-that-held-before-are-no-news", {"when": "issues", "rule": ["lastmod-invalid"],
+                                             "threshold": 10},
+     {"urls": 100, "issue_counts": {"lastmod-invalid": 50}},
+     RuleContext(previous_urls=100, previous_issue_counts={"lastmod-invalid": 10}), []),
+    ("issues-of-other-rules-do-not-count", {"when": "issues", "rule": ["priority-invalid"]},
+     {"urls": 100, "issue_counts": {"lastmod-invalid": 50}}, RuleContext(previous_urls=100), []),
+    ("issues-ratio-of-urls", {"when": "issues", "rule": ["*-invalid"], "ratio": 0.5},
+     {"urls": 100, "issue_counts": {"lastmod-invalid": 30, "priority-invalid": 20}},
+     RuleContext(previous_urls=100), [("hook", "firing")]),
+    ("issues-not-on-a-failed-check", {"when": "issues", "rule": ["*"]},
+     {"outcome": "failed", "issue_counts": {"xml-malformed": 1}}, RuleContext(), []),
+    # states: fire once, Alertmanager is re-sent, resolve to every channel
+    ("state-fires-once-not-again", {"when": "check_failed"}, {"outcome": "failed"},
+     RuleContext(consecutive_failures=3, firing=FIRING_R), []),
+    ("alertmanager-gets-re-sends", {"when": "check_failed", "channels": ["hook", "am"]},
+     {"outcome": "failed"}, RuleContext(consecutive_failures=3, firing=FIRING_R),
+     [("am", "firing")]),
+    ("resolve-to-every-channel", {"when": "check_failed", "channels": ["hook", "am"]},
+     {"outcome": "ok"}, RuleContext(consecutive_failures=3, firing=FIRING_R),
      [("hook", "resolved"), ("am", "resolved")]),
 ]
 
@@ -166,19 +199,18 @@ def test_link_is_omitted_without_api_base_url() -> None:
 
 def test_sequence_fires_once_and_resolves(engine: Engine) -> None:
     """Through the store: fire, stay quiet while firing, resolve, fire again later."""
-    cfg = alerts({"when": "removed", "threshold": 10, "channels": ["hook", "am"]})
-    steps = [  # (removed, expected states) ; every step is one check an hour apart
-        (0, []),
-        (50, [("hook", "firing"), ("am", "firing")]),
-        (20, [("am", "firing")]),
-        (0, [("hook", "resolved"), ("am", "resolved")]),
-        (0, []),
-        (11, [("hook", "firing"), ("am", "firing")]),
+    cfg = alerts({"when": "url_count_below", "count": 1000, "channels": ["hook", "am"]})
+    steps = [  # (urls, expected states) ; every step is one check an hour apart
+        (1000, []),
+        (500, [("hook", "firing"), ("am", "firing")]),
+        (600, [("am", "firing")]),
+        (1000, [("hook", "resolved"), ("am", "resolved")]),
+        (1000, []),
+        (10, [("hook", "firing"), ("am", "firing")]),
     ]
-    for i, (removed, expected) in enumerate(steps):
+    for i, (urls, expected) in enumerate(steps):
         now = T0 + timedelta(hours=i)
-        notes = store_check(engine, cfg, result(urls=1000, removed=removed, added=1000 * (i == 0)),
-                            now)
+        notes = store_check(engine, cfg, result(urls=urls, added=1000 * (i == 0)), now)
         assert [(n.channel, n.state) for n in notes] == expected, f"step {i}"
     with engine.connect() as conn:
         state = conn.execute(select(alert_states)).one()
@@ -229,3 +261,56 @@ def test_write_is_idempotent_on_the_key(engine: Engine) -> None:
     with engine.begin() as conn:
         write(conn, notes[0].payload["snapshot_id"], notes, T0 + timedelta(hours=1))
     assert SqlOutbox(engine).pending_count() == 1
+
+
+def test_events_notify_once_each_and_never_resolve(engine: Engine) -> None:
+    """Through the store: two removals are two messages; the quiet checks between and after
+    send nothing, no "resolved" that would read as "the URLs came back" (SPEC 9)."""
+    cfg = alerts({"when": "removed", "channels": ["hook", "am"]})
+    steps = [(0, []), (5, ["hook", "am"]), (0, []), (3, ["hook", "am"]), (0, [])]
+    for i, (removed, expected) in enumerate(steps):
+        check = result(urls=1000 - i, removed=removed, added=1000 * (i == 0))
+        notes = store_check(engine, cfg, check, T0 + timedelta(hours=i))
+        assert [(n.channel, n.state) for n in notes] == [(c, "firing") for c in expected]
+        assert all(n.payload["event"] for n in notes)
+    with engine.connect() as conn:
+        states = [r.state for r in conn.execute(select(notifications.c.state))]
+        assert conn.execute(select(alert_states)).all() == []  # an event keeps no state
+    assert states == ["firing"] * 4
+
+
+def test_a_channel_without_send_resolved_is_not_told_but_the_state_clears(
+    engine: Engine,
+) -> None:
+    quiet = Channel(name="quiet", type="webhook", url="http://127.0.0.1:9/q",
+                    send_resolved=False)
+    cfg = Alerts(channels=[*CHANNELS, quiet], rules=[
+        Rule(name="r", when="url_count_below", count=100, channels=["hook", "quiet"])])
+    fired = store_check(engine, cfg, result(urls=10), T0)
+    assert [(n.channel, n.state) for n in fired] == [("hook", "firing"), ("quiet", "firing")]
+    cleared = store_check(engine, cfg, result(urls=100), T0 + timedelta(hours=1))
+    assert [(n.channel, n.state, n.send) for n in cleared] == [
+        ("hook", "resolved", True), ("quiet", "resolved", False)]
+    again = store_check(engine, cfg, result(urls=5), T0 + timedelta(hours=2))
+    assert [n.channel for n in again] == ["hook", "quiet"]  # it fires anew: the state cleared
+    with engine.connect() as conn:
+        rows = [(r.channel, r.state) for r in conn.execute(
+            select(notifications.c.channel, notifications.c.state).order_by(notifications.c.id))]
+    assert rows == [("hook", "firing"), ("quiet", "firing"), ("hook", "resolved"),
+                    ("hook", "firing"), ("quiet", "firing")]
+
+
+def test_issues_fire_once_when_the_cms_starts_writing_bad_dates(engine: Engine) -> None:
+    """The previous check's issues come from its stored snapshot."""
+    cfg = alerts({"when": "issues", "rule": ["lastmod-invalid"], "ratio": 0.5})
+    counts = [{}, {"lastmod-invalid": 900}, {"lastmod-invalid": 1000}, {}, {"lastmod-invalid": 600}]
+    fired = []
+    summaries = []
+    for i, issue_counts in enumerate(counts):
+        check = result(urls=1000, added=1000 * (i == 0), issue_counts=issue_counts)
+        notes = store_check(engine, cfg, check, T0 + timedelta(hours=i))
+        fired.append([(n.channel, n.state) for n in notes])
+        summaries.extend(n.payload["summary"] for n in notes)
+    assert fired == [[], [("hook", "firing")], [], [], [("hook", "firing")]]
+    assert summaries[0] == ("shop: 900 current issues of lastmod-invalid (90.0% of 1000 URLs) "
+                            "(previous check: 0)")
