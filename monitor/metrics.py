@@ -94,8 +94,13 @@ class Metrics:
         self.reload_time = Gauge(
             f"{p}_config_last_reload_success_timestamp_seconds",
             "When the configuration was last loaded successfully (Unix time).", registry=r)
+        self.target_interval = Gauge(
+            f"{p}_target_interval_seconds",
+            "The target's configured check interval (alert rules compare the time since its "
+            "last success with it).", ["target"], registry=r)
         self.build_info.labels(__version__).set(1)
         self._series: dict[str, _Series] = {}
+        self._intervals: dict[str, float] = {}
         self.set_targets(targets)
         for channel in channels:
             self.add_channel(channel)
@@ -125,6 +130,14 @@ class Metrics:
                 fetched_bytes=self.fetched_bytes.labels(name),
             )
         return series
+
+    def set_intervals(self, intervals: Mapping[str, float]) -> None:
+        """Each configured target's check interval, in seconds; others' series go."""
+        for name in set(self._intervals) - set(intervals):
+            self.target_interval.remove(name)
+        for name, seconds in intervals.items():
+            self.target_interval.labels(name).set(seconds)
+        self._intervals = dict(intervals)
 
     def _remove_target(self, name: str) -> None:
         del self._series[name]

@@ -163,6 +163,7 @@ class Scheduler:
         ]
         self._targets = new
         self._metrics.set_targets(new)
+        self._metrics.set_intervals({n: t.settings.interval for n, t in new.items()})
         if not added and not changed:
             return
         times = await asyncio.to_thread(

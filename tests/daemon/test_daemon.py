@@ -56,6 +56,7 @@ def test_checks_metrics_and_api_follow_the_sitemap(
     assert daemon.metric("sitemap_monitor_invalid_urls", target="shop") == 1
     assert daemon.metric("sitemap_monitor_issues", target="shop", rule="lastmod-invalid") == 1
     assert daemon.metric("sitemap_monitor_documents", target="shop", outcome="ok") == 1
+    assert daemon.metric("sitemap_monitor_target_interval_seconds", target="shop") == 1.0
 
     v2 = {f"{page}1": "2024-02-01", f"{page}2": "2024-01-02", f"{page}4": None, f"{page}5": None,
           "/p6": None}
