@@ -102,6 +102,8 @@ class Defaults(_Frozen):
     timeout: Duration = 30.0
     connect_timeout: Duration = 10.0
     read_timeout: Duration = 20.0
+    # The deadline of a whole check, all documents of an index together (SPEC 10).
+    check_timeout: Duration = 600.0
     retry_after_max: Duration = 30.0
     max_bytes: Size = 50 * 2**20
     max_urls: int = Field(50_000, gt=0)
@@ -132,6 +134,7 @@ class TargetSpec(_Frozen):
     timeout: Duration | None = None
     connect_timeout: Duration | None = None
     read_timeout: Duration | None = None
+    check_timeout: Duration | None = None
     retry_after_max: Duration | None = None
     max_bytes: Size | None = None
     max_urls: int | None = Field(None, gt=0)

@@ -72,7 +72,20 @@ async def run_check(
     clock = now or utcnow
     check = _Check(target, engine, fetcher, alerts, clock(), max_changes)
     check.in_transaction = in_transaction
-    return await check.run(clock)
+    try:
+        return await check.run(clock)
+    except _PastDeadline:
+        pass
+    # Past its deadline the walk was cancelled and everything it wrote rolled back; the check
+    # stores a failed snapshot instead, as for a root that could not be read: the previous
+    # entries stay current (SPEC 3.1), and the check's slot is free again (SPEC 10).
+    failed = _Check(target, engine, fetcher, alerts, check.started, max_changes)
+    failed.in_transaction = in_transaction
+    return await failed.run(clock, timed_out=True)
+
+
+class _PastDeadline(Exception):
+    """The walk of a check ran past the target's ``check_timeout``."""
 
 
 @dataclass(slots=True)
@@ -158,16 +171,35 @@ class _Check:
 
     # -- the walk -------------------------------------------------------------------------
 
-    async def run(self, clock: Callable[[], datetime]) -> CheckResult:
+    async def run(self, clock: Callable[[], datetime], *, timed_out: bool = False,
+                  ) -> CheckResult:
+        """Walk the target and store the snapshot; with ``timed_out`` (an earlier run of this
+        check ran past its check_timeout) store only that failure, reading nothing."""
         t0 = time.monotonic()
+        limit = self.settings.check_timeout
+        # The deadline bounds the walk (the servers' part); the final write always completes,
+        # so a check is never stored twice, once whole and once as timed out.
+        deadline = asyncio.timeout_at(asyncio.get_running_loop().time() + limit)
         # Connect, begin and load in one trip to a database thread, as _end writes, commits
         # and closes in one: a thread hop costs more CPU than a small query (issue 5, W2).
         conn = self.conn = await asyncio.to_thread(self._open)
         try:
             assert self.state is not None
             self.first = not self.state.documents
-            self.allow_private = self.allow_private or await _is_private_target(self.target.url)
-            await self._walk_root()
+            if not timed_out:
+                try:
+                    async with deadline:
+                        self.allow_private = (self.allow_private
+                                              or await _is_private_target(self.target.url))
+                        await self._walk_root()
+                except TimeoutError:
+                    if not deadline.expired():
+                        raise
+                    raise _PastDeadline from None
+            else:
+                elapsed = (clock() - self.started).total_seconds()
+                t0 -= elapsed  # the duration is the whole check's
+                self._time_out(limit, elapsed)
             await self._finish(clock, t0)  # commits and closes
         except BaseException:
             await asyncio.shield(asyncio.to_thread(_rollback, conn))
@@ -201,6 +233,13 @@ class _Check:
         assert doc is not None
         got = await self._obtain(url, doc, root=True)
         await self._apply(got, 0, frozenset(), root=True)
+
+    def _time_out(self, limit: float, elapsed: float) -> None:
+        """The check's outcome when it ran past ``check_timeout``: failed at its root."""
+        doc = DocumentResult(url=self.target.url, outcome="failed")
+        self.result.documents.append(doc)
+        self._fail(doc, "check-timeout", f"the check did not finish within its check_timeout "
+                   f"of {limit:g} s ({elapsed:.1f} s)", None, root=True)
 
     def _admit(self, url: str, parent: str | None, ancestors: frozenset[str],
                ) -> DocumentResult | None:
