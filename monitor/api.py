@@ -31,6 +31,8 @@ from monitor.store import db
 __all__ = ["create_app"]
 
 MAX_LIMIT = 1000
+# /readyz answers within this, database or not: under the chart's probe timeout (3 s).
+READY_TIMEOUT = 2.0
 _SUFFIXES = ("snapshots", "changes")
 
 
@@ -92,6 +94,37 @@ def _next_link(request: Request, **params: Any) -> str:
     return f"{request.url.path}?{urlencode(query)}"
 
 
+class _WriteProbe:
+    """``/readyz``'s database probe: a cheap write (``db.check_writable``) with its own timeout.
+
+    At most one probe runs at a time: while the database hangs (a frozen server), later
+    requests wait for the same one, each for ``timeout`` at most, instead of each leaving one
+    more thread and connection stuck behind it.
+    """
+
+    def __init__(self, engine: Engine, timeout: float) -> None:
+        self._engine = engine
+        self._timeout = timeout
+        self._running: asyncio.Future[None] | None = None
+
+    async def __call__(self) -> str | None:
+        """None when the database took the write in time, else why not."""
+        if self._running is None or self._running.done():
+            # The database's own waits (a lock, a statement) end well within the timeout,
+            # so a locked database is reported as such.
+            self._running = asyncio.ensure_future(asyncio.to_thread(
+                db.check_writable, self._engine, timeout=self._timeout / 2))
+            # Read its outcome even when no request waits for it any more.
+            self._running.add_done_callback(lambda f: f.cancelled() or f.exception())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._running), self._timeout)
+        except TimeoutError:
+            return f"the database did not answer within {self._timeout:g} s"
+        except MonitorError as exc:
+            return str(exc)
+        return None
+
+
 def create_app(
     *,
     engine: Engine,
@@ -100,6 +133,7 @@ def create_app(
     configured: Callable[[], Collection[str]],
     on_scrape: Callable[[], Awaitable[None]] | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ready_timeout: float = READY_TIMEOUT,
 ) -> Starlette:
     """The ASGI application of the daemon's HTTP port."""
 
@@ -113,11 +147,12 @@ def create_app(
             return JSONResponse({"status": "ok"})
         return JSONResponse({"status": "stopping"}, status_code=503)
 
+    probe = _WriteProbe(engine, ready_timeout)
+
     async def readyz(_request: Request) -> Response:
-        try:
-            await asyncio.to_thread(db.require_head, engine)
-        except MonitorError as exc:
-            return JSONResponse({"status": "unavailable", "error": str(exc)}, status_code=503)
+        error = await probe()
+        if error is not None:
+            return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     async def targets(_request: Request) -> Response:

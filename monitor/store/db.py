@@ -10,6 +10,7 @@ see ``create_schema``.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SchemaError",
     "bring_to_head",
+    "check_writable",
     "create_schema",
     "current_revision",
     "head_revision",
@@ -49,6 +51,19 @@ __all__ = [
     "require_head",
     "upgrade",
 ]
+
+# PostgreSQL: how long a connection may take to open, and a statement to run, before the
+# client (connect) or the server (statement) gives up: a frozen or locked database then fails
+# a check or a probe instead of holding it for ever. Migrations run without the statement
+# timeout (``upgrade``). Either can be set in the URL instead (``?connect_timeout=``,
+# ``?options=-c statement_timeout=...``).
+CONNECT_TIMEOUT = 10
+STATEMENT_TIMEOUT = 60.0
+# SQLite waits this long for another connection's write lock (sqlite3's ``timeout``).
+_SQLITE_BUSY = 30.0
+# ``check_writable`` on SQLite: less free space than this on the database's file system is
+# a full disk (a check writes whole entry sets, a megabyte and more for a large document).
+MIN_FREE_BYTES = 4 * 2**20
 
 _VERSION_TABLE = "alembic_version"  # Alembic's default, which migrations/env.py keeps
 # The version table as Alembic creates it (alembic.runtime.migration.MigrationContext).
@@ -102,11 +117,17 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
             if not folder.is_dir():
                 raise ConfigError(f"database_url: folder {folder} does not exist")
         # A check uses its connection from worker threads, one at a time.
-        kwargs.setdefault("connect_args", {"timeout": 30, "check_same_thread": False})
+        kwargs.setdefault("connect_args", {"timeout": _SQLITE_BUSY, "check_same_thread": False})
     elif not parsed.drivername.startswith("postgresql"):
         raise ConfigError(f"database_url: unsupported database {parsed.drivername!r}")
     else:
         kwargs.setdefault("pool_pre_ping", True)
+        connect_args = kwargs["connect_args"] = dict(kwargs.get("connect_args", {}))
+        if "connect_timeout" not in parsed.query:
+            connect_args.setdefault("connect_timeout", CONNECT_TIMEOUT)
+        if "options" not in parsed.query:
+            milliseconds = round(STATEMENT_TIMEOUT * 1000)
+            connect_args.setdefault("options", f"-c statement_timeout={milliseconds}")
     try:
         engine = create_engine(parsed, **kwargs)
     except (ArgumentError, ImportError) as exc:
@@ -159,6 +180,10 @@ def upgrade(engine: Engine) -> None:
     from alembic import command
 
     migrating = _transactional_sqlite(engine) if is_sqlite(engine) else engine
+    if engine.dialect.name == "postgresql":
+        # A migration's statement may rewrite a large table: no statement timeout for it.
+        migrating = create_engine(engine.url, poolclass=NullPool, connect_args={
+            "connect_timeout": CONNECT_TIMEOUT, "options": "-c statement_timeout=0"})
     try:
         command.upgrade(_alembic_config(migrating), "head")
     except SQLAlchemyError as exc:
@@ -202,6 +227,49 @@ def require_head(engine: Engine) -> None:
             f"database schema is at {current or 'nothing'}, this version needs {head}: "
             "run 'sitemap-monitor db upgrade'"
         )
+
+
+def check_writable(engine: Engine, *, timeout: float) -> None:
+    """Raise StoreError unless the database is at head and takes a write now (``/readyz``).
+
+    The write is cheap and leaves nothing: a one-row ``UPDATE`` of the version table in a
+    transaction rolled back. It needs the write lock, so a database locked by another writer
+    (SQLite) or by a migration, read-only, or a standby fails it within ``timeout``. On SQLite
+    a file system with less than ``MIN_FREE_BYTES`` free is full: a rolled-back write never
+    reaches the disk, and the checks' writes would fail there.
+    """
+    require_head(engine)
+    where = redact(str(engine.url))
+    milliseconds = max(1, round(timeout * 1000))
+    sqlite = is_sqlite(engine)
+    try:
+        with engine.connect() as connection:
+            try:
+                if sqlite:
+                    connection.exec_driver_sql(f"PRAGMA busy_timeout = {milliseconds}")
+                else:
+                    connection.exec_driver_sql(f"SET LOCAL statement_timeout = {milliseconds}")
+                    connection.exec_driver_sql(f"SET LOCAL lock_timeout = {milliseconds}")
+                connection.execute(text(f"UPDATE {_VERSION_TABLE} SET version_num = version_num"))
+            finally:
+                connection.rollback()
+                if sqlite:  # the pooled connection's own wait again
+                    busy = round(_SQLITE_BUSY * 1000)
+                    connection.exec_driver_sql(f"PRAGMA busy_timeout = {busy}")
+                    connection.rollback()
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", exc) or exc).strip().splitlines()[0:1]
+        raise StoreError(f"database {where} cannot be written: "
+                         f"{first[0] if first else exc.__class__.__name__}") from None
+    if sqlite and engine.url.database and engine.url.database != ":memory:":
+        folder = Path(engine.url.database).expanduser().resolve().parent
+        try:
+            free = os.statvfs(folder)
+        except OSError as exc:
+            raise StoreError(f"database {where}: {folder}: {exc.strerror}") from None
+        if free.f_bavail * free.f_frsize < MIN_FREE_BYTES:
+            raise StoreError(f"database {where} cannot be written: its file system is full "
+                             f"({free.f_bavail * free.f_frsize} bytes free)")
 
 
 def bring_to_head(engine: Engine) -> None:
