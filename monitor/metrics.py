@@ -80,6 +80,10 @@ class Metrics:
         self.fetched_bytes = Counter(
             f"{p}_fetched_bytes", "Bytes received from the target's servers.", ["target"],
             registry=r)
+        self.leases_lost = Counter(
+            f"{p}_leases_lost", "Checks rolled back, writing nothing, because another replica "
+            "had taken the target's lease meanwhile (this one was paused past it).", ["target"],
+            registry=r)
         self.alerts = Counter(
             f"{p}_alerts", "Notification delivery attempts, by channel and outcome.",
             ["channel", "outcome"], registry=r)
@@ -117,6 +121,7 @@ class Metrics:
         """A target's series, created (at zero) on first sight."""
         series = self._series.get(name)
         if series is None:
+            self.leases_lost.labels(name)
             series = self._series[name] = _Series(
                 checks={o: self.checks.labels(name, o) for o in CHECK_OUTCOMES},
                 changes={k: self.changes.labels(name, k) for k in CHANGE_KINDS},
@@ -150,7 +155,7 @@ class Metrics:
         for rule in RULES:
             self.issues.remove(name, rule)
         for metric in (self.check_duration, self.last_check, self.last_success, self.urls,
-                       self.invalid, self.fetched_bytes):
+                       self.invalid, self.fetched_bytes, self.leases_lost):
             metric.remove(name)
 
     def add_channel(self, channel: str) -> None:
@@ -224,6 +229,10 @@ class Metrics:
     def alert_result(self, channel: str, outcome: str) -> None:
         """Count one delivery attempt of a notification (the outbox's ``on_result``)."""
         self.alerts.labels(channel, outcome).inc()
+
+    def lease_lost(self, name: str) -> None:
+        """Count a check rolled back because its replica no longer held the lease."""
+        self.leases_lost.labels(name).inc()
 
     def set_alerts_pending(self, count: int) -> None:
         """Set how many notifications wait in the outbox."""

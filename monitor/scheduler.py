@@ -124,6 +124,8 @@ class Scheduler:
         self._targets: dict[str, config.Target] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._checking: set[asyncio.Task[Any]] = set()
+        # Releases that failed and are retried (see _release), by target.
+        self._retries: dict[str, tuple[asyncio.Task[None], asyncio.Event]] = {}
         self._stopping = False
 
     @property
@@ -208,6 +210,8 @@ class Scheduler:
             _done, pending = await asyncio.wait(checking, timeout=grace)
             for task in pending:
                 task.cancel()
+        for _retry, stop in list(self._retries.values()):
+            stop.set()
         # Jobs still queued for a concurrency slot see the stop and return at once.
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=10)
@@ -262,6 +266,7 @@ class Scheduler:
         """Claim and check a target; return when its local job should fire next if not on
         its interval (another replica has it)."""
         name = target.name
+        await self._no_release_pending(name)
         try:
             claimed_at = await self._claims.claim(name, target.settings.interval)
         except MonitorError as exc:
@@ -314,6 +319,7 @@ class Scheduler:
             # checks it; this check wrote nothing and is no check at all, not a failed one.
             log.warning("lease lost: the check is rolled back",
                         seconds=round((self._clock() - started).total_seconds(), 3))
+            self._metrics.lease_lost(target.name)
             return None, False
         except Exception as exc:
             # STYLE 10: push this target one interval on and carry on with the others.
@@ -376,8 +382,40 @@ class Scheduler:
                 store.release, self._engine, name, self._owner, next_due_at=next_due
             )
         except MonitorError as exc:
-            # The lease expires by itself; another replica takes over then.
-            log.warning("lease release failed", target=name, error=str(exc))
+            # The lease would expire by itself; a database that cannot be written now (a full
+            # disk) may be soon, so try again meanwhile and free the target early.
+            log.warning("lease release failed; retrying until the lease ends", target=name,
+                        error=str(exc))
+            stop = asyncio.Event()
+            retry = asyncio.create_task(self._release_later(name, next_due, stop))
+            self._retries[name] = (retry, stop)
+            retry.add_done_callback(lambda _: self._retries.pop(name, None))
+
+    async def _release_later(self, name: str, next_due: datetime | None,
+                             stop: asyncio.Event) -> None:
+        """Retry a failed release until it succeeds, the lease ends or ``stop`` is set (the
+        target runs again here: a late release must never give back a newer lease)."""
+        give_up = asyncio.get_running_loop().time() + self._lease
+        delay = 0.5
+        while asyncio.get_running_loop().time() + delay < give_up and not self._stopping:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            if stop.is_set():
+                return
+            with suppress(MonitorError):
+                await asyncio.to_thread(
+                    store.release, self._engine, name, self._owner, next_due_at=next_due)
+                log.info("lease released on retry", target=name)
+                return
+            delay = min(delay * 2, self._lease / 6)
+
+    async def _no_release_pending(self, name: str) -> None:
+        """Stop a pending retry of this target's release and wait for its last attempt."""
+        pending = self._retries.get(name)
+        if pending is not None:
+            retry, stop = pending
+            stop.set()
+            await asyncio.wait([retry])
 
     async def _follow(self, target: config.Target) -> datetime | None:
         """Another replica has the target: when it becomes claimable (None: unknown)."""

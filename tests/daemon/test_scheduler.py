@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -19,6 +21,7 @@ from monitor import config
 from monitor.metrics import Metrics
 from monitor.model import CheckResult
 from monitor.scheduler import InTransaction, Scheduler
+from monitor.store import db
 from monitor.store.schema import targets
 
 pytestmark = pytest.mark.anyio
@@ -264,6 +267,50 @@ async def test_a_check_that_rolls_back_after_the_hook_still_gives_the_lease_back
     owner, due = lease_row(sqlite_engine, "a")
     assert owner is None  # not held until the lease runs out
     assert due >= before + timedelta(seconds=59)
+
+
+async def test_a_release_that_failed_is_retried_before_the_lease_ends(tmp_path: Path) -> None:
+    """The database cannot be written when the check ends (another writer holds SQLite's
+    lock, as a full disk would refuse it): the commit and the release fail; once the
+    database takes writes again the release is retried, and the target is free long before
+    its 30 s lease would have run out."""
+    url = f"sqlite:///{tmp_path}/m.db"
+    db.upgrade(db.make_engine(url))
+    engine = db.make_engine(url, connect_args={"timeout": 0.2, "check_same_thread": False})
+    holder = sqlite3.connect(tmp_path / "m.db", isolation_level=None, check_same_thread=False)
+
+    async def check(t: config.Target, in_transaction: InTransaction) -> CheckResult:
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, until the test lets go of it
+
+        def store() -> None:
+            with engine.begin() as conn:
+                in_transaction(conn)
+
+        await asyncio.to_thread(store)
+        raise AssertionError("unreachable: the lock is held")
+
+    scheduler = Scheduler(
+        engine=engine, check=check, metrics=Metrics(CollectorRegistry(), [], []),
+        owner="r1", settings=config.Scheduler(lease=30))
+    with capture_logs() as logs:
+        await scheduler.start([target("a", 60)])
+        await asyncio.sleep(4)  # past the store's own retries of a locked database (2 s)
+        assert lease_row(engine, "a")[0] == "r1"  # the release failed: still held
+        holder.execute("ROLLBACK")
+        released = time.monotonic()
+        for _ in range(100):  # polls the database: 10 s at most
+            if lease_row(engine, "a")[0] is None:
+                break
+            await asyncio.sleep(0.1)
+        waited = time.monotonic() - released
+        await scheduler.stop(1)
+    holder.close()
+    engine.dispose()
+    print(f"\nlease given back {waited:.1f} s after the database took writes again "
+          "(lease 30 s)")
+    assert any(e["event"].startswith("lease release failed") for e in logs)
+    assert lease_row(engine, "a")[0] is None
+    assert any(e["event"] == "lease released on retry" for e in logs)
 
 
 async def test_a_check_that_skips_the_hook_still_gives_the_lease_back(
