@@ -33,8 +33,11 @@ _IDLE_LEAVES = {
 }
 
 
+_CHECKOUT = Path(__file__).resolve().parents[2]  # this checkout, wherever it is
+
+
 def _short(path: str) -> str:
-    for marker in ("site-packages/", "/lib/python3.11/", "/work/main/"):
+    for marker in ("site-packages/", "/lib/python3.11/", f"{_CHECKOUT}/"):
         if marker in path:
             return path.split(marker, 1)[1]
     return path

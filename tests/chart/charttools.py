@@ -1,8 +1,9 @@
 """Helpers of the chart and image tests: finding tools, rendering the chart, reading YAML.
 
-Tools are looked up in the project's ``.tools/bin`` (where ``.ci/install-tools`` puts them),
-then ``/work/main/.tools/bin``, then PATH. A missing tool skips the test on a developer's
-machine, but fails it under CI (``CI`` set): CI must run everything it claims to run.
+Tools are looked up in this checkout's ``.tools/bin`` (where ``.ci/install-tools`` puts them),
+then on PATH, nowhere else: a checkout's tests never reach into another one. A missing tool
+skips the test on a developer's machine, but fails it under CI (``CI`` set): CI must run
+everything it claims to run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "sitemap-monitor"
 SCENARIOS = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
-TOOL_DIRS = [ROOT / ".tools" / "bin", Path("/work/main/.tools/bin")]
+TOOL_DIRS = [ROOT / ".tools" / "bin"]
 # Every prometheus-operator API the chart can use, as a cluster with the CRDs serves them.
 MONITORING_APIS = [
     "monitoring.coreos.com/v1/ServiceMonitor",
