@@ -68,7 +68,7 @@ def _bind(listen: str) -> socket.socket:
 
 def _secrets_of(cfg: config.Config, database_url: str) -> list[str | None]:
     found: list[str | None] = []
-    with contextlib.suppress(ArgumentError):
+    with contextlib.suppress(ArgumentError, ValueError):  # make_engine says what is wrong
         found.append(make_url(database_url).password)
     for channel in cfg.alerts.channels:
         # A webhook URL is itself the credential (Slack), so the whole URL is secret.
@@ -91,7 +91,12 @@ def _sqlite_single_replica(engine: Engine) -> Iterator[None]:
         yield
         return
     path = f"{database}.lock"
-    handle: IO[str] = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+    try:
+        handle: IO[str] = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+    except OSError as exc:  # a read-only folder, say: the database could not be written either
+        raise ConfigError(
+            f"database_url: cannot write {path} beside the SQLite database ({exc.strerror}): "
+            "the database's folder must be writable by this user") from None
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

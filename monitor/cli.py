@@ -254,6 +254,11 @@ def _check(args: argparse.Namespace) -> int:
     gc.disable()
     try:
         result = asyncio.run(_run_check(target, engine, cfg, args.max_changes))
+    except Exception as exc:
+        refusal = _database_refusal(engine, exc)
+        if refusal is None:
+            raise
+        raise refusal from None
     finally:
         if collecting:
             gc.enable()
@@ -263,6 +268,22 @@ def _check(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     counts = result.change_counts()
     return EXIT_FAIL_ON if any(counts[k] for k in kinds) else EXIT_OK
+
+
+def _database_refusal(engine: Any, exc: Exception) -> MonitorError | None:
+    """The one-line error for a check the database refused, or None to raise ``exc`` as it
+    is. A SQLite file that went bad under the check (damaged pages that opening it did not
+    read) is a configuration error, as it is at the start."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from monitor.store import db
+
+    if isinstance(exc, SQLAlchemyError):
+        return db.refused(engine, exc, "the check")
+    if isinstance(exc, MonitorError) and isinstance(exc.__cause__, SQLAlchemyError):
+        refusal = db.refused(engine, exc.__cause__, "the check")
+        return refusal if isinstance(refusal, ConfigError) else None
+    return None
 
 
 async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int) -> CheckResult:

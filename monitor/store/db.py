@@ -48,6 +48,7 @@ __all__ = [
     "make_engine",
     "migrations_dir",
     "redact",
+    "refused",
     "require_head",
     "upgrade",
 ]
@@ -76,6 +77,10 @@ _VERSION = Table(
 _HEADER = re.compile(
     r"^(revision|down_revision|branch_labels|depends_on)\s*(?::[^=\n]*)?=(.*)$", re.MULTILINE
 )
+_PASSWORD = re.compile(r"(://[^:/@]*:).*@")  # the password of a URL make_url refused
+# SQLite's primary result codes that mean this file cannot be used here, whatever is retried.
+_SQLITE_CANNOT_WRITE = {3, 8, 14}  # SQLITE_PERM, SQLITE_READONLY (_DIRECTORY...), _CANTOPEN
+_SQLITE_DAMAGED = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 
 
 def migrations_dir() -> Path:
@@ -93,8 +98,9 @@ def redact(url: str) -> str:
     """The database URL without its password, fit for logs and messages."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<invalid database URL>"
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        # What the user wrote, but whatever stands between "user:" and "@" is hidden.
+        return _PASSWORD.sub(r"\1***@", url)
 
 
 def is_sqlite(engine: Engine) -> bool:
@@ -108,6 +114,10 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         parsed = make_url(url)
     except ArgumentError:
         raise ConfigError(f"database_url: not a database URL: {redact(url)}") from None
+    except ValueError:  # SQLAlchemy's int() of the port
+        raise ConfigError(f"database_url: the port is not a number: {redact(url)}") from None
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise ConfigError(f"database_url: port {parsed.port} is out of range: {redact(url)}")
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.drivername.startswith("sqlite"):
@@ -145,6 +155,35 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def refused(engine: Engine, exc: SQLAlchemyError, doing: str) -> ConfigError | StoreError:
+    """The error to raise when the database refused ``doing``: for a SQLite file this process
+    cannot use (not a database, damaged, not writable, in a folder it cannot write) a
+    ConfigError that names the file and what to do about it, for anything else a StoreError."""
+    where = redact(str(engine.url))
+    orig = getattr(exc, "orig", None)
+    code = getattr(orig, "sqlite_errorcode", None) if is_sqlite(engine) else None
+    if code is not None:
+        reason, path = _first_line(exc), engine.url.database
+        if code & 0xFF in _SQLITE_DAMAGED:
+            return ConfigError(
+                f"database_url: {path} is not a usable SQLite database ({reason}): restore it "
+                "from a backup, or point database_url at another file")
+        if code & 0xFF in _SQLITE_CANNOT_WRITE:
+            folder = Path(path).expanduser().resolve().parent if path else "its folder"
+            return ConfigError(
+                f"database_url: cannot write the SQLite database {path} ({reason}): the file "
+                f"and its folder {folder} must be writable by this user")
+    if doing == "reach":
+        return StoreError(f"database {where} is unreachable: {exc.__class__.__name__}")
+    return StoreError(f"{doing} failed on {where}: {_first_line(exc)}")
+
+
+def _first_line(exc: SQLAlchemyError) -> str:
+    """The driver's message without SQLAlchemy's SQL and link lines."""
+    orig = getattr(exc, "orig", None) or exc
+    return (str(orig).strip().splitlines() or [orig.__class__.__name__])[0]
+
+
 def _alembic_config(engine: Engine) -> AlembicConfig:
     from alembic.config import Config as AlembicConfig
 
@@ -170,8 +209,7 @@ def current_revision(engine: Engine) -> str | None:
         with engine.connect() as connection:
             return MigrationContext.configure(connection).get_current_revision()
     except SQLAlchemyError as exc:
-        where = redact(str(engine.url))
-        raise StoreError(f"database {where} is unreachable: {exc.__class__.__name__}") from None
+        raise refused(engine, exc, "reach") from None
 
 
 def upgrade(engine: Engine) -> None:
@@ -187,7 +225,7 @@ def upgrade(engine: Engine) -> None:
     try:
         command.upgrade(_alembic_config(migrating), "head")
     except SQLAlchemyError as exc:
-        raise StoreError(f"migration failed on {redact(str(engine.url))}: {exc}") from None
+        raise refused(engine, exc, "migration") from None
     finally:
         if migrating is not engine:
             migrating.dispose()
@@ -316,7 +354,7 @@ def _remake_half_made(engine: Engine) -> None:
             if _VERSION_TABLE in found:
                 _VERSION.drop(connection)
     except SQLAlchemyError as exc:
-        raise StoreError(f"database {redact(str(engine.url))}: {exc}") from None
+        raise refused(engine, exc, "remaking a half-made schema") from None
 
 
 def create_schema(engine: Engine) -> bool:
@@ -343,8 +381,7 @@ def create_schema(engine: Engine) -> bool:
             _VERSION.create(connection)
             connection.execute(_VERSION.insert().values(version_num=head))
     except SQLAlchemyError as exc:
-        raise StoreError(f"creating the schema failed on {redact(str(engine.url))}: {exc}"
-                         ) from None
+        raise refused(engine, exc, "creating the schema") from None
     return True
 
 
@@ -362,8 +399,7 @@ def _known_at_head(engine: Engine) -> bool:
             stored = connection.execute(text(f"SELECT version_num FROM {_VERSION_TABLE}"))
             return stored.scalars().all() == [head]
     except SQLAlchemyError as exc:
-        where = redact(str(engine.url))
-        raise StoreError(f"database {where} is unreachable: {exc.__class__.__name__}") from None
+        raise refused(engine, exc, "reach") from None
 
 
 def _plain_head() -> str | None:
