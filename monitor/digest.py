@@ -427,6 +427,34 @@ def _worker_start() -> None:
     # cycles. Workers are replaced every 20 documents all the same.
     gc.disable()
     return_big_buffers()
+    _exit_with_parent()
+
+
+def _exit_with_parent() -> None:
+    """End this worker when the process that started the pool dies, however it dies.
+
+    A worker waits on its task queue, whose pipe it holds both ends of, so a parent killed by
+    SIGKILL (the OOM killer, a node drain) left it waiting for ever, and with it the
+    forkserver (which lives while a worker holds its "alive" pipe) and the resource tracker
+    (while anyone holds its pipe): about 55 MB a set. The worker's parent sentinel is a pipe
+    only that process writes to, so it reads as closed once it has died; a thread here waits
+    for that and ends the worker at once, whatever it was doing. The forkserver and the
+    resource tracker then see their pipes close and exit by themselves. (PR_SET_PDEATHSIG
+    would not do: a worker's parent is the forkserver, not the daemon.)
+    """
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def watch(sentinel: int) -> None:
+        wait([sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, args=(parent.sentinel,), name="parent-watch",
+                     daemon=True).start()
 
 
 def workers() -> int:

@@ -1,0 +1,118 @@
+"""Helper processes die with the daemon (SPEC 10): after a SIGKILL of ``sitemap-monitor run``,
+its forkserver, parse workers and resource tracker do not live on (issue 21: about 55 MB a set,
+one worker blocked for ever on its own pipe).
+
+The daemon checks an index of big children, so that its pool of parse workers starts; the
+test notes every process descended from it (from /proc), kills the daemon alone, and expects
+each of them gone within a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from harness import Daemon, sitemap, write_config
+from httpserver import Reply, TestServer
+
+from monitor import digest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+CHILDREN = 3
+URLS = 12_000  # a child: about 1.2 MB, over digest.IN_PROCESS_MAX, so digested by workers
+
+
+def _stat(pid: int) -> tuple[int, str, str] | None:
+    """(parent pid, state, start time) of a process, None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "
+    return int(fields[1]), fields[0], fields[19]
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """Every live process below ``root``: pid -> its start time (to tell a reused pid)."""
+    parents: dict[int, tuple[int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))) is not None and stat[1] != "Z":
+            parents[int(entry)] = (stat[0], stat[2])
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, started) in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = started
+                frontier.append(pid)
+    return found
+
+
+def _alive(pid: int, started: str) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[2] == started and stat[1] != "Z"
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+    except OSError:
+        return "?"
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def test_no_helper_process_outlives_a_sigkilled_daemon(
+    http_server: TestServer, tmp_path: Path
+) -> None:
+    children = []
+    for c in range(CHILDREN):
+        body = sitemap({f"http://127.0.0.1/{c}/{i:06d}/{'x' * 60}": None for i in range(URLS)})
+        assert len(body) > digest.IN_PROCESS_MAX
+        http_server.route(f"/c{c}.xml", Reply(body=body))
+        children.append(http_server.url(f"/c{c}.xml"))
+    http_server.route("/index.xml", Reply(body=(
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<sitemap><loc>{u}</loc></sitemap>" for u in children)
+        + "</sitemapindex>").encode()))
+    config = write_config(tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db",
+                          [("big", http_server.url("/index.xml"))], interval="2s")
+    daemon = Daemon(config, env={"SITEMAP_MONITOR_PARSE_WORKERS": "2"})
+    try:
+        daemon.started(timeout=30)
+        helpers: dict[int, str] = {}
+        deadline = time.monotonic() + 60
+        # The forkserver, the resource tracker and two workers (forked by the forkserver).
+        while len(helpers) < 4 and time.monotonic() < deadline:
+            helpers = _descendants(daemon.proc.pid)
+            time.sleep(0.2)
+        assert len(helpers) >= 4, {pid: _command(pid) for pid in helpers}
+        daemon.wait_for(lambda line: line.get("event") == "check", timeout=60)
+        daemon.proc.send_signal(signal.SIGKILL)
+        daemon.proc.wait(10)
+        left = helpers
+        deadline = time.monotonic() + 5
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = {pid: started for pid, started in left.items() if _alive(pid, started)}
+        leftover = {pid: f"{_command(pid)} ({_rss_mb(pid):.0f} MB)" for pid in left}
+        total = sum(_rss_mb(pid) for pid in left)
+        for pid in left:  # never leave them to the next test
+            os.kill(pid, signal.SIGKILL)
+        assert leftover == {}, f"{len(left)} of {len(helpers)} left, {total:.0f} MB"
+    finally:
+        daemon.stop()
