@@ -77,6 +77,9 @@ _VERSION = Table(
 _HEADER = re.compile(
     r"^(revision|down_revision|branch_labels|depends_on)\s*(?::[^=\n]*)?=(.*)$", re.MULTILINE
 )
+# Tables an earlier migration made and a later one dropped: a start of an earlier release killed
+# between the two left them in a half-made schema (0001 made "entries", 0002 replaced it).
+_PAST_TABLES = ("entries",)
 _PASSWORD = re.compile(r"(://[^:/@]*:).*@")  # the password of a URL make_url refused
 # SQLite's primary result codes that mean this file cannot be used here, whatever is retried.
 _SQLITE_CANNOT_WRITE = {3, 8, 14}  # SQLITE_PERM, SQLITE_READONLY (_DIRECTORY...), _CANTOPEN
@@ -315,39 +318,54 @@ def bring_to_head(engine: Engine) -> None:
     whole schema at once for an empty database (``create_schema``), else the migrations.
 
     A database an earlier release left half made (a start killed while it created the schema:
-    tables, no version, no row in any of them) is made again; any other database without a
-    version is refused with a message that says so."""
+    tables and no version, or a version behind the tables made, no row in any of them) is
+    made again; any other such database is refused with a message that says so."""
     if _known_at_head(engine) or create_schema(engine):
         return
     current = current_revision(engine)
     if current is None:
-        _remake_half_made(engine)
+        _remake_half_made(engine, "no schema version", "restore it from a backup, or "
+                          "'sitemap-monitor db upgrade' after stamping its revision with alembic")
         if create_schema(engine):
             return
-    if current != head_revision():
+    if current == head_revision():
+        return
+    try:
         upgrade(engine)
+    except StoreError as exc:
+        if current is None or isinstance(exc, SchemaError):
+            raise
+        # Releases before issue 21 migrated SQLite outside any transaction: one killed in a
+        # migration left its version behind the tables it had made, and this one fails.
+        _remake_half_made(engine, f"a migration from {current} that fails ({exc})",
+                          "restore it from the backup taken before the upgrade")
+        if not create_schema(engine):
+            raise
 
 
-def _remake_half_made(engine: Engine) -> None:
-    """Drop the tables of a schema that was never finished, if they are ours and empty."""
+def _remake_half_made(engine: Engine, why: str, fix: str) -> None:
+    """Drop the tables of a schema that was never finished, if they are ours and empty;
+    else raise SchemaError saying ``why`` the schema cannot be used as it is."""
     from monitor.store.schema import metadata
 
-    ours = set(metadata.tables) | {_VERSION_TABLE}
+    ours = set(metadata.tables) | set(_PAST_TABLES) | {_VERSION_TABLE}
     try:
         with engine.begin() as connection:
             found = set(inspect(connection).get_table_names())
             if not found <= ours:
                 raise SchemaError(
                     f"database {redact(str(engine.url))} holds tables that are not "
-                    f"sitemap-monitor's ({', '.join(sorted(found - ours))}) and no schema "
-                    "version: point database_url at a database of its own")
-            for name in found:
+                    f"sitemap-monitor's ({', '.join(sorted(found - ours))}) and {why}: "
+                    "point database_url at a database of its own")
+            for name in sorted(found - {_VERSION_TABLE}):
                 count = connection.execute(text(f'SELECT count(*) FROM "{name}"')).scalar()
                 if count:
                     raise SchemaError(
-                        f"database {redact(str(engine.url))} has data but no schema version "
-                        f"(table {name}): restore it from a backup, or 'sitemap-monitor db "
-                        "upgrade' after stamping its revision with alembic")
+                        f"database {redact(str(engine.url))} has data and {why} "
+                        f"(table {name}): {fix}")
+            for name in _PAST_TABLES:  # first: they refer to the tables of today
+                if name in found:
+                    connection.execute(text(f'DROP TABLE "{name}"'))
             for table in reversed(metadata.sorted_tables):
                 if table.name in found:
                     table.drop(connection)
