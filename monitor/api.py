@@ -2,16 +2,29 @@
 
 Starlette, served by uvicorn in the scheduler's own event loop: the API needs a handful of
 routes, JSON and query parsing, and nothing of a full framework; being ASGI it shares the loop
-(and so the process's one database engine and registry) with the checks instead of a thread.
-Database reads run in worker threads so a slow query never stalls the scheduler.
+(and so the process's registry) with the checks instead of a thread. Database reads run in
+worker threads so a slow query never stalls the scheduler.
+
+Admission (SPEC 7): the HTTP port shares the event loop with the checks, so what it accepts
+is bounded before any route runs. ``Admission`` sits in front of the routes: ``/healthz``
+passes untouched (it reads only memory); the JSON API, ``/metrics`` and ``/readyz`` each have a
+bound on requests in progress, and a request beyond its bound is answered 503 with
+``Retry-After`` at once, without the database. The API reads through ``ApiReads``: its own
+engine with a small pool and as many threads, so a flood can neither queue the checks' database
+work behind its own in the shared thread pool nor take the checks' connections. Past
+``max_connections`` open connections, a refused API request also closes its connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
+import random
 from collections.abc import Awaitable, Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -21,19 +34,116 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from monitor.config import parse_duration
+from monitor.config import Http, parse_duration
 from monitor.errors import MonitorError
 from monitor.model import CHANGE_KINDS
 from monitor.store import daemon as store
 from monitor.store import db
 
-__all__ = ["create_app"]
+__all__ = ["Admission", "ApiReads", "create_app"]
 
 MAX_LIMIT = 1000
 # /readyz answers within this, database or not: under the chart's probe timeout (3 s).
 READY_TIMEOUT = 2.0
 _SUFFIXES = ("snapshots", "changes")
+# Requests in progress at once on /metrics and on /readyz: a scrape and a probe or two.
+_SMALL_LANE = 2
+# A refused client is asked to come back after at least this many seconds, and its connection
+# is not read again before then (see HOLD).
+RETRY_AFTER = 1
+# Refused requests read per second at most, whatever the number of connections: a refused
+# connection waits its turn (number of connections / this) before it is read again.
+REFUSALS_PER_SECOND = 200
+# The scope key in which Admission tells the server how long not to read a refused connection.
+HOLD = "sitemap_monitor.hold_seconds"
+_T = TypeVar("_T")
+
+
+class ApiReads:
+    """The API's own way to the database: an engine with a small pool, as many threads."""
+
+    def __init__(self, engine: Engine, connections: int) -> None:
+        self.engine = engine
+        self._threads = ThreadPoolExecutor(connections, thread_name_prefix="api-db")
+
+    async def __call__(self, read: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """``read(engine, *args, **kwargs)`` in one of the API's threads."""
+        call = functools.partial(read, self.engine, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, call)
+
+    def close(self) -> None:
+        """Let the threads end once their reads are done."""
+        self._threads.shutdown(wait=False)
+
+
+_REFUSAL = json.dumps({"error": {
+    "status": 503, "message": "too many requests in progress; retry later"}}).encode()
+
+
+@functools.cache
+def _refusal(retry_after: int, close: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", b"%d" % len(_REFUSAL)),
+               (b"retry-after", b"%d" % retry_after)]
+    if close:
+        headers.append((b"connection", b"close"))
+    return ({"type": "http.response.start", "status": 503, "headers": headers},
+            {"type": "http.response.body", "body": _REFUSAL})
+
+
+class Admission:
+    """In front of the routes: each lane admits a bounded number of requests, refuses the rest.
+
+    A refusal is a fixed 503, sent without touching the routes or the database. Its
+    ``Retry-After`` grows with the open connections so that, all connections together, at most
+    ``REFUSALS_PER_SECOND`` refused requests are read a second; the same time goes in the
+    request's scope under ``HOLD`` for the server to stop reading that connection until then
+    (app._Protocol). Past ``max_connections`` the refusal closes its connection instead.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        limits: Http,
+        *,
+        open_connections: Callable[[], int] = lambda: 0,
+        on_refused: Callable[[str], None] = lambda _lane: None,
+    ) -> None:
+        self._app = app
+        self._bounds = {"api": limits.max_requests, "metrics": _SMALL_LANE,
+                        "readyz": _SMALL_LANE}
+        self._busy = dict.fromkeys(self._bounds, 0)
+        self._max_connections = limits.max_connections
+        self._open_connections = open_connections
+        self._on_refused = on_refused
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Admit, refuse, or (``/healthz``) pass straight through."""
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path == "/healthz":
+            await self._app(scope, receive, send)
+            return
+        lane = path[1:] if path in ("/metrics", "/readyz") else "api"
+        connections = self._open_connections()
+        crowded = lane == "api" and connections > self._max_connections
+        if crowded or self._busy[lane] >= self._bounds[lane]:
+            self._on_refused(lane)
+            # Spread around the mean, so held connections come back a few at a time.
+            spread = random.uniform(0.5, 1.5)  # noqa: S311
+            hold = max(RETRY_AFTER, round(spread * connections / REFUSALS_PER_SECOND))
+            if not crowded:
+                scope[HOLD] = hold
+            start, body = _refusal(hold, crowded)
+            await send(start)
+            await send(body)
+            return
+        self._busy[lane] += 1
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self._busy[lane] -= 1
 
 
 class _BadRequest(Exception):
@@ -134,8 +244,18 @@ def create_app(
     on_scrape: Callable[[], Awaitable[None]] | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ready_timeout: float = READY_TIMEOUT,
-) -> Starlette:
-    """The ASGI application of the daemon's HTTP port."""
+    reads: ApiReads | None = None,
+    limits: Http | None = None,
+    open_connections: Callable[[], int] = lambda: 0,
+    on_refused: Callable[[str], None] = lambda _lane: None,
+) -> Admission:
+    """The ASGI application of the daemon's HTTP port, behind its admission gate.
+
+    ``engine`` serves the probes; the API reads through ``reads`` (by default its own threads
+    over ``engine``).
+    """
+    limits = limits or Http()
+    read = reads or ApiReads(engine, limits.database_connections)
 
     async def metrics(_request: Request) -> Response:
         if on_scrape is not None:
@@ -157,7 +277,7 @@ def create_app(
 
     async def targets(_request: Request) -> Response:
         names = set(configured())
-        found = await asyncio.to_thread(store.list_targets, engine)
+        found = await read(store.list_targets)
         for item in found:
             item["configured"] = item["name"] in names
         return JSONResponse({"targets": found})
@@ -166,7 +286,7 @@ def create_app(
         path: str = request.path_params["rest"]
         name, _, suffix = path.rpartition("/")
         # A target's name may itself contain "/": the whole path wins if it names a target.
-        whole = await asyncio.to_thread(store.get_target, engine, path)
+        whole = await read(store.get_target, path)
         if whole is not None or suffix not in _SUFFIXES or not name:
             if whole is None:
                 return _error(404, f"no target named {path!r}")
@@ -183,8 +303,7 @@ def create_app(
         limit = _int(request, "limit", 50, 1, MAX_LIMIT)
         before = _int(request, "before", None, 1, 2**62)
         assert limit is not None
-        rows = await asyncio.to_thread(
-            store.list_snapshots, engine, name, limit=limit + 1, before=before)
+        rows = await read(store.list_snapshots, name, limit=limit + 1, before=before)
         if rows is None:
             return _error(404, f"no target named {name!r}")
         more = len(rows) > limit
@@ -206,8 +325,8 @@ def create_app(
             before = int(cursor)
         raw_since = request.query_params.get("since")
         since = parse_since(raw_since, clock()) if raw_since else None
-        rows = await asyncio.to_thread(
-            store.list_changes, engine, name,
+        rows = await read(
+            store.list_changes, name,
             limit=limit + 1, since=since, kinds=_kinds(request), before=before,
         )
         if rows is None:
@@ -229,7 +348,7 @@ def create_app(
     async def internal_error(_request: Request, exc: Exception) -> Response:
         return _error(503 if isinstance(exc, MonitorError) else 500, str(exc))
 
-    return Starlette(
+    routes = Starlette(
         routes=[
             Route("/metrics", metrics),
             Route("/healthz", healthz),
@@ -239,3 +358,4 @@ def create_app(
         ],
         exception_handlers={HTTPException: http_error, MonitorError: internal_error},
     )
+    return Admission(routes, limits, open_connections=open_connections, on_refused=on_refused)

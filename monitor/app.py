@@ -25,6 +25,7 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, make_url
 from sqlalchemy.exc import ArgumentError
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from monitor import __version__, api, config, digest, log, pipeline
 from monitor.alerts.outbox import Deliverer
@@ -40,6 +41,9 @@ from monitor.store.outbox import SqlOutbox
 __all__ = ["parse_listen", "run"]
 
 logger = structlog.get_logger("monitor.app")
+# Connections the kernel holds until the event loop accepts them; the loop accepts up to this
+# many at a time.
+_BACKLOG = 128
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -61,7 +65,7 @@ def _bind(listen: str) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ConfigError(f"listen: cannot listen on {listen}: {exc.strerror}") from None
-    sock.listen(128)
+    sock.listen(_BACKLOG)
     sock.setblocking(False)
     return sock
 
@@ -159,6 +163,44 @@ class _Delivery:
         self._metrics.set_alerts_pending(count)
 
 
+class _Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1, except that a connection whose request the admission gate refused
+    is not read again until its ``Retry-After`` has passed (``api.HOLD`` in the request's
+    scope): a client that retries at once costs the event loop nothing meanwhile."""
+
+    _held: asyncio.TimerHandle | None = None
+
+    def on_response_complete(self) -> None:
+        """Hold the connection after a refusal; otherwise as uvicorn does."""
+        scope = self.scope
+        super().on_response_complete()
+        hold = scope.get(api.HOLD) if scope is not None else None
+        if (not isinstance(hold, int) or self.transport.is_closing()
+                or self.cycle.scope is not scope):
+            return
+        # The keep-alive timer would close a held connection; it starts again on release.
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
+        self.flow.pause_reading()
+        self._held = self.loop.call_later(hold, self._release)
+
+    def _release(self) -> None:
+        self._held = None
+        if self.transport.is_closing():
+            return
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        self.flow.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the hold of a connection that is gone."""
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
+        super().connection_lost(exc)
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its own signal handling: the daemon handles SIGTERM itself."""
 
@@ -200,6 +242,12 @@ async def _main(state: _State, url: str) -> int:
     # One connection per running check, plus claims, the outbox and the API; the pool's
     # default (5 + 10 overflow) made checks wait for a connection at concurrency 16.
     engine = db.make_engine(url, pool_size=cfg.scheduler.concurrency + 4, max_overflow=4)
+    # The API's own few connections (SPEC 7): a flood of API requests waits for these, never
+    # for the checks'. An in-memory SQLite database exists only in its own engine.
+    connections = cfg.http.database_connections
+    api_engine = engine if db.in_memory(engine) else db.make_engine(
+        url, pool_size=connections, max_overflow=0)
+    reads = api.ApiReads(api_engine, connections)
     try:
         with _sqlite_single_replica(engine):
             if db.is_sqlite(engine):  # in one transaction: a kill leaves nothing half made
@@ -207,12 +255,16 @@ async def _main(state: _State, url: str) -> int:
             else:
                 await asyncio.to_thread(db.require_head, engine)
             sock = _bind(cfg.listen)
-            return await _serve(state, engine, sock, url)
+            return await _serve(state, engine, sock, url, reads)
     finally:
+        reads.close()
+        api_engine.dispose()
         engine.dispose()
 
 
-async def _serve(state: _State, engine: Engine, sock: socket.socket, url: str) -> int:
+async def _serve(
+    state: _State, engine: Engine, sock: socket.socket, url: str, reads: api.ApiReads
+) -> int:
     cfg = state.cfg
     owner = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
     targets = cfg.resolved_targets()
@@ -244,9 +296,14 @@ async def _serve(state: _State, engine: Engine, sock: socket.socket, url: str) -
         alive=lambda: scheduler.running,
         configured=scheduler.target_names,
         on_scrape=delivery.refresh_pending,
+        reads=reads,
+        limits=cfg.http,
+        open_connections=lambda: len(server.server_state.connections),
+        on_refused=metrics.http_request_refused,
     )
     server = _Server(uvicorn.Config(
-        app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3))
+        app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3,
+        backlog=_BACKLOG, http=_Protocol, proxy_headers=False))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
 
     stop = asyncio.Event()
@@ -332,6 +389,7 @@ def _needs_restart(old: config.Config, new: config.Config) -> list[str]:
         "database_url": (old.database_url, new.database_url),
         "listen": (old.listen, new.listen),
         "scheduler": (old.scheduler, new.scheduler),
+        "http": (old.http, new.http),
         "defaults.user_agent": (old.defaults.user_agent, new.defaults.user_agent),
     }
     return [key for key, (a, b) in keys.items() if a != b]

@@ -313,6 +313,21 @@ class Scheduler(_Frozen):
     lease: Duration = 60.0
 
 
+class Http(_Frozen):
+    """What the daemon's HTTP port admits (SPEC 7); beyond it, 503 with ``Retry-After`` at once.
+
+    ``/healthz`` is never refused; ``/readyz`` and ``/metrics`` have small bounds of their own,
+    apart from the API's, so a flood of one never refuses the others.
+    """
+
+    # JSON API requests in progress at once (waiting for a database connection included).
+    max_requests: int = Field(16, ge=1)
+    # The API's own database connections (and threads): never taken from the checks' pool.
+    database_connections: int = Field(2, ge=1)
+    # Open connections beyond which API requests are refused and their connection closed.
+    max_connections: int = Field(10_000, ge=1)
+
+
 class Config(_Frozen):
     """The whole configuration file."""
 
@@ -320,6 +335,7 @@ class Config(_Frozen):
     listen: str = "0.0.0.0:8080"
     defaults: Defaults = Defaults()
     scheduler: Scheduler = Scheduler()
+    http: Http = Http()
     targets: list[TargetSpec] = Field(default_factory=list)
     alerts: Alerts = Alerts()
 

@@ -19,11 +19,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from monitor import __version__
 from monitor.model import CHANGE_KINDS, CHECK_OUTCOMES, DOCUMENT_OUTCOMES, RULES, CheckResult
 
-__all__ = ["ALERT_OUTCOMES", "PREFIX", "Metrics"]
+__all__ = ["ALERT_OUTCOMES", "HTTP_LANES", "PREFIX", "Metrics"]
 
 PREFIX = "sitemap_monitor"
 # What the outbox's Deliverer reports per attempt (alerts.outbox.Outcome).
 ALERT_OUTCOMES = ("sent", "retry", "failed", "expired")
+# The bounds of the HTTP port's admission (api.Admission); /healthz has none.
+HTTP_LANES = ("api", "metrics", "readyz")
 # Checks take from milliseconds (a 304) to minutes (a 50,000-child index).
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
@@ -102,7 +104,12 @@ class Metrics:
             f"{p}_target_interval_seconds",
             "The target's configured check interval (alert rules compare the time since its "
             "last success with it).", ["target"], registry=r)
+        self.http_refused = Counter(
+            f"{p}_http_requests_refused", "HTTP requests answered 503 beyond their bound, by lane.",
+            ["lane"], registry=r)
         self.build_info.labels(__version__).set(1)
+        for lane in HTTP_LANES:
+            self.http_refused.labels(lane)
         self._series: dict[str, _Series] = {}
         self._intervals: dict[str, float] = {}
         self.set_targets(targets)
@@ -237,6 +244,10 @@ class Metrics:
     def set_alerts_pending(self, count: int) -> None:
         """Set how many notifications wait in the outbox."""
         self.alerts_pending.set(count)
+
+    def http_request_refused(self, lane: str) -> None:
+        """Count one HTTP request refused by the admission gate."""
+        self.http_refused.labels(lane).inc()
 
     def config_reloaded(self, ok: bool, when: datetime | None = None) -> None:
         """Record a configuration (re)load: refused (False) or applied (True)."""

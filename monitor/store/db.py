@@ -44,6 +44,7 @@ __all__ = [
     "create_schema",
     "current_revision",
     "head_revision",
+    "in_memory",
     "is_sqlite",
     "make_engine",
     "migrations_dir",
@@ -109,6 +110,11 @@ def redact(url: str) -> str:
 def is_sqlite(engine: Engine) -> bool:
     """Whether this is the embedded SQLite database."""
     return engine.dialect.name == "sqlite"
+
+
+def in_memory(engine: Engine) -> bool:
+    """Whether the database lives only in this engine (SQLite ``:memory:``)."""
+    return is_sqlite(engine) and engine.url.database in (None, "", ":memory:")
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

@@ -10,9 +10,9 @@ import pytest
 from conftest import T0, add_snapshot, add_target
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
-from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
-from monitor import api
+from monitor import api, config
 from monitor.metrics import Metrics
 from monitor.store import db
 
@@ -20,7 +20,7 @@ from monitor.store import db
 class ApiClient:
     """Synchronous requests to an ASGI app in process (httpx's ASGI transport)."""
 
-    def __init__(self, app: Starlette) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.scraped: list[bool] = []
 
@@ -139,3 +139,38 @@ def test_bad_parameters_are_json_400s(client: ApiClient, query: str) -> None:
     assert response.status_code == 400
     assert response.json()["error"]["message"].split(":")[0] in (
         "kind", "since", "limit", "cursor", "before")
+
+
+def test_requests_beyond_their_bound_get_503_at_once_and_probes_pass(
+    sqlite_engine: Engine,
+) -> None:
+    refused: list[str] = []
+    release = asyncio.Event()
+
+    async def slow_scrape() -> None:
+        await release.wait()
+
+    app = api.create_app(
+        engine=sqlite_engine, registry=CollectorRegistry(), alive=lambda: True,
+        configured=list, on_scrape=slow_scrape, on_refused=refused.append,
+        limits=config.Http(max_requests=1, database_connections=1))
+
+    async def scenario() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            # Two scrapes fill the /metrics lane; the third is refused, the probe is not.
+            held = [asyncio.create_task(c.get("/metrics")) for _ in range(2)]
+            await asyncio.sleep(0.05)
+            answers = [await c.get("/metrics"), await c.get("/healthz"),
+                       await c.get("/api/v1/targets")]
+            release.set()
+            return [*answers, *await asyncio.gather(*held)]
+
+    third, health, targets, *scrapes = asyncio.run(scenario())
+    assert third.status_code == 503
+    assert int(third.headers["retry-after"]) >= 1
+    assert third.json()["error"]["status"] == 503
+    assert health.status_code == 200
+    assert targets.status_code == 200  # the API's own bound is not the scrapes'
+    assert [s.status_code for s in scrapes] == [200, 200]
+    assert refused == ["metrics"]
