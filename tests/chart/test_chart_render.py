@@ -416,4 +416,5 @@ def test_values_schema_config_keys_match_the_daemon() -> None:
         monitor_config.TargetSpec.model_fields
     )
     assert set(props["scheduler"]["properties"]) == set(monitor_config.Scheduler.model_fields)
+    assert set(props["http"]["properties"]) == set(monitor_config.Http.model_fields)
     assert set(props["alerts"]["properties"]) == set(monitor_config.Alerts.model_fields)
