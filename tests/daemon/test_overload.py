@@ -114,19 +114,26 @@ def test_a_flood_of_api_connections_leaves_probes_and_checks_on_time(
     time.sleep(3)
     after = rss_mib(daemon.proc.pid)
 
-    late = 0.0  # how much longer than its 1 s interval a target waited for its next check
+    # A target's job fires on its 1 s grid, and waits while its check runs: its next check is
+    # due at most 1 s after the last one ended. Late: how long after that it started.
+    late = 0.0
     for name in names:
-        starts = [stamp(line) - float(line["duration_seconds"]) for line in daemon.checks(name)]
-        times = [t for t in starts if began - 1 <= t <= ended + 1]
-        assert times, f"no check of {name} during the flood"
-        late = max(late, *(b - a - 1.0 for a, b in pairwise([began, *times, ended])))
+        runs = [(stamp(line) - float(line["duration_seconds"]), stamp(line))
+                for line in daemon.checks(name)]
+        runs = [(start, end) for start, end in runs if began - 1 <= start <= ended + 1]
+        assert runs, f"no check of {name} during the flood"
+        edges = [(began, began), *runs, (ended, ended)]
+        late = max(late, *(nxt[0] - prev[1] - 1.0 for prev, nxt in pairwise(edges)))
     worst = max(prober.latencies)
     print(f"flood {counts}; /healthz: {len(prober.latencies)} probes, slowest {worst:.2f} s; "
           f"checks late by up to {late:.2f} s; RSS {before:.0f} -> {during:.0f} -> {after:.0f} MiB")
     assert counts["most_open"] >= 1500, counts
-    # Well within a liveness probe's timeout (the chart's is 3 s); on an idle machine ~0.3 s.
-    assert worst < 2.0, [round(t, 2) for t in prober.latencies]
-    assert late < 1.0
+    # The worst of both comes in the first second, while 2,000 new connections each send a
+    # first request the loop must read to know it is not a probe; later, under 0.3 s. The
+    # bounds leave room for this 2-core machine being shared with the flood and pytest.
+    # Before admission control: probes unanswered for 5 s and more, checks 13-14 s late.
+    assert worst < 2.0, [round(t, 2) for t in prober.latencies]  # the chart's timeout is 3 s
+    assert late < 1.5
     # The API admitted some requests and refused the rest.
     assert counts["statuses"].get("200", 0) > 0, counts
     assert counts["statuses"].get("503", 0) > 0, counts
