@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -111,7 +112,6 @@ class Metrics:
         for lane in HTTP_LANES:
             self.http_refused.labels(lane)
         self._series: dict[str, _Series] = {}
-        self._intervals: dict[str, float] = {}
         self.set_targets(targets)
         for channel in channels:
             self.add_channel(channel)
@@ -157,12 +157,10 @@ class Metrics:
         return series
 
     def set_intervals(self, intervals: Mapping[str, float]) -> None:
-        """Each configured target's check interval, in seconds; others' series go."""
-        for name in set(self._intervals) - set(intervals):
-            self.target_interval.remove(name)
+        """Each configured target's check interval, in seconds (a target's series goes with
+        its others in ``set_targets``)."""
         for name, seconds in intervals.items():
             self.target_interval.labels(name).set(seconds)
-        self._intervals = dict(intervals)
 
     def _remove_target(self, name: str) -> None:
         del self._series[name]
@@ -177,6 +175,10 @@ class Metrics:
         for metric in (self.check_duration, self.last_check, self.last_success, self.urls,
                        self.invalid, self.fetched_bytes, self.leases_lost):
             metric.remove(name)
+        # Set only once its interval is known (set_intervals); prometheus-client before 0.22
+        # raises KeyError for a label set it does not have.
+        with suppress(KeyError):
+            self.target_interval.remove(name)
 
     def add_channel(self, channel: str) -> None:
         """Create the label sets of an alert channel."""

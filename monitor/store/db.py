@@ -305,9 +305,7 @@ def check_writable(engine: Engine, *, timeout: float) -> None:
                     connection.exec_driver_sql(f"PRAGMA busy_timeout = {busy}")
                     connection.rollback()
     except SQLAlchemyError as exc:
-        first = str(getattr(exc, "orig", exc) or exc).strip().splitlines()[0:1]
-        raise StoreError(f"database {where} cannot be written: "
-                         f"{first[0] if first else exc.__class__.__name__}") from None
+        raise StoreError(f"database {where} cannot be written: {_first_line(exc)}") from None
     if sqlite and engine.url.database and engine.url.database != ":memory:":
         folder = Path(engine.url.database).expanduser().resolve().parent
         try:

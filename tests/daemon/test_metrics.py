@@ -105,10 +105,14 @@ def test_restore_and_dropping_a_target() -> None:
     assert value(registry, "issues", target="shop", rule="loc-too-long") == 3
     assert value(registry, "documents", target="shop", outcome="ok") == 2
     assert value(registry, "last_check_timestamp_seconds", target="shop") == WHEN.timestamp()
+    m.set_intervals({"shop": 60.0, "old": 3600.0})
     m.set_targets(["shop", "new"])
     assert value(registry, "urls", target="old") is None
     assert value(registry, "urls", target="new") == 0
     assert value(registry, "urls", target="shop") == 50
+    assert value(registry, "target_interval_seconds", target="old") is None
+    assert value(registry, "target_interval_seconds", target="new") is None  # not known yet
+    assert value(registry, "target_interval_seconds", target="shop") == 60.0
 
 
 def test_a_target_dropped_and_configured_again_starts_from_zero_and_is_counted() -> None:
