@@ -7,12 +7,22 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from harness import Daemon
 from sqlalchemy import Engine, insert
 
 from monitor.store import db
 from monitor.store.schema import changes, documents, snapshots, targets
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Daemon]]:
+    """Daemons started by a test, stopped whatever happens."""
+    started: list[Daemon] = []
+    yield started
+    for daemon in started:
+        daemon.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,6 @@ from test_metrics import promtool_problems
 
 from monitor.store import db
 from monitor.store.schema import changes, documents, entry_sets, snapshots, targets
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    """Daemons started by a test, stopped whatever happens."""
-    started: list[Daemon] = []
-    yield started
-    for daemon in started:
-        daemon.stop()
 
 
 def count(url: str, table: object) -> int:

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -71,13 +70,6 @@ def stamp(line: dict[str, object]) -> float:
     return datetime.fromisoformat(str(line["timestamp"]).replace("Z", "+00:00")).timestamp()
 
 
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    """Daemons started by a test, stopped whatever happens."""
-    started: list[Daemon] = []
-    yield started
-    for daemon in started:
-        daemon.stop()
 
 
 def test_a_flood_of_api_connections_leaves_probes_and_checks_on_time(

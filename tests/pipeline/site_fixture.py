@@ -6,7 +6,7 @@ import hashlib
 from xml.sax.saxutils import escape
 
 from httpserver import Reply, Request, TestServer
-from sqlalchemy import create_engine, select
+from sqlalchemy import Table, create_engine, func, select
 
 from monitor.store import sql
 from monitor.store.schema import targets
@@ -69,5 +69,15 @@ def url_set_at(db: str, snapshot_id: int) -> set[str]:
     with engine.connect() as conn:
         target_id = conn.execute(select(targets.c.id)).scalar_one()
         found = sql.url_set_at(conn, target_id, snapshot_id)
+    engine.dispose()
+    return found
+
+
+def row_counts(db: str, *tables: Table) -> tuple[int, ...]:
+    """How many rows each of these tables holds."""
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        found = tuple(conn.execute(select(func.count()).select_from(t)).scalar_one()
+                      for t in tables)
     engine.dispose()
     return found

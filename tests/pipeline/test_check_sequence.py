@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from site_fixture import Site, index, url_set_at, urlset
+from site_fixture import Site, index, row_counts, url_set_at, urlset
 from sqlalchemy import Engine, create_engine, event, func, select
 
 from monitor.cli import main
@@ -41,16 +41,6 @@ def outcomes(result: dict[str, Any]) -> dict[str, str]:
 def rules(result: dict[str, Any]) -> set[str]:
     """The rule ids reported by a check."""
     return {i["rule"] for i in result["issues"]}
-
-
-def row_counts(db: str) -> tuple[int, int]:
-    """How many entry set versions and change rows the database holds."""
-    engine = create_engine(db)
-    with engine.connect() as conn:
-        result = (conn.execute(select(func.count()).select_from(entry_sets)).scalar_one(),
-                  conn.execute(select(func.count()).select_from(changes)).scalar_one())
-    engine.dispose()
-    return result
 
 
 def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -133,19 +123,19 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
 
     # 8. 304 everywhere: unchanged, and no entry or change row is written.
     code, r = check(capsys, root, db)  # reads a.xml again after the failure
-    rows = row_counts(db)
+    rows = row_counts(db, entry_sets, changes)
     code, r = check(capsys, root, db)
     assert r["outcome"] == "unchanged"
     assert counts(r) == (3, 1, 0, 0, 0, 0)
     assert set(outcomes(r).values()) == {"not_modified"}
-    assert row_counts(db) == rows
+    assert row_counts(db, entry_sets, changes) == rows
 
     # 9. No ETags: the bodies are fetched, hashed and found unchanged; nothing parsed.
     site.etags = False
     code, r = check(capsys, root, db)
     assert r["outcome"] == "unchanged"
     assert set(outcomes(r).values()) == {"unchanged"}
-    assert row_counts(db) == rows
+    assert row_counts(db, entry_sets, changes) == rows
     site.etags = True
 
     # 9b. New bytes, the same entries: a.xml is read again, but no entry set or change is written.
@@ -153,7 +143,7 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     code, r = check(capsys, root, db)
     assert counts(r) == (3, 1, 0, 0, 0, 0)
     assert outcomes(r)["a.xml"] == "ok"
-    assert row_counts(db) == rows
+    assert row_counts(db, entry_sets, changes) == rows
 
     # 10. A URL moves from b to a: neither added nor removed.
     moved = b.pop(U + "3")
