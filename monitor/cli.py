@@ -374,7 +374,6 @@ def _validate_file(path: Path, cfg: Config) -> CheckResult:
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
     except FetchError as exc:
-        parser.close()
         failure: Issue | None = Issue(exc.kind, exc.message, document=url)
     else:
         failure = None
