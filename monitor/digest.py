@@ -96,6 +96,8 @@ class Digest:
     entries: int = 0  # entries kept, valid or not (duplicates and locless ones are not)
     invalid: int = 0  # invalid occurrences: entries with an unusable loc, and without one
     duplicates: int = 0  # later occurrences of a loc already listed, dropped
+    duplicate_locs: list[str] = field(default_factory=list)  # their locs
+    dropped: dict[str, int] = field(default_factory=dict)  # parse issues counted, not kept
     data: bytes | None = None  # the entry set (monitor.entryset), None for an index
     # array("Q") of entryset.loc_hash of each kept loc, in order; None if the job asked for none
     hashes: bytes | None = b""
@@ -180,6 +182,7 @@ def _document(parsed: ParsedDocument) -> Digest:
     result.issues = parsed.issues
     result.counts.update(i.rule for i in parsed.issues)
     result.counts.update(parsed.dropped_issues)
+    result.dropped = dict(parsed.dropped_issues)
     if parsed.kind == "sitemapindex":
         result.children = parsed.children
     return result
@@ -194,10 +197,13 @@ def _finish(result: Digest, checked: validate.ValidatedDocument, unkeyed_invalid
     result.counts.update(i.rule for i in checked.issues)
     result.entry_issues = checked.issues[: job.examples]
     result.duplicates = checked.duplicates
+    if checked.duplicates:
+        result.duplicate_locs = [i.loc for i in checked.issues
+                                 if i.rule == "loc-duplicate" and i.loc is not None]
     columns = _fill(result, checked.entries, checked.rules, checked.invalid + unkeyed_invalid,
                     job, stored)
     checked.entries, checked.rules = {}, {}  # the states go before their columns are compressed
-    result.data = entryset.pack(columns)
+    result.data = _pack(result, columns)
     return result
 
 
@@ -212,8 +218,16 @@ def _finish_clean(result: Digest, clean: validate.CleanDocument, unkeyed_invalid
     result.changes = list(islice(additions, job.examples) if job.baseline else additions)
     columns = entryset.clean_columns(locs, fields)
     del locs, fields, additions  # the values go before their columns are compressed
-    result.data = entryset.pack(columns)
+    result.data = _pack(result, columns)
     return result
+
+
+def _pack(result: Digest, columns: entryset.Columns) -> bytes:
+    """The stored entry set: its columns with what the document itself said."""
+    entryset.annotate(columns, issues=[{"rule": i.rule, "message": i.message, "loc": i.loc}
+                                       for i in result.issues],
+                      dropped=result.dropped, duplicates=result.duplicate_locs)
+    return entryset.pack(columns)
 
 
 def _clean_additions(locs: list[str], fields: tuple[list[str | None], ...]) -> Iterator[Change]:
@@ -245,7 +259,7 @@ def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job) 
     result.entries = len(found.locs)
     result.urls = result.entries - found.invalid
     result.invalid = found.invalid + unkeyed_invalid
-    result.data = entryset.pack(found.columns)
+    result.data = _pack(result, found.columns)
     result.hashes = _fingerprints(found.locs, job)
     result.changes = found.changes
 
@@ -335,6 +349,7 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
         if state is None:
             continue
         dropped.add(loc)
+        result.duplicate_locs.append(loc)
         for rule in (rules.pop(loc, "") or "").split():
             result.counts[rule] -= 1
         result.invalid -= not state.valid  # a duplicate now, as within a document
@@ -355,7 +370,7 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
     columns = _fill(result, states, rules, result.invalid, replace(job, fingerprints=True),
                     _previous(job))
     del states, rules, stored
-    result.data = entryset.pack(columns)
+    result.data = _pack(result, columns)
 
 
 class Spool:

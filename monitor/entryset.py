@@ -9,6 +9,10 @@ columns, so that encoding and decoding are a few joins and splits in C:
 HEADER is JSON: ``{"v": 1, "verdicts": RULES_VERSION, "n": entries, "invalid": [positions],
 "absent": [names of columns without any value], "rules": {"position": "rule ids"}}``; sets
 stored before "verdicts" was written lack it (their verdicts are not reused, monitor.reread).
+What the document itself said goes with its entries, where there is any (``annotate``):
+"issues" (its parse issues, ``{rule, message, loc}``), "dropped" (rule -> parse issues counted
+past those kept) and "duplicates" (the locs of the occurrences dropped as ``loc-duplicate``), so
+that a listing of the issues at any snapshot reads them back without the document.
 Each column joins its values (in document order) with \x00, an unset value being \x01. None
 of \x00-\x02 can occur in an XML document's text, nor in extension data (JSON escapes them);
 the parser replaces them in text sitemaps. Not pickle or marshal: the database is not trusted
@@ -27,9 +31,9 @@ from typing import cast
 
 from monitor.model import RULES_VERSION, EntryState, entry_state
 
-__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "assemble",
-           "clean_columns", "columns", "decode", "encode", "field_texts", "fingerprints",
-           "loc_hash", "loc_hashes", "locs", "pack", "rows", "unpack"]
+__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "annotate",
+           "assemble", "clean_columns", "columns", "decode", "encode", "field_texts",
+           "fingerprints", "loc_hash", "loc_hashes", "locs", "pack", "rows", "unpack"]
 
 VERSION = 1
 _LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
@@ -72,6 +76,27 @@ class Columns:
     def invalid(self) -> set[int]:
         """The positions of the invalid entries."""
         return set(cast("list[int]", self.header["invalid"]))
+
+    def locs(self) -> list[str]:
+        """The locs, in order."""
+        return self.texts[0].split("\x00") if self.size else []
+
+    def rules(self) -> dict[int, str]:
+        """The rule ids (joined by spaces) of the entries that have any, by position."""
+        raw = cast("dict[str, str]", self.header.get("rules") or {})
+        return {int(i): ids for i, ids in raw.items()}
+
+    def document_issues(self) -> list[dict[str, str | None]]:
+        """The document's own parse issues (``annotate``)."""
+        return cast("list[dict[str, str | None]]", self.header.get("issues") or [])
+
+    def dropped(self) -> dict[str, int]:
+        """Rule -> parse issues counted but not kept (``annotate``)."""
+        return cast("dict[str, int]", self.header.get("dropped") or {})
+
+    def duplicates(self) -> list[str]:
+        """The locs of the occurrences dropped as ``loc-duplicate`` (``annotate``)."""
+        return cast("list[str]", self.header.get("duplicates") or [])
 
 
 def encode(states: Mapping[str, EntryState], rules: Mapping[str, str]) -> bytes:
@@ -124,6 +149,18 @@ def assemble(size: int, texts: list[str], absent: list[str], invalid: list[int],
     if rules:
         header["rules"] = {str(i): ids for i, ids in rules.items()}
     return Columns(header, texts)
+
+
+def annotate(columns: Columns, *, issues: Sequence[Mapping[str, str | None]],
+             dropped: Mapping[str, int], duplicates: Sequence[str]) -> None:
+    """Keep with the entries the document's parse issues, the count of those not kept, and the
+    locs dropped as duplicates (each only where there is any: the usual header is unchanged)."""
+    for key, value in (("issues", list(issues)), ("dropped", dict(dropped)),
+                       ("duplicates", list(duplicates))):
+        if value:
+            columns.header[key] = value
+        else:
+            columns.header.pop(key, None)
 
 
 def pack(columns: Columns) -> bytes:

@@ -235,6 +235,8 @@ class CheckResult:
     fetched_bytes: int = 0
     # rule id -> count of the target's current issues after this check (what the gauges show)
     issue_counts: dict[str, int] = field(default_factory=dict)
+    baseline: bool = False  # the target's first stored URL set: no change rows were written
+    started_at: datetime | None = None
 
     def change_counts(self) -> dict[str, int]:
         """The changes this check found, by kind (``invalid``: entries newly invalid)."""

@@ -16,7 +16,7 @@ import hashlib
 import time
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -135,10 +135,12 @@ class _Check:
         self.fetcher = fetcher
         self.alerts = alerts
         self.started = started
-        self.result = CheckResult(target=target.name, url=target.url, outcome="ok")
+        self.result = CheckResult(target=target.name, url=target.url, outcome="ok",
+                                  started_at=started)
         self.changes = _Examples(max_changes)
         self.issue_limit = max_changes
         self.issue_counts: Counter[str] = Counter()
+        self.check_issues: list[Issue] = []  # those counted here (not a document's own)
         self.seen = entryset.Fingerprints()  # of every loc read this check
         self.digesting = 0  # documents being digested
         self.written: list[str] = []  # documents whose new entry set this check stored
@@ -502,6 +504,7 @@ class _Check:
     def _issue_obj(self, issue: Issue, *, count: bool = True) -> None:
         if count:
             self.issue_counts[issue.rule] += 1
+            self.check_issues.append(issue)
         if len(self.result.issues) < self.issue_limit:
             self.result.issues.append(issue)
 
@@ -662,6 +665,7 @@ class _Check:
         r.added, r.removed, r.changed = counts["added"], counts["removed"], counts["changed"]
         r.invalid_new, r.removed_invalid = counts["invalid"], self.changes.removed_invalid
         r.changes = self.changes.kept
+        r.baseline = self.first and r.outcome != "failed"
         r.changes_truncated = sum(counts.values()) > len(self.changes.kept)
         current_docs = {**self.state.documents, **self.read}
         for url in self.dropped:
@@ -677,9 +681,11 @@ class _Check:
         ):
             r.outcome = "unchanged"
         r.duration_seconds = time.monotonic() - t0
-        await self._db(self._end, dict(issue_counts), clock())
+        issues = _snapshot_issues(self.check_issues, current_docs.values())
+        await self._db(self._end, dict(issue_counts), issues, clock())
 
-    def _end(self, conn: Connection, issue_counts: dict[str, int], finished_at: datetime) -> None:
+    def _end(self, conn: Connection, issue_counts: dict[str, int], issues: list[dict[str, Any]],
+             finished_at: datetime) -> None:
         """Write the snapshot, commit and close, in one trip to a database thread: SQLite's
         write lock, taken by the check's first write, is then not held across turns of an
         event loop busy with other checks (an unchanged re-check writes only here)."""
@@ -689,7 +695,7 @@ class _Check:
             started_at=self.started, finished_at=finished_at,
             result=r, issue_counts=issue_counts,
             document_states=list(self.read.values()), dropped_documents=self.dropped,
-            untouched_documents=self.untouched,
+            untouched_documents=self.untouched, issues=issues,
         ))
         r.issue_counts = issue_counts
         if self.alerts is not None and self.alerts.rules:
@@ -698,6 +704,23 @@ class _Check:
             self.in_transaction(conn)
         conn.commit()
         conn.close()
+
+
+def _snapshot_issues(found: list[Issue], docs: Iterable[DocumentState]) -> list[dict[str, Any]]:
+    """``snapshots.issues``: those the check found, and the indexes' own (a sitemap's own go
+    with its entries), with the count of those an index's parse did not keep."""
+    out: list[dict[str, Any]] = [
+        {"rule": i.rule, "message": i.message, "loc": i.loc, "document": i.document}
+        for i in found
+    ]
+    for doc in docs:
+        if doc.kind not in INDEX_KINDS or not doc.issue_counts:
+            continue
+        kept = Counter(i["rule"] for i in doc.issues)
+        out.extend({**i, "document": doc.url} for i in doc.issues)
+        out.extend({"rule": rule, "document": doc.url, "dropped": n - kept[rule]}
+                   for rule, n in sorted(doc.issue_counts.items()) if n > kept[rule])
+    return out
 
 
 def _unchanged(task: asyncio.Task[_Got]) -> bool:

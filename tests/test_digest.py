@@ -86,6 +86,9 @@ def _job(data: bytes, **options: object) -> digest.Job:
 def test_a_new_document_validated_as_it_is_parsed_is_parsed_then_validated(baseline: bool,
                                                                           ) -> None:
     found = _digests_as_parsed_then_validated(_document(3000), baseline)  # 420 KB: 7 chunks
+    assert found.data is not None
+    stored = entryset.unpack(found.data)
+    assert stored.duplicates() and stored.document_issues()
     assert {"loc-duplicate", "loc-missing", "loc-out-of-scope", "lastmod-future",
             "changefreq-invalid", "priority-invalid"} <= set(found.counts)
 
@@ -97,7 +100,14 @@ def _digests_as_parsed_then_validated(data: bytes, baseline: bool) -> digest.Dig
     states = checked.entries
     found = digest.digest(_job(data, baseline=baseline, examples=50))
     assert found.failure is None
-    assert found.data == entryset.encode(states, checked.rules)
+    # The stored set keeps the document's parse issues and duplicates with its entries.
+    expected = entryset.columns(states, checked.rules)
+    entryset.annotate(
+        expected, issues=[{"rule": i.rule, "message": i.message, "loc": i.loc}
+                          for i in parsed.issues],
+        dropped=parsed.dropped_issues,
+        duplicates=[i.loc for i in checked.issues if i.rule == "loc-duplicate"])
+    assert found.data == entryset.pack(expected)
     assert found.hashes == array("Q", entryset.loc_hashes(states)).tobytes()
     assert found.counts == Counter(i.rule for i in parsed.issues + checked.issues)
     assert found.entry_issues == checked.issues[:50]

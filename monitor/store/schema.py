@@ -77,6 +77,10 @@ snapshots = Table(
     Column("issue_counts", Text, nullable=False, server_default=text("'{}'")),
     Column("error_kind", String(64), nullable=True),
     Column("error_message", Text, nullable=True),
+    # JSON list of the issues the check itself found and those of its indexes (each
+    # {rule, message, loc, document}, or {rule, document, dropped: n} for those counted past the
+    # ones kept); the issues of a document's entries are kept with them (monitor.entryset).
+    Column("issues", Text, nullable=False, server_default=text("'[]'")),
     Index("ix_snapshots_target_id_id", "target_id", "id"),
 )
 

@@ -41,6 +41,7 @@ __all__ = [
     "load_entry_sets",
     "load_state",
     "open_snapshot",
+    "read_sets",
     "transaction",
     "url_set_at",
     "write_changes",
@@ -188,7 +189,7 @@ def load_entry_sets(
             v.removed_snapshot_id.is_(None),
             v.document_url.in_(urls[start : start + 500]),
         )
-        for row_id, url, data in _read_sets(conn, query):
+        for row_id, url, data in read_sets(conn, query):
             result[url] = StoredSet(row_id, url, data)
     return result
 
@@ -202,12 +203,12 @@ def url_set_at(conn: Connection, target_id: int, snapshot_id: int) -> set[str]:
         v.removed_snapshot_id.is_(None) | (v.removed_snapshot_id > snapshot_id),
     )
     found: set[str] = set()
-    for (data,) in _read_sets(conn, query):
+    for (data,) in read_sets(conn, query):
         found.update(entryset.locs(data))
     return found
 
 
-def _read_sets(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
+def read_sets(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
     """The rows of a query that reads entry sets, whose last column, ``data``, comes as bytes.
 
     PostgreSQL sends them in binary: bytea as text is hex, twice the bytes, and decoding it
@@ -289,6 +290,7 @@ class SnapshotWrite:
     document_states: list[DocumentState]  # documents read (or revalidated) this check
     dropped_documents: list[str]  # documents no longer listed by a complete index
     untouched_documents: list[str]  # 304 or same body: only last_snapshot_id moves
+    issues: list[dict[str, Any]] = field(default_factory=list)  # snapshots.issues
 
 
 def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
@@ -309,6 +311,7 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
         "fetched_bytes": r.fetched_bytes,
         "duration_seconds": r.duration_seconds,
         "issue_counts": json.dumps(w.issue_counts, sort_keys=True),
+        "issues": json.dumps(w.issues, ensure_ascii=False),
         "error_kind": r.error_kind,
         "error_message": r.error_message,
     }
