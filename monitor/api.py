@@ -23,7 +23,7 @@ import json
 import random
 from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
@@ -36,9 +36,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from monitor.config import Http, parse_duration
+from monitor import api_listings
+from monitor.config import Http
 from monitor.errors import MonitorError
-from monitor.model import CHANGE_KINDS
 from monitor.store import daemon as store
 from monitor.store import db
 
@@ -47,7 +47,7 @@ __all__ = ["Admission", "ApiReads", "create_app"]
 MAX_LIMIT = 1000
 # /readyz answers within this, database or not: under the chart's probe timeout (3 s).
 READY_TIMEOUT = 2.0
-_SUFFIXES = ("snapshots", "changes")
+_SUFFIXES = ("snapshots", *api_listings.ROUTES)
 # Requests in progress at once on /metrics and on /readyz: a scrape and a probe or two.
 _SMALL_LANE = 2
 # A refused client is asked to come back after at least this many seconds, and its connection
@@ -167,37 +167,6 @@ def _int(request: Request, key: str, default: int | None, low: int, high: int) -
     return value
 
 
-def parse_since(raw: str, now: datetime) -> datetime:
-    """An ISO 8601 date or time (UTC unless it says otherwise), or a duration ago (``24h``)."""
-    text = raw.strip()
-    # A bare number would be ambiguous (a year, or seconds?): a duration needs its unit.
-    if text[-1:] in ("s", "m", "h", "d"):
-        try:
-            return now - timedelta(seconds=parse_duration(text))
-        except ValueError:
-            pass
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise _BadRequest(
-            f"since: not an ISO 8601 time or a duration: {raw!r} "
-            "(e.g. 2024-05-01T12:00:00Z or 24h)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
-
-
-def _kinds(request: Request) -> set[str] | None:
-    raw = request.query_params.getlist("kind")
-    kinds = {k.strip() for value in raw for k in value.split(",") if k.strip()}
-    unknown = kinds - set(CHANGE_KINDS)
-    if unknown:
-        raise _BadRequest(
-            f"kind: unknown {', '.join(sorted(unknown))} (one of {', '.join(CHANGE_KINDS)})")
-    return kinds or None
-
-
 def _next_link(request: Request, **params: Any) -> str:
     query = dict(request.query_params)
     query.update({k: str(v) for k, v in params.items()})
@@ -297,7 +266,7 @@ def create_app(
         try:
             if suffix == "snapshots":
                 return await _snapshots(request, name)
-            return await _changes(request, name)
+            return await api_listings.respond(request, name, suffix, read, clock())
         except _BadRequest as exc:
             return _error(400, str(exc))
 
@@ -314,33 +283,6 @@ def create_app(
             "target": name,
             "snapshots": rows,
             "next": _next_link(request, before=rows[-1]["id"], limit=limit) if more else None,
-        })
-
-    async def _changes(request: Request, name: str) -> Response:
-        limit = _int(request, "limit", 100, 1, MAX_LIMIT)
-        assert limit is not None
-        cursor = request.query_params.get("cursor") or None
-        before = None
-        if cursor is not None:
-            if not cursor.isdigit():
-                raise _BadRequest(f"cursor: not a cursor from this API: {cursor!r}")
-            before = int(cursor)
-        raw_since = request.query_params.get("since")
-        since = parse_since(raw_since, clock()) if raw_since else None
-        rows = await read(
-            store.list_changes, name,
-            limit=limit + 1, since=since, kinds=_kinds(request), before=before,
-        )
-        if rows is None:
-            return _error(404, f"no target named {name!r}")
-        more = len(rows) > limit
-        rows = rows[:limit]
-        next_cursor = str(rows[-1]["id"]) if more else None
-        return JSONResponse({
-            "target": name,
-            "changes": rows,
-            "next_cursor": next_cursor,
-            "next": _next_link(request, cursor=next_cursor) if next_cursor else None,
         })
 
     async def http_error(_request: Request, exc: Exception) -> Response:

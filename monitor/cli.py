@@ -13,14 +13,15 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from monitor import __version__
-from monitor.config import Config, Target, adhoc_target, load, parse_duration
+from monitor.config import Config, Target, adhoc_target, load
 from monitor.errors import ConfigError, MonitorError
 from monitor.model import CHANGE_KINDS, CheckResult
 
@@ -67,14 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--json", action="store_true")
     with_config(validate)
 
-    changes = commands.add_parser("changes", help="a target's recorded changes")
-    changes.add_argument("target")
-    changes.add_argument("--since", help="ISO time or a duration back from now, e.g. 24h")
-    changes.add_argument("--kind", choices=CHANGE_KINDS)
-    changes.add_argument("--limit", type=int, default=1000, help="newest first, at most N")
-    changes.add_argument("--json", action="store_true")
-    with_config(changes)
-    with_db(changes)
+    _listings(commands, with_config, with_db)
 
     history = commands.add_parser("history", help="a target's snapshots, newest first")
     history.add_argument("target")
@@ -102,10 +96,56 @@ def _parser() -> argparse.ArgumentParser:
     return root
 
 
+def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None]) -> None:
+    """The listings of SPEC 5: every count, row by row."""
+    from monitor.listing import FORMATS, STATUSES
+
+    def listing(name: str, help_text: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
+        p.add_argument("target")
+        for add in common:
+            add(p)
+        p.add_argument("--format", choices=FORMATS, default=None,
+                       help="table (default), json, ndjson or csv")
+        p.add_argument("--json", action="store_true", help="the same as --format json")
+        p.add_argument("--limit", type=_positive, metavar="N",
+                       help="stop after N rows, saying how many are left and how to go on")
+        p.add_argument("--cursor", help="go on where a listing cut by --limit stopped")
+        return p
+
+    urls = listing("urls", "the URL set now or at a past snapshot, with its fields")
+    urls.add_argument("--at", help="a snapshot id, an ISO time or a duration ago (e.g. 24h)")
+    urls.add_argument("--status", choices=STATUSES)
+    issues = listing("issues", "the current issues (or at a past snapshot), each with its loc")
+    issues.add_argument("--rule", action="append", default=[], metavar="RULES",
+                        help="rule ids or globs, comma-separated (e.g. lastmod-*)")
+    issues.add_argument("--at", help="a snapshot id, an ISO time or a duration ago")
+    diff = listing("diff", "what changed between two snapshots, net, by loc")
+    diff.add_argument("--from", dest="start", required=True, metavar="TIME|SNAPSHOT")
+    diff.add_argument("--to", dest="end", metavar="TIME|SNAPSHOT", help="default: the latest")
+    diff.add_argument("--kind", action="append", default=[], metavar="KINDS")
+    changes = listing("changes", "every recorded change, newest first")
+    changes.add_argument("--since", help="ISO time or a duration back from now, e.g. 24h")
+    changes.add_argument("--kind", action="append", default=[], metavar="KINDS",
+                         help=f"comma-separated: {', '.join(CHANGE_KINDS)}")
+
+
+def _positive(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {raw!r}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sitemap-monitor`` console script."""
     try:
-        args = _parser().parse_args(argv)
+        given = list(sys.argv[1:] if argv is None else argv)
+        args = _parser().parse_args(given)
+        args.argv = given
         return _dispatch(args)
     except ConfigError as exc:
         print(f"sitemap-monitor: {exc}", file=sys.stderr)
@@ -169,8 +209,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _check(args)
     if command == "validate":
         return _validate(args)
-    if command in ("changes", "history"):
-        return _read(args)
+    if command == "history":
+        return _history(args)
+    if command in ("urls", "issues", "diff", "changes"):
+        return _list(args)
     if command == "db":
         from monitor.store import db
 
@@ -317,8 +359,26 @@ def _print_result(result: CheckResult, *, as_json: bool) -> None:
                 for i in result.issues])
     if result.changes:
         _table(["CHANGE", "LOC"], [[c.kind, c.loc] for c in result.changes])
-        if result.changes_truncated:
-            _out("  (more changes: sitemap-monitor changes TARGET)")
+    for hint in _hints(result):
+        _out(f"  ({hint})")
+
+
+def _hints(result: CheckResult) -> list[str]:
+    """Where to see in full what the output cut (SPEC 5): the commands that list it."""
+    name = shlex.quote(result.target)
+    hints = []
+    shown = len(result.changes)
+    if result.baseline and result.urls + result.invalid > shown:
+        hints.append(f"all {result.urls + result.invalid} URLs: sitemap-monitor urls {name}")
+    elif result.changes_truncated:
+        total = sum(result.change_counts().values())
+        since = "" if result.started_at is None else " --since " + result.started_at.astimezone(
+            UTC).isoformat().replace("+00:00", "Z")
+        hints.append(f"all {total} changes: sitemap-monitor changes {name}{since}")
+    counted = sum(result.issue_counts.values())
+    if counted > len(result.issues):
+        hints.append(f"all {counted} issues: sitemap-monitor issues {name}")
+    return hints
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> None:
@@ -396,47 +456,96 @@ def _validate_file(path: Path, cfg: Config) -> CheckResult:
     return result
 
 
-def _since(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        try:
-            return datetime.now(UTC) - timedelta(seconds=parse_duration(value))
-        except ValueError:
-            raise ConfigError(f"--since: not an ISO time or a duration: {value!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _read(args: argparse.Namespace) -> int:
+def _history(args: argparse.Namespace) -> int:
     from monitor.store import daemon as store  # the same queries as the daemon's JSON API
 
     cfg = _config(args)
     engine = _open_engine(_database_url(args, cfg))
     try:
-        if args.command == "history":
-            rows = store.list_snapshots(engine, args.target, limit=args.limit)
-        else:
-            rows = store.list_changes(engine, args.target, limit=args.limit,
-                                      since=_since(args.since),
-                                      kinds=[args.kind] if args.kind else None)
+        rows = store.list_snapshots(engine, args.target, limit=args.limit)
     finally:
         engine.dispose()
     if rows is None:
         raise ConfigError(f"target {args.target!r} has no snapshots in this database")
     if args.json:
         _out(json.dumps(rows, ensure_ascii=False))
-    elif args.command == "history":
-        _table(["SNAPSHOT", "FINISHED", "OUTCOME", "URLS", "INVALID", "ADDED", "REMOVED",
-                "CHANGED", "ERROR"],
-               [[r["id"], r["finished_at"], r["outcome"], r["urls"], r["invalid"],
-                 r["added"], r["removed"], r["changed"],
-                 (r["error"] or {}).get("message", "")] for r in rows])
-    else:
-        _table(["SNAPSHOT", "AT", "KIND", "LOC"],
-               [[r["snapshot_id"], r["at"], r["kind"], r["loc"]] for r in rows])
+        return EXIT_OK
+    _table(["SNAPSHOT", "FINISHED", "OUTCOME", "URLS", "INVALID", "ADDED", "REMOVED",
+            "CHANGED", "ERROR"],
+           [[r["id"], r["finished_at"], r["outcome"], r["urls"], r["invalid"],
+             r["added"], r["removed"], r["changed"],
+             (r["error"] or {}).get("message", "")] for r in rows])
     return EXIT_OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    """``urls``, ``issues``, ``diff``, ``changes``: streamed to the end, or to ``--limit``."""
+    from monitor import listing
+    from monitor.store import listing as store
+
+    cfg = _config(args)
+    fmt = args.format or ("json" if args.json else "table")
+    engine = _open_engine(_database_url(args, cfg))
+    try:
+        try:
+            opened = _open_listing(args, engine, store, listing)
+            for chunk in listing.render(opened, fmt, limit=args.limit):
+                _write(chunk)
+            left = 0 if opened.rest is None else sum(1 for _ in opened.rest)
+        except (listing.BadParameter, listing.NotFound) as exc:
+            raise ConfigError(str(exc)) from None
+    finally:
+        engine.dispose()
+    if opened.rest is not None:
+        more = _without_cursor(args.argv)
+        print(f"sitemap-monitor: listed {opened.count}, {left} more: continue with "
+              f"{shlex.join(['sitemap-monitor', *more, '--cursor', opened.next_cursor or ''])}",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: Any) -> Any:
+    now = datetime.now(UTC)
+    if args.command == "urls":
+        return store.open_urls(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
+                               args.status, args.cursor)
+    if args.command == "issues":
+        from monitor.model import RULES
+
+        rules = listing.parse_rules(args.rule, RULES, "--rule")
+        return store.open_issues(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
+                                 rules, args.cursor)
+    kinds = listing.parse_kinds(args.kind, "--kind")
+    if args.command == "diff":
+        start = listing.parse_snapshot(args.start, "--from", now)
+        if start is None:
+            raise ConfigError("--from: a snapshot id, an ISO time or a duration is needed")
+        return store.open_diff(engine, args.target, start,
+                               listing.parse_snapshot(args.end, "--to", now), kinds, args.cursor)
+    since = None if not args.since else listing.parse_time(args.since, "--since", now)
+    return store.open_changes(engine, args.target, since, kinds, args.cursor)
+
+
+def _without_cursor(argv: list[str]) -> list[str]:
+    """This command's arguments without a ``--cursor`` (the next one replaces it)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--cursor":
+            skip = True
+        elif not arg.startswith("--cursor="):
+            out.append(arg)
+    return out
+
+
+def _write(text: str) -> None:
+    """``_out`` for a listing's chunks (which carry their own line ends)."""
+    try:
+        sys.stdout.write(text)
+    except BrokenPipeError:
+        _drop_stdout()
 
 
 def _alerts_test(args: argparse.Namespace) -> int:

@@ -192,7 +192,7 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
     assert len(history) == 3
     assert history[0]["removed"] == 1
     assert main(["changes", root, "--database-url", db, "--kind", "removed", "--json"]) == 0
-    removed = [c["loc"] for c in json.loads(capsys.readouterr().out)]
+    removed = [c["loc"] for c in json.loads(capsys.readouterr().out)["changes"]]
     assert removed == [U + "3", U + "2"]
     assert main(["changes", root, "--database-url", db, "--since", "1h"]) == 0
     assert "removed" in capsys.readouterr().out

@@ -1,0 +1,143 @@
+"""The API's listings (SPEC 5 and 7): ``urls``, ``issues``, ``diff`` and ``changes`` of a target.
+
+The same listings as the command line (monitor.listing, monitor.store.listing) over HTTP: JSON,
+NDJSON or CSV (``?format=``, or ``Accept: text/csv`` / ``application/x-ndjson``). A page (a
+``limit``, and every JSON answer: 1,000 rows unless it says) is read whole in one of the API's
+threads and carries the cursor that continues it (``next_cursor``, ``next`` and a ``Link``
+header); CSV and NDJSON without a limit stream every row to the end, read a document or a few
+thousand rows at a time, in constant memory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from monitor import listing
+from monitor.model import RULES
+from monitor.store import listing as store
+
+__all__ = ["MAX_LIMIT", "ROUTES", "respond"]
+
+ROUTES = ("urls", "issues", "diff", "changes")
+MAX_LIMIT = 10_000  # rows of one page: what is read whole before it is sent
+DEFAULT_LIMIT = 1_000
+_MEDIA = {"json": "application/json", "ndjson": "application/x-ndjson",
+          "csv": "text/csv; charset=utf-8"}
+_ACCEPT = (("text/csv", "csv"), ("application/x-ndjson", "ndjson"),
+           ("application/ndjson", "ndjson"))
+_UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
+Read = Callable[..., Awaitable[Any]]
+
+
+def _format(request: Request) -> str:
+    raw = request.query_params.get("format")
+    if raw:
+        if raw not in _MEDIA:
+            raise listing.BadParameter(f"format: {raw!r} is not one of json, ndjson, csv")
+        return raw
+    accept = request.headers.get("accept", "")
+    return next((fmt for media, fmt in _ACCEPT if media in accept), "json")
+
+
+def _limit(request: Request, fmt: str) -> int | None:
+    raw = request.query_params.get("limit")
+    if raw is None or raw == "":
+        return DEFAULT_LIMIT if fmt == "json" else None
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
+        raise listing.BadParameter(f"limit: not a number from 1 to {MAX_LIMIT}: {raw[:40]!r}")
+    return int(raw)
+
+
+def _text(request: Request, key: str) -> str | None:
+    raw = request.query_params.get(key)
+    if raw is not None and "\x00" in raw:
+        raise listing.BadParameter(f"{key}: holds a NUL character")
+    return raw or None
+
+
+def _open(request: Request, name: str, suffix: str, now: datetime) -> Callable[[Any], Any]:
+    """The listing's opening, to run in a database thread: ``open(engine) -> Listing``. Its
+    parameters are read here, so that a bad one is a 400 before the database is asked."""
+    after = _text(request, "cursor")
+    params = request.query_params
+    if suffix == "urls":
+        at = listing.parse_snapshot(_text(request, "at"), "at", now)
+        status = _text(request, "status")
+        if status is not None and status not in listing.STATUSES:
+            raise listing.BadParameter(f"status: {status!r} is not one of "
+                                       f"{', '.join(listing.STATUSES)}")
+        return lambda engine: store.open_urls(engine, name, at, status, after)
+    if suffix == "issues":
+        at = listing.parse_snapshot(_text(request, "at"), "at", now)
+        rules = listing.parse_rules(params.getlist("rule"), RULES)
+        return lambda engine: store.open_issues(engine, name, at, rules, after)
+    kinds = listing.parse_kinds(params.getlist("kind"))
+    if suffix == "diff":
+        start = listing.parse_snapshot(_text(request, "from"), "from", now)
+        if start is None:
+            raise listing.BadParameter("from: required (a snapshot id, an ISO time or a "
+                                       "duration back from now)")
+        end = listing.parse_snapshot(_text(request, "to"), "to", now)
+        return lambda engine: store.open_diff(engine, name, start, end, kinds, after)
+    raw_since = _text(request, "since")
+    since = None if raw_since is None else listing.parse_time(raw_since, "since", now)
+    return lambda engine: store.open_changes(engine, name, since, kinds, after)
+
+
+def _link(request: Request) -> Callable[[str], str]:
+    raw = request.scope.get("raw_path")  # as the client sent it: a name's "/" stays %2F
+    path = raw.decode("latin-1") if raw else request.url.path
+
+    def link(next_cursor: str) -> str:
+        query = dict(request.query_params)
+        query["cursor"] = next_cursor
+        return f"{path}?{urlencode(query)}"
+
+    return link
+
+
+async def respond(request: Request, name: str, suffix: str, read: Read, now: datetime,
+                  ) -> Response:
+    """The listing ``suffix`` of the target ``name``."""
+    try:
+        fmt = _format(request)
+        limit = _limit(request, fmt)
+        opening = _open(request, name, suffix, now)
+        if limit is None:  # every row, streamed: opened here, read as the client takes it
+            opened = await read(opening)
+            return StreamingResponse(listing.render(opened, fmt), media_type=_MEDIA[fmt],
+                                     headers=_download(name, suffix, fmt))
+        link = _link(request)
+
+        def page(engine: Any) -> tuple[str, str | None]:
+            found = opening(engine)
+            body = "".join(listing.render(found, fmt, limit=limit, link=link))
+            return body, found.next_cursor
+
+        body, next_cursor = await read(page)
+    except listing.BadParameter as exc:
+        return _error(400, str(exc))
+    except listing.NotFound as exc:
+        return _error(404, str(exc))
+    headers = _download(name, suffix, fmt)
+    if next_cursor is not None:
+        headers["link"] = f'<{link(next_cursor)}>; rel="next"'
+    return Response(body, media_type=_MEDIA[fmt], headers=headers)
+
+
+def _download(name: str, suffix: str, fmt: str) -> dict[str, str]:
+    if fmt != "csv":
+        return {}
+    filename = _UNSAFE_FILENAME.sub("_", f"{name}-{suffix}")[:100]
+    return {"content-disposition": f'attachment; filename="{filename}.csv"'}
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"status": status, "message": message}}, status_code=status)

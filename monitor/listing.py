@@ -1,0 +1,330 @@
+"""Listings (SPEC 5, "Which URLs, exactly"): their parameters, cursors and output formats (pure).
+
+Every count the monitor reports can be listed row by row: ``urls``, ``issues``, ``diff`` and
+``changes``. The rows come from ``monitor.store.listing`` as an iterator of (row, cursor)
+pairs, where the cursor continues the listing after that row; this module parses what a user
+gives (times, snapshots, rule globs, kinds), makes and reads the opaque cursors, and writes the
+rows as JSON, NDJSON, CSV or a table, a row at a time, so that a listing of any length runs in
+constant memory. The command line and the HTTP API share all of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import fnmatch
+import io
+import json
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from monitor.config import parse_duration
+from monitor.model import CHANGE_KINDS
+
+__all__ = [
+    "FORMATS",
+    "KINDS",
+    "STATUSES",
+    "BadParameter",
+    "Listing",
+    "NotFound",
+    "SnapshotRef",
+    "cursor",
+    "matches",
+    "parse_kinds",
+    "parse_rules",
+    "parse_snapshot",
+    "parse_time",
+    "read_cursor",
+    "render",
+]
+
+FORMATS = ("table", "json", "ndjson", "csv")
+STATUSES = ("valid", "invalid")
+KINDS = CHANGE_KINDS
+_MAX_ID = 2**62  # ids and positions past this are no one's: a 400, not a database error
+
+
+class BadParameter(ValueError):
+    """A parameter that cannot be used: ``str()`` names it and says why (a 400, exit 2)."""
+
+
+class NotFound(LookupError):
+    """No such target, or no such snapshot of it (a 404, exit 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRef:
+    """A snapshot as a user names it: its id, or a time (the last snapshot started by then)."""
+
+    id: int | None = None
+    time: datetime | None = None
+
+
+@dataclass(slots=True)
+class Listing:
+    """An open listing: what it is of (``head``), the name of its rows, their columns for CSV
+    and tables, and the rows with the cursor after each."""
+
+    head: dict[str, Any]
+    key: str
+    columns: tuple[str, ...]
+    rows: Iterator[tuple[dict[str, Any], str]]
+    table: tuple[str, ...] = ()  # the columns a table shows (default: all)
+    # Set by ``render``: the rows written, and where a limit stopped it, the cursor that
+    # continues and the rows left.
+    count: int = 0
+    next_cursor: str | None = None
+    rest: Iterator[tuple[dict[str, Any], str]] | None = field(default=None, repr=False)
+
+
+def parse_time(raw: str, param: str, now: datetime) -> datetime:
+    """An ISO 8601 date or time (UTC unless it says otherwise), or a duration back from now
+    (``24h``, ``7d``)."""
+    text = raw.strip()
+    if "\x00" in text or not text:
+        raise BadParameter(f"{param}: not an ISO 8601 time or a duration: {raw!r}")
+    # A bare number would be ambiguous (a year, or seconds?): a duration needs its unit.
+    if text[-1:] in ("s", "m", "h", "d"):
+        try:
+            seconds = parse_duration(text)
+        except ValueError:
+            pass
+        else:
+            if not math.isfinite(seconds) or seconds > (now - datetime(1, 1, 2, tzinfo=UTC)
+                                                         ).total_seconds():
+                raise BadParameter(f"{param}: {raw!r} reaches back before the year 1")
+            return now - timedelta(seconds=seconds)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise BadParameter(f"{param}: not an ISO 8601 time or a duration: {raw!r} "
+                           "(e.g. 2026-05-01T12:00:00Z or 24h)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise BadParameter(f"{param}: out of range: {raw!r}") from None
+
+
+def parse_snapshot(raw: str | None, param: str, now: datetime) -> SnapshotRef | None:
+    """A snapshot id, or a time or duration (``parse_time``); None when not given."""
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    if text.isascii() and text.isdigit():
+        number = int(text)
+        if not 0 < number < _MAX_ID:
+            raise BadParameter(f"{param}: no snapshot has the id {text}")
+        return SnapshotRef(id=number)
+    return SnapshotRef(time=parse_time(text, param, now))
+
+
+def parse_kinds(values: Iterable[str], param: str = "kind") -> tuple[str, ...]:
+    """Change kinds, given as one or more comma-separated lists."""
+    kinds = {k.strip() for value in values for k in value.split(",") if k.strip()}
+    unknown = kinds - set(KINDS)
+    if unknown:
+        raise BadParameter(f"{param}: unknown {', '.join(sorted(unknown))} "
+                           f"(one of {', '.join(KINDS)})")
+    return tuple(k for k in KINDS if k in kinds)
+
+
+def parse_rules(values: Iterable[str], known: Iterable[str], param: str = "rule",
+                ) -> tuple[str, ...]:
+    """Rule id globs (``lastmod-*``), given as one or more comma-separated lists; a glob that
+    matches no rule id is a mistake worth saying."""
+    globs = tuple(sorted({g.strip() for value in values for g in value.split(",") if g.strip()}))
+    ids = list(known)
+    for glob in globs:
+        if not fnmatch.filter(ids, glob):
+            raise BadParameter(f"{param}: {glob!r} matches no rule id")
+    return globs
+
+
+def matches(rule: str, globs: Sequence[str]) -> bool:
+    """Whether a rule id is selected by the globs (all are when none are given)."""
+    return not globs or any(fnmatch.fnmatchcase(rule, glob) for glob in globs)
+
+
+def cursor(kind: str, query: Sequence[Any], position: Sequence[Any]) -> str:
+    """An opaque cursor: the listing's kind, the query it belongs to, the position after the
+    row it follows (JSON in URL-safe base64, without padding)."""
+    text = json.dumps([kind, list(query), list(position)], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def read_cursor(raw: str, kind: str, query: Sequence[Any], shape: Sequence[type]) -> list[Any]:
+    """The position in a cursor that ``cursor(kind, query, ...)`` made, checked against
+    ``shape`` (the type of each part; ints within the ids' range)."""
+    bad = BadParameter(f"cursor: not a cursor of this listing: {raw[:40]!r}")
+    if len(raw) > 4096 or not raw.isascii():
+        raise bad
+    try:
+        found = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    except (binascii.Error, ValueError):
+        raise bad from None
+    if (not isinstance(found, list) or len(found) != 3 or found[0] != kind
+            or not isinstance(found[2], list) or len(found[2]) != len(shape)):
+        raise bad
+    if found[1] != list(query):
+        raise BadParameter("cursor: it continues another query (its filters differ)")
+    position: list[Any] = found[2]
+    for value, expected in zip(position, shape, strict=True):
+        if type(value) is not expected or (isinstance(value, int) and not 0 <= value < _MAX_ID):
+            raise bad
+    return position
+
+
+# ---- output ------------------------------------------------------------------------------
+
+_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def render(listing: Listing, fmt: str, *, limit: int | None = None,
+           link: Callable[[str], str] | None = None) -> Iterator[str]:
+    """The listing's rows (at most ``limit``) in a format, as text chunks of some 64 KB.
+
+    When the limit stops it, ``listing.next_cursor`` is set once the last chunk is out, and
+    ``listing.rest`` holds the rows left (to count them, or drop). ``link`` makes the URL that
+    continues from a cursor, for the JSON form's ``next``."""
+    pending: list[str] = []
+    writer = _WRITERS[fmt](listing, pending.append)
+    size = 0
+    count = 0
+    rows = listing.rows
+    last_cursor = None
+    for row, after in rows:
+        if limit is not None and count >= limit:
+            listing.next_cursor = last_cursor
+            listing.rest = _chain_one((row, after), rows)
+            break
+        writer.row(row)
+        last_cursor = after
+        count += 1
+        size += len(pending[-1]) if pending else 0
+        if size > 65536:
+            yield "".join(pending)
+            pending.clear()
+            size = 0
+    listing.count = count
+    writer.end(listing.next_cursor, None if listing.next_cursor is None or link is None
+               else link(listing.next_cursor))
+    yield "".join(pending)
+
+
+def _chain_one(first: tuple[dict[str, Any], str], rest: Iterator[tuple[dict[str, Any], str]],
+               ) -> Iterator[tuple[dict[str, Any], str]]:
+    yield first
+    yield from rest
+
+
+class _Json:
+    """One JSON object: the head, the rows as an array, ``next_cursor`` last (known at the
+    end), written as the rows come."""
+
+    def __init__(self, listing: Listing, out: Callable[[str], None]) -> None:
+        self._out = out
+        head = _json(listing.head)
+        out(f"{head[:-1]}{',' if listing.head else ''}\"{listing.key}\":[")
+        self._first = True
+
+    def row(self, row: Mapping[str, Any]) -> None:
+        self._out(("" if self._first else ",") + _json(row))
+        self._first = False
+
+    def end(self, next_cursor: str | None, next_link: str | None) -> None:
+        tail = f",\"next\":{_json(next_link)}" if next_cursor is None or next_link else ""
+        self._out(f"],\"next_cursor\":{_json(next_cursor)}{tail}}}\n")
+
+
+class _Ndjson:
+    """A row a line; a listing cut by a limit ends with ``{"next_cursor": ...}``."""
+
+    def __init__(self, _listing: Listing, out: Callable[[str], None]) -> None:
+        self._out = out
+
+    def row(self, row: Mapping[str, Any]) -> None:
+        self._out(_json(row) + "\n")
+
+    def end(self, next_cursor: str | None, _link: str | None) -> None:
+        if next_cursor is not None:
+            self._out(_json({"next_cursor": next_cursor}) + "\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return _json(value)
+    return str(value)
+
+
+class _Csv:
+    """RFC 4180 with a header line; nested values (a change's before/after) as JSON text."""
+
+    def __init__(self, listing: Listing, out: Callable[[str], None]) -> None:
+        self._out = out
+        self._columns = listing.columns
+        self._buffer = io.StringIO()
+        self._csv = csv.writer(self._buffer, lineterminator="\r\n")
+        self._emit(listing.columns)
+
+    def _emit(self, cells: Iterable[str]) -> None:
+        self._csv.writerow(cells)
+        self._out(self._buffer.getvalue())
+        self._buffer.seek(0)
+        self._buffer.truncate()
+
+    def row(self, row: Mapping[str, Any]) -> None:
+        self._emit([_cell(row.get(c)) for c in self._columns])
+
+    def end(self, next_cursor: str | None, _link: str | None) -> None:
+        pass
+
+
+class _Table:
+    """Aligned columns for a terminal: widths from the first rows (at most 80 a column)."""
+
+    _SAMPLE = 200
+
+    def __init__(self, listing: Listing, out: Callable[[str], None]) -> None:
+        self._out = out
+        self._columns = listing.table or listing.columns
+        self._held: list[list[str]] = [[c.upper() for c in self._columns]]
+        self._widths: list[int] | None = None
+
+    def row(self, row: Mapping[str, Any]) -> None:
+        cells = [_cell(row.get(c)) for c in self._columns]
+        if self._widths is None:
+            self._held.append(cells)
+            if len(self._held) > self._SAMPLE:
+                self._flush()
+        else:
+            self._line(cells)
+
+    def _flush(self) -> None:
+        self._widths = [min(max(len(r[i]) for r in self._held), 80)
+                        for i in range(len(self._columns))]
+        for cells in self._held:
+            self._line(cells)
+        self._held = []
+
+    def _line(self, cells: list[str]) -> None:
+        assert self._widths is not None
+        padded = "  ".join(c.ljust(w) for c, w in zip(cells, self._widths, strict=True))
+        self._out("  " + padded.rstrip() + "\n")
+
+    def end(self, next_cursor: str | None, _link: str | None) -> None:
+        if self._widths is None:
+            self._flush()
+
+
+_WRITERS: dict[str, Callable[[Listing, Callable[[str], None]], Any]] = {
+    "json": _Json, "ndjson": _Ndjson, "csv": _Csv, "table": _Table,
+}

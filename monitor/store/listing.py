@@ -1,0 +1,329 @@
+"""The listings' reads (SPEC 5): the URL set, the issues, the net diff and the changes of a
+target, each row with the cursor that continues after it.
+
+Constant memory whatever the size: ``urls`` and ``issues`` read one entry set (one document
+version, at most 50,000 entries) at a time, each in a short read of its own, so a slow reader
+holds no connection between documents; ``diff`` and ``changes`` are one query each, read as a
+stream. What a row is made of at a snapshot:
+
+- ``urls``: the entry sets live at the snapshot (schema: ``first_snapshot_id <= S`` and not
+  removed by then), in the order they were stored, each in document order.
+- ``issues``: the snapshot's own (``snapshots.issues``: those the check found and its indexes'),
+  then each live entry set's: its document's parse issues, the count of those not kept, its
+  dropped duplicates, and each entry's rules, whose messages are made again from the stored
+  fields (``validate.issue``). Nothing is fetched or parsed again.
+- ``diff``: the changes after ``from`` up to ``to``, composed per loc (the first's ``before``,
+  the last's ``after``): what a comparison of the two URL sets gives, without either set in
+  memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy.orm import aliased
+
+from monitor import entryset
+from monitor.listing import (
+    BadParameter,
+    Listing,
+    NotFound,
+    SnapshotRef,
+    cursor,
+    matches,
+    read_cursor,
+)
+from monitor.model import RULES, Entry
+from monitor.store.schema import changes, entry_sets, snapshots, targets
+from monitor.store.sql import read_sets, transaction
+
+__all__ = ["open_changes", "open_diff", "open_issues", "open_urls"]
+
+_ROWS = Iterator[tuple[dict[str, Any], str]]
+
+
+def _target_id(conn: Connection, name: str) -> int:
+    found: int | None = conn.execute(
+        select(targets.c.id).where(targets.c.name == name)).scalar_one_or_none()
+    if found is None:
+        raise NotFound(f"no target named {name!r} in this database")
+    return found
+
+
+def _snapshot(conn: Connection, target_id: int, name: str, ref: SnapshotRef | None,
+              param: str) -> int:
+    """The id of the snapshot ``ref`` names (the latest when None)."""
+    s = snapshots.c
+    query = select(func.max(s.id)).where(s.target_id == target_id)
+    if ref is not None and ref.id is not None:
+        query = query.where(s.id == ref.id)
+    elif ref is not None and ref.time is not None:
+        query = query.where(s.started_at <= ref.time)
+    found: int | None = conn.execute(query).scalar_one_or_none()
+    if found is not None:
+        return found
+    if ref is None:
+        raise NotFound(f"target {name!r} has no snapshots yet")
+    if ref.id is not None:
+        raise NotFound(f"{param}: target {name!r} has no snapshot {ref.id}")
+    assert ref.time is not None
+    when = ref.time.isoformat().replace("+00:00", "Z")
+    raise NotFound(f"{param}: target {name!r} has no snapshot at or before {when}")
+
+
+def _live(target_id: int, snapshot_id: int) -> Any:
+    v = entry_sets.c
+    return and_(v.target_id == target_id, v.first_snapshot_id <= snapshot_id,
+                v.removed_snapshot_id.is_(None) | (v.removed_snapshot_id > snapshot_id))
+
+
+def _next_set(engine: Engine, target_id: int, snapshot_id: int, from_id: int,
+              status: str | None = None) -> tuple[int, str, bytes] | None:
+    """The first entry set live at the snapshot with an id of ``from_id`` or more."""
+    v = entry_sets.c
+    query = select(v.id, v.document_url, v.data).where(_live(target_id, snapshot_id),
+                                                       v.id >= from_id)
+    if status == "valid":
+        query = query.where(v.urls > 0)
+    elif status == "invalid":
+        query = query.where(v.invalid > 0)
+    query = query.order_by(v.id).limit(1)
+    rows = transaction(engine, lambda conn: read_sets(conn, query))
+    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+
+# ---- urls ----------------------------------------------------------------------------------
+
+URL_COLUMNS = ("loc", "document", "status", "lastmod", "changefreq", "priority", "extensions")
+
+
+def open_urls(engine: Engine, name: str, at: SnapshotRef | None, status: str | None,
+              after: str | None) -> Listing:
+    """The URL set at a snapshot (the latest by default), valid and invalid entries alike
+    unless ``status`` says which."""
+
+    def resolve(conn: Connection) -> tuple[int, int]:
+        target_id = _target_id(conn, name)
+        return target_id, _snapshot(conn, target_id, name, at, "at")
+
+    target_id, snapshot_id = transaction(engine, resolve)
+    query = [snapshot_id, status or ""]
+    start = [0, 0] if after is None else read_cursor(after, "urls", query, (int, int))
+    rows = _url_rows(engine, target_id, snapshot_id, status, query, start[0], start[1])
+    return Listing({"target": name, "snapshot_id": snapshot_id}, "urls", URL_COLUMNS, rows,
+                   table=("status", "loc", "lastmod", "document"))
+
+
+def _url_rows(engine: Engine, target_id: int, snapshot_id: int, status: str | None,
+              query: list[Any], set_id: int, position: int) -> _ROWS:
+    while (found := _next_set(engine, target_id, snapshot_id, set_id, status)) is not None:
+        next_id, document, data = found
+        start = position if next_id == set_id else 0
+        stored = entryset.unpack(data)
+        locs = stored.locs()
+        fields = [stored.column(i) for i in range(1, 5)]
+        invalid = stored.invalid()
+        for i in range(start, len(locs)):
+            state = "invalid" if i in invalid else "valid"
+            if status is not None and state != status:
+                continue
+            yield ({"loc": locs[i], "document": document, "status": state,
+                    "lastmod": fields[0][i], "changefreq": fields[1][i],
+                    "priority": fields[2][i], "extensions": fields[3][i]},
+                   cursor("urls", query, [next_id, i + 1]))
+        set_id, position = next_id + 1, 0
+
+
+# ---- issues --------------------------------------------------------------------------------
+
+ISSUE_COLUMNS = ("rule", "severity", "loc", "document", "message")
+
+
+def open_issues(engine: Engine, name: str, at: SnapshotRef | None, rules: Sequence[str],
+                after: str | None) -> Listing:
+    """The issues current at a snapshot (the latest by default), of the rules the globs
+    select (every rule when none)."""
+
+    def resolve(conn: Connection) -> tuple[int, int, list[dict[str, Any]]]:
+        target_id = _target_id(conn, name)
+        snapshot_id = _snapshot(conn, target_id, name, at, "at")
+        raw = conn.execute(select(snapshots.c.issues).where(snapshots.c.id == snapshot_id)
+                           ).scalar_one()
+        return target_id, snapshot_id, json.loads(raw or "[]")
+
+    target_id, snapshot_id, own = transaction(engine, resolve)
+    query = [snapshot_id, list(rules)]
+    start = [0, 0] if after is None else read_cursor(after, "issues", query, (int, int))
+    rows = _issue_rows(engine, target_id, snapshot_id, own, rules, query, start[0], start[1])
+    return Listing({"target": name, "snapshot_id": snapshot_id}, "issues", ISSUE_COLUMNS, rows,
+                   table=("severity", "rule", "loc", "message"))
+
+
+def _issue(rule: str, message: str, loc: str | None, document: str | None) -> dict[str, Any]:
+    return {"rule": rule, "severity": RULES.get(rule, "error"), "loc": loc,
+            "document": document, "message": message}
+
+
+def _stored_issue(item: dict[str, Any], document: str | None) -> dict[str, Any]:
+    """An issue as ``snapshots.issues`` or an entry set's header keeps it."""
+    rule = str(item.get("rule"))
+    if "dropped" in item:
+        return _issue(rule, f"{item['dropped']} more {rule} issues in this document: counted, "
+                      "not kept (the first ones of each rule are)", None, document)
+    return _issue(rule, str(item.get("message")), item.get("loc"),
+                  item.get("document", document))
+
+
+def _set_issues(document: str, stored: entryset.Columns) -> Iterator[dict[str, Any]]:
+    """The issues a stored document version holds, in order: its own, then its entries'."""
+    from monitor import validate  # the entries' messages; only a listing of issues needs it
+
+    for item in stored.document_issues():
+        yield _stored_issue(item, document)
+    for rule, count in sorted(stored.dropped().items()):
+        yield _stored_issue({"rule": rule, "dropped": count}, document)
+    for loc in stored.duplicates():
+        yield _issue("loc-duplicate", "loc is listed more than once in this target", loc,
+                     document)
+    by_position = stored.rules()
+    if not by_position:
+        return
+    locs = stored.locs()
+    fields = [stored.column(i) for i in range(1, 5)]
+    for i in sorted(by_position):
+        entry = Entry(locs[i], fields[0][i], fields[1][i], fields[2][i], fields[3][i])
+        for rule in by_position[i].split():
+            try:
+                yield validate.issue(rule, entry, document).as_json()
+            except KeyError:  # a rule of a later version of the rules, without a message here
+                yield _issue(rule, rule, entry.loc, document)
+
+
+def _issue_rows(engine: Engine, target_id: int, snapshot_id: int, own: list[dict[str, Any]],
+                rules: Sequence[str], query: list[Any], set_id: int, index: int) -> _ROWS:
+    if set_id == 0:  # the snapshot's own issues come first (position 0)
+        for i in range(index, len(own)):
+            row = _stored_issue(own[i], None)
+            if matches(row["rule"], rules):
+                yield row, cursor("issues", query, [0, i + 1])
+        set_id, index = 1, 0
+    while (found := _next_set(engine, target_id, snapshot_id, set_id)) is not None:
+        next_id, document, data = found
+        start = index if next_id == set_id else 0
+        for i, row in enumerate(_set_issues(document, entryset.unpack(data))):
+            if i >= start and matches(row["rule"], rules):
+                yield row, cursor("issues", query, [next_id, i + 1])
+        set_id, index = next_id + 1, 0
+
+
+# ---- diff ----------------------------------------------------------------------------------
+
+CHANGE_COLUMNS = ("kind", "loc", "before", "after")
+
+
+def open_diff(engine: Engine, name: str, start: SnapshotRef, end: SnapshotRef | None,
+              kinds: Sequence[str], after: str | None) -> Listing:
+    """What changed between two snapshots, net: each loc once, by loc."""
+
+    def resolve(conn: Connection) -> tuple[int, int, int]:
+        target_id = _target_id(conn, name)
+        return (target_id, _snapshot(conn, target_id, name, start, "from"),
+                _snapshot(conn, target_id, name, end, "to"))
+
+    target_id, first, last = transaction(engine, resolve)
+    if first > last:
+        raise BadParameter(f"from: snapshot {first} is later than to's, {last}")
+    query = [first, last, list(kinds)]
+    position = [""] if after is None else read_cursor(after, "diff", query, (str,))
+    rows = _diff_rows(engine, target_id, first, last, kinds, query, position[0])
+    return Listing({"target": name, "from_snapshot_id": first, "to_snapshot_id": last},
+                   "changes", CHANGE_COLUMNS, rows, table=("kind", "loc"))
+
+
+def net(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
+    """The kind of change from ``before`` to ``after`` (None: no change), as a check names
+    the change between its two snapshots (monitor.pipeline)."""
+    if before is None:
+        return None if after is None else "added" if after.get("valid", True) else "invalid"
+    if after is None:
+        return "removed"
+    if before == after:
+        return None
+    return "invalid" if before.get("valid", True) and not after.get("valid", True) else "changed"
+
+
+def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Sequence[str],
+               query: list[Any], after_loc: str) -> _ROWS:
+    if first == last:
+        return
+    c = changes.c
+    grouped = (
+        select(c.loc, func.min(c.id).label("first"), func.max(c.id).label("last"))
+        .where(c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last,
+               c.loc > after_loc)
+        .group_by(c.loc).subquery()
+    )
+    opening, closing = aliased(changes), aliased(changes)
+    statement = (
+        select(grouped.c.loc, opening.c.before, closing.c.after)
+        .join(opening, opening.c.id == grouped.c.first)
+        .join(closing, closing.c.id == grouped.c.last)
+        .order_by(grouped.c.loc)
+    )
+    with engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=5000).execute(statement)
+        for loc, raw_before, raw_after in result:
+            before = None if raw_before is None else json.loads(raw_before)
+            after = None if raw_after is None else json.loads(raw_after)
+            kind = net(before, after)
+            if kind is not None and (not kinds or kind in kinds):
+                yield ({"kind": kind, "loc": loc, "before": before, "after": after},
+                       cursor("diff", query, [loc]))
+
+
+# ---- changes -------------------------------------------------------------------------------
+
+CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after")
+
+
+def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Sequence[str],
+                 after: str | None) -> Listing:
+    """Every change recorded for a target, newest first."""
+    target_id = transaction(engine, lambda conn: _target_id(conn, name))
+    since_text = "" if since is None else since.isoformat()
+    query = [since_text, list(kinds)]
+    position = [0] if after is None else read_cursor(after, "changes", query, (int,))
+    rows = _change_rows(engine, target_id, since, kinds, query, position[0])
+    return Listing({"target": name}, "changes", CHANGES_COLUMNS, rows,
+                   table=("snapshot_id", "at", "kind", "loc"))
+
+
+def _change_rows(engine: Engine, target_id: int, since: datetime | None, kinds: Sequence[str],
+                 query: list[Any], before: int) -> _ROWS:
+    from monitor.store.daemon import _iso
+
+    c, s = changes.c, snapshots.c
+    statement = (
+        select(c.id, c.snapshot_id, c.kind, c.loc, c.before, c.after, s.started_at)
+        .join(snapshots, s.id == c.snapshot_id)
+        .where(c.target_id == target_id)
+    )
+    if since is not None:
+        statement = statement.where(s.started_at >= since)
+    if kinds:
+        statement = statement.where(c.kind.in_(list(kinds)))
+    if before:
+        statement = statement.where(c.id < before)
+    with engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=5000).execute(
+            statement.order_by(c.id.desc()))
+        for row in result:
+            yield ({"id": row.id, "snapshot_id": row.snapshot_id, "at": _iso(row.started_at),
+                    "kind": row.kind, "loc": row.loc,
+                    "before": None if row.before is None else json.loads(row.before),
+                    "after": None if row.after is None else json.loads(row.after)},
+                   cursor("changes", query, [row.id]))
