@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from databases import database_url, postgres_url  # noqa: F401 - fixtures for every test
 from httpserver import TestServer
+from smtpserver import SmtpServer, serve
 
 
 @pytest.fixture
@@ -19,4 +21,11 @@ def anyio_backend() -> str:
 def http_server() -> Iterator[TestServer]:
     """A real HTTP server on 127.0.0.1 (see tests/httpserver.py), stopped after the test."""
     with TestServer() as server:
+        yield server
+
+
+@pytest.fixture
+def smtp_plain(tmp_path: Path) -> Iterator[SmtpServer]:
+    """A real SMTP server on 127.0.0.1 (see tests/smtpserver.py), AUTH offered without TLS."""
+    with serve(tmp_path, tls=False) as server:
         yield server

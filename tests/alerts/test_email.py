@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import email.policy
-import os
-import ssl
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from email import message_from_bytes
-from email.message import Message
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import AuthResult, LoginPassword
 from alerttools import deliver, result, store_check
-from httpserver import closed_port, self_signed
+from httpserver import closed_port
+from smtpserver import PASSWORD, USER, Mailbox, SmtpServer, serve
 from sqlalchemy import Engine
 
 from monitor.alerts import send_test
@@ -25,79 +18,12 @@ from monitor.config import Alerts, Channel, Delivery, Rule
 from monitor.errors import DeliveryError
 from monitor.model import Change, EntryState
 
-USER, PASSWORD = "monitor", "smtp-pass"
-
-
-@dataclass
-class Mailbox:
-    """What the SMTP server received, with the login and whether TLS was on."""
-
-    messages: list[tuple[Message, list[str], bool, Any]] = field(default_factory=list)
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        """aiosmtpd's hook: keep the message."""
-        login = session.auth_data if session.authenticated else None
-        parsed = message_from_bytes(envelope.content, policy=email.policy.default)
-        self.messages.append((parsed, list(envelope.rcpt_tos),
-                              session.ssl is not None, login))
-        return "250 OK"
-
-
-def authenticate(server: Any, session: Any, envelope: Any, mechanism: str,
-                 data: Any) -> AuthResult:
-    """Accept one user and password."""
-    ok = isinstance(data, LoginPassword) and (data.login, data.password) == (
-        USER.encode(), PASSWORD.encode())
-    return AuthResult(success=ok, handled=False, auth_data=data.login if ok else None)
-
-
-@dataclass
-class SmtpServer:
-    """A running server: where it listens, its mailbox and the CA file that trusts it."""
-
-    port: int
-    mailbox: Mailbox
-    ca_file: str | None
-
-
-def _serve(tmp_path: Path, *, tls: bool) -> Iterator[SmtpServer]:
-    mailbox = Mailbox()
-    kwargs: dict[str, Any] = {"authenticator": authenticate}
-    ca_file = None
-    if tls:
-        pair = self_signed(tmp_path)
-        if pair is None:
-            if os.environ.get("CI"):
-                pytest.fail("openssl is needed for the STARTTLS test")
-            pytest.skip("openssl is not installed: cannot make a certificate for STARTTLS")
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(str(pair[0]), str(pair[1]))
-        kwargs.update(tls_context=context, require_starttls=True, auth_require_tls=True,
-                      auth_required=True)
-        ca_file = str(pair[0])
-    else:
-        # AUTH offered without TLS (aiosmtpd warns when it is also required); the test checks
-        # that the client logged in.
-        kwargs.update(auth_require_tls=False)
-    port = closed_port()
-    controller = Controller(mailbox, hostname="127.0.0.1", port=port, **kwargs)
-    controller.start()
-    try:
-        yield SmtpServer(port, mailbox, ca_file)
-    finally:
-        controller.stop()
-
 
 @pytest.fixture
 def smtp_tls(tmp_path: Path) -> Iterator[SmtpServer]:
     """An SMTP server that requires STARTTLS and then AUTH."""
-    yield from _serve(tmp_path, tls=True)
-
-
-@pytest.fixture
-def smtp_plain(tmp_path: Path) -> Iterator[SmtpServer]:
-    """An SMTP server that requires AUTH without TLS."""
-    yield from _serve(tmp_path, tls=False)
+    with serve(tmp_path, tls=True) as server:
+        yield server
 
 
 def channel(server: SmtpServer, **extra: Any) -> Channel:
