@@ -11,12 +11,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 Line = dict[str, Any]
+T = TypeVar("T")
 
 
 def sitemap(urls: dict[str, str | None]) -> bytes:
@@ -81,21 +82,37 @@ class Daemon:
                     self.lines.append({"event": text.strip(), "raw": True})
                 self._changed.notify_all()
 
-    def wait_for(self, predicate: Callable[[Line], bool], timeout: float = 15.0,
-                 after: int = 0) -> Line:
-        """The first line (from index ``after``) that satisfies ``predicate``."""
+    def _until(self, probe: Callable[[], T | None], timeout: float, what: str) -> T:
+        """The first non-None answer of ``probe``, asked again at each new line."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
-                for line in self.lines[after:]:
-                    if predicate(line):
-                        return line
+                found = probe()
+                if found is not None:
+                    return found
                 left = deadline - time.monotonic()
                 if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
                     raise AssertionError(
-                        f"no such line within {timeout}s; rc={self.proc.poll()}; "
+                        f"no {what} within {timeout}s; rc={self.proc.poll()}; "
                         f"log:\n{''.join(self.raw[-30:])}")
                 self._changed.wait(min(left, 0.2))
+
+    def wait_for(self, predicate: Callable[[Line], bool], timeout: float = 15.0,
+                 after: int = 0) -> Line:
+        """The first line (from index ``after``) that satisfies ``predicate``."""
+        return self._until(
+            lambda: next((line for line in self.lines[after:] if predicate(line)), None),
+            timeout, "such line")
+
+    def more_checks(self, target: str, count: int, timeout: float = 15.0) -> list[Line]:
+        """The next ``count`` summary lines of the target from now, once they are all there."""
+        seen = len(self.checks(target))
+
+        def probe() -> list[Line] | None:
+            lines = self.checks(target)[seen:seen + count]
+            return lines if len(lines) == count else None
+
+        return self._until(probe, timeout, f"{count} more checks of {target}")
 
     def event(self, name: str, timeout: float = 15.0, after: int = 0, **fields: Any) -> Line:
         """The first line with this event and these fields."""
@@ -127,6 +144,14 @@ class Daemon:
                 if sample.name == name and sample.labels == labels:
                     return float(sample.value)
         return None
+
+    def outbox_drained(self, timeout: float = 15.0) -> None:
+        """Wait until every notification written so far has been delivered or given up
+        (the ``alerts_pending`` gauge, counted at each scrape, is 0)."""
+        deadline = time.monotonic() + timeout
+        while self.metric("sitemap_monitor_alerts_pending") != 0:
+            assert time.monotonic() < deadline, f"notifications still pending after {timeout}s"
+            time.sleep(0.1)
 
     def signal(self, signum: signal.Signals) -> None:
         """Send a signal."""

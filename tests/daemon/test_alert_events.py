@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +60,8 @@ def test_a_removal_is_one_message_and_a_cleanup_none(
         removal = daemon.wait_for(lambda line: line.get("event") == "check"
                                   and line.get("removed") == 1, after=mark)
         # Three quiet checks after it: nothing to resolve.
-        quiet_from = len(daemon.checks("shop"))
-        deadline = time.monotonic() + 15
-        while len(daemon.checks("shop")) < quiet_from + 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(daemon.checks("shop")) >= quiet_from + 3
-        time.sleep(1.0)  # deliveries of those checks, had there been any
+        daemon.more_checks("shop", 3)
+        daemon.outbox_drained()
     finally:
         daemon.stop()
     assert cleanup["snapshot_id"] < removal["snapshot_id"]
