@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email import message_from_bytes
-from email.message import Message
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ USER, PASSWORD = "monitor", "smtp-pass"
 class Mailbox:
     """What the SMTP server received, with the login and whether TLS was on."""
 
-    messages: list[tuple[Message, list[str], bool, Any]] = field(default_factory=list)
+    messages: list[tuple[EmailMessage, list[str], bool, Any]] = field(default_factory=list)
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         """aiosmtpd's hook: keep the message."""
