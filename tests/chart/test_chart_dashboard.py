@@ -1,7 +1,8 @@
 """The Grafana dashboard's PromQL, evaluated by promtool against series shaped like the daemon's.
 
 test_chart_metrics.py checks that every metric a panel reads is one the daemon exports; here
-promtool parses every panel's query and evaluates the per-target tables on input series.
+promtool parses every panel's query and evaluates the per-target tables on input series, and
+the issues table's severity matchers are compared with ``monitor.model.RULES``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ from typing import Any
 import yaml
 from charttools import CHART, require_tool, run
 
+from monitor.model import CHANGE_KINDS, RULES
+
 DASHBOARD = CHART / "dashboards" / "sitemap-monitor.json"
 # What Grafana puts in for its variables: every target, a 1h dashboard range.
 GRAFANA_VARIABLES = {"target": ".*", "__range": "1h", "__rate_interval": "5m",
                      "__interval": "1m"}
+SEVERITY_OF_COLUMN = {"errors": "error", "warnings": "warning"}
 _VARIABLE = re.compile(r"\$\{?(\w+)\}?")
+_RULE_MATCHER = re.compile(r'\brule=~"([^"]*)"')
 
 
 def _dashboard() -> dict[str, Any]:
@@ -47,6 +52,26 @@ def _columns(panel: dict[str, Any]) -> dict[str, str]:
     columns = {renamed[f"Value #{t['refId']}"]: promql(t["expr"]) for t in panel["targets"]}
     assert len(columns) == len(panel["targets"]), "two queries fill the same column"
     return columns
+
+
+def severity_mismatch(columns: Mapping[str, str], rules: Mapping[str, str]) -> list[str]:
+    """How the issues table's rule matchers differ from the rules' severities (empty: none)."""
+    problems = []
+    for column, severity in SEVERITY_OF_COLUMN.items():
+        matchers = _RULE_MATCHER.findall(columns.get(column, ""))
+        if len(matchers) != 1:
+            problems.append(f"{column}: expected one rule=~ matcher, got {matchers}")
+            continue
+        alternatives = matchers[0].split("|")
+        # Literal rule ids only: a pattern such as loc-.* would hide which rules it takes.
+        problems += [f"{column}: {a!r} is not a rule id" for a in alternatives
+                     if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", a)]
+        wanted = {rule for rule, s in rules.items() if s == severity}
+        if missing := wanted - set(alternatives):
+            problems.append(f"{column}: missing {sorted(missing)}")
+        if extra := set(alternatives) - wanted:
+            problems.append(f"{column}: not {severity} rules: {sorted(extra)}")
+    return problems
 
 
 def _evaluate(tmp_path: Path, series: Mapping[str, str],
@@ -88,7 +113,7 @@ def test_every_panel_query_is_valid_promql(tmp_path: Path) -> None:
          "expr": promql(target["expr"])}
         for panel in _dashboard()["panels"] for target in panel.get("targets", [])
     ]
-    assert len(rules) > 20
+    assert len(rules) > 25
     file = tmp_path / "dashboard-rules.yaml"
     file.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     result = run([promtool, "check", "rules", str(file)])
@@ -100,6 +125,59 @@ def test_grafana_variables_are_all_replaced() -> None:
     for panel in _dashboard()["panels"]:
         for target in panel.get("targets", []):
             assert "$" not in promql(target["expr"]), target["expr"]
+
+
+def test_issue_columns_match_the_rules_severities() -> None:
+    """The errors and warnings columns take exactly model.RULES' error and warning rules."""
+    columns = _columns(_panel("Current issues by rule"))
+    assert set(columns) == set(SEVERITY_OF_COLUMN)
+    assert severity_mismatch(columns, RULES) == []
+
+
+def test_severity_comparison_can_fail() -> None:
+    """A rule added to RULES, or one moved to the other severity, is reported."""
+    columns = _columns(_panel("Current issues by rule"))
+    # The severities as the dashboard has them, whatever RULES says today.
+    shown = {rule: SEVERITY_OF_COLUMN[column] for column, expr in columns.items()
+             for rule in _RULE_MATCHER.findall(expr)[0].split("|")}
+    assert severity_mismatch(columns, shown) == []
+    added = severity_mismatch(columns, {**shown, "loc-new-rule": "warning"})
+    assert added == ["warnings: missing ['loc-new-rule']"]
+    moved = severity_mismatch(columns, {**shown, "lastmod-future": "error"})
+    assert moved == ["errors: missing ['lastmod-future']",
+                     "warnings: not warning rules: ['lastmod-future']"]
+    wildcard = {**columns, "errors": columns["errors"].replace("loc-missing", "loc-.*")}
+    assert "errors: 'loc-.*' is not a rule id" in severity_mismatch(wildcard, shown)
+
+
+def test_issues_table_counts_errors_and_warnings_apart(tmp_path: Path) -> None:
+    """Each rule's current count lands in its severity's column; zeros and stale replicas don't.
+
+    Target "all" has every rule of RULES (count = its position + 1); blog's lastmod-invalid is
+    also exported, lower, by a replica that did not run its latest check.
+    """
+    columns = _columns(_panel("Current issues by rule"))
+    series = {
+        f'sitemap_monitor_issues{{pod="a", target="all", rule="{rule}"}}': f"{n}x30"
+        for n, rule in enumerate(RULES, 1)
+    }
+    series.update({
+        'sitemap_monitor_issues{pod="a", target="blog", rule="lastmod-invalid"}': "5x30",
+        'sitemap_monitor_issues{pod="b", target="blog", rule="lastmod-invalid"}': "2x30",
+        'sitemap_monitor_issues{pod="a", target="blog", rule="loc-duplicate"}': "3x30",
+        'sitemap_monitor_issues{pod="a", target="blog", rule="lastmod-future"}': "0x30",
+        'sitemap_monitor_issues{pod="a", target="blog", rule="xml-malformed"}': "0x30",
+    })
+    cases = []
+    for column, severity in SEVERITY_OF_COLUMN.items():
+        expected = [
+            {"labels": f'{{rule="{rule}", target="all"}}', "value": n}
+            for n, rule in enumerate(RULES, 1) if RULES[rule] == severity
+        ]
+        blog = {"error": ("lastmod-invalid", 5), "warning": ("loc-duplicate", 3)}[severity]
+        expected.append({"labels": f'{{rule="{blog[0]}", target="blog"}}', "value": blog[1]})
+        cases.append({"expr": columns[column], "eval_time": "10m", "exp_samples": expected})
+    _passed(_evaluate(tmp_path, series, cases))
 
 
 # Target "good" succeeded at t=300s (and a second replica exports an older success); "failing"
@@ -158,3 +236,67 @@ def test_never_is_shown_as_never() -> None:
     assert mapping["options"]["result"]["text"] == "never"
     # From 1e9 s (31 years, longer than any real gap since a success) to past any date to come.
     assert mapping["options"]["from"] <= 1e9 < 2e9 < mapping["options"]["to"]
+
+
+def test_changes_table_has_a_column_per_kind(tmp_path: Path) -> None:
+    """Changes by kind per target: a column per change kind, summed over replicas, and a row
+    for a quiet target too."""
+    columns = _columns(_panel("Changes by kind per target"))
+    assert list(columns) == list(CHANGE_KINDS)
+    for kind, expr in columns.items():
+        assert f'kind="{kind}"' in expr
+    series = {
+        'sitemap_monitor_changes_total{pod="a", target="blog", kind="added"}': "0x30 10x30",
+        'sitemap_monitor_changes_total{pod="b", target="blog", kind="added"}': "0x40 5x20",
+        'sitemap_monitor_changes_total{pod="a", target="blog", kind="removed"}': "0x60",
+        'sitemap_monitor_changes_total{pod="a", target="blog", kind="changed"}': "0x10 4x50",
+        'sitemap_monitor_changes_total{pod="a", target="blog", kind="invalid"}': "0x50 2x10",
+    }
+    series.update({
+        f'sitemap_monitor_changes_total{{pod="a", target="quiet", kind="{kind}"}}': "0x60"
+        for kind in CHANGE_KINDS
+    })
+    expected = {"added": 15, "removed": 0, "changed": 4, "invalid": 2}
+    cases = [{"expr": columns[kind], "eval_time": "60m",
+              "exp_samples": _samples({"blog": expected[kind], "quiet": 0})}
+             for kind in CHANGE_KINDS]
+    _passed(_evaluate(tmp_path, series, cases))
+
+
+def _links(node: Any) -> list[dict[str, Any]]:
+    """Every data link and dashboard link under a node of the dashboard."""
+    if isinstance(node, list):
+        return [link for item in node for link in _links(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [link for link in node.get("links", []) if isinstance(link, dict)]
+    for key, value in node.items():
+        if key == "properties":
+            found += [link for p in value if p["id"] == "links" for link in p["value"]]
+        elif key != "links":
+            found += _links(value)
+    return found
+
+
+def test_links_open_the_api_listings() -> None:
+    """The panels link to the daemon's changes, issues and urls listings (and their CSV) under
+    the api_url variable, with the target's name percent-encoded."""
+    dashboard = _dashboard()
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["api_url"]["type"] == "textbox"
+    assert variables["api_url"]["query"].startswith("http")
+    links = [link["url"] for link in _links(dashboard)]
+    assert links
+    listings = re.compile(r"^\$\{api_url\}/api/v1/targets(/\$\{__(data\.fields|field\.labels)"
+                          r"\.target:percentencode\}(/(changes|issues|urls|snapshots))?)?"
+                          r"(\?[^ ]*)?$")
+    assert [url for url in links if not listings.match(url)] == []
+    for listing in ("changes", "issues", "urls"):
+        assert any(f"/{listing}" in url for url in links), listing
+        assert any(f"/{listing}" in url and "format=csv" in url for url in links), listing
+    issues_table = _panel("Current issues by rule")
+    assert any("issues?rule=${__data.fields.rule}" in link["url"]
+               for link in _links(issues_table))
+    changes_table = _panel("Changes by kind per target")
+    for kind in CHANGE_KINDS:
+        assert any(f"changes?kind={kind}&" in link["url"] for link in _links(changes_table))

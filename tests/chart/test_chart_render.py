@@ -391,7 +391,8 @@ def test_dashboard_has_the_panels_and_target_variable() -> None:
     titles = {p["title"] for p in dashboard["panels"]}
     for wanted in ("URLs per target", "Changes by kind", "Invalid entries by rule",
                    "Check duration (p50, p95)", "Failures per target", "Time since last success",
-                   "Alert deliveries", "Fetched bytes"):
+                   "Alert deliveries", "Fetched bytes", "Changes by kind per target",
+                   "Current issues by rule"):
         assert wanted in titles
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
