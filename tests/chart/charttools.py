@@ -8,10 +8,12 @@ everything it claims to run.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -20,6 +22,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "sitemap-monitor"
+DASHBOARD = CHART / "dashboards" / "sitemap-monitor.json"
 SCENARIOS = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
 TOOL_DIRS = [ROOT / ".tools" / "bin"]
 # Every prometheus-operator API the chart can use, as a cluster with the CRDs serves them.
@@ -124,3 +127,63 @@ def exported_family(name: str, exported: set[str]) -> bool:
     base = _HISTOGRAM_SUFFIX.sub("", name)
     # _sum/_count/_bucket of a histogram: the family must really be one (it has buckets).
     return base != name and f"{base}_bucket" in exported
+
+
+# What Grafana puts in for its variables: every target, a 1h dashboard range.
+GRAFANA_VARIABLES = {"target": ".*", "__range": "1h", "__rate_interval": "5m",
+                     "__interval": "1m"}
+_VARIABLE = re.compile(r"\$\{?(\w+)\}?")
+
+
+def dashboard() -> dict[str, Any]:
+    """The Grafana dashboard the chart ships."""
+    loaded: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return loaded
+
+
+def dashboard_panel(title: str) -> dict[str, Any]:
+    """The dashboard's single panel of that title."""
+    found = [p for p in dashboard()["panels"] if p["title"] == title]
+    assert len(found) == 1, f"expected one panel {title!r}, got {len(found)}"
+    return found[0]
+
+
+def grafana_promql(expr: str) -> str:
+    """A panel's query as Grafana sends it, its variables replaced (an unknown one fails)."""
+    return _VARIABLE.sub(lambda m: GRAFANA_VARIABLES[m.group(1)], expr)
+
+
+def table_columns(panel: dict[str, Any]) -> dict[str, str]:
+    """A merged table's queries by the column each becomes: {column: PromQL}."""
+    renamed: dict[str, str] = {}
+    for step in panel["transformations"]:
+        if step["id"] == "organize":
+            renamed = step["options"]["renameByName"]
+    columns = {renamed[f"Value #{t['refId']}"]: grafana_promql(t["expr"])
+               for t in panel["targets"]}
+    assert len(columns) == len(panel["targets"]), "two queries fill the same column"
+    return columns
+
+
+def promtool_eval(directory: Path, series: Mapping[str, str],
+                  cases: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    """``promtool test rules`` of PromQL cases (``promql_expr_test``) on input series."""
+    promtool = require_tool("promtool")
+    test = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in series.items()],
+            "promql_expr_test": cases,
+        }],
+    }
+    file = directory / "promql-test.yaml"
+    file.write_text(yaml.safe_dump(test, sort_keys=False, width=1000), encoding="utf-8")
+    return run([promtool, "test", "rules", str(file)], check=False, cwd=directory)
+
+
+def promtool_passed(result: subprocess.CompletedProcess[str]) -> None:
+    """Assert that a ``promtool test rules`` run passed, showing its output when not."""
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout

@@ -7,51 +7,27 @@ the issues table's severity matchers are compared with ``monitor.model.RULES``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from charttools import CHART, require_tool, run
+from charttools import (
+    dashboard,
+    dashboard_panel,
+    grafana_promql,
+    promtool_eval,
+    promtool_passed,
+    require_tool,
+    run,
+    table_columns,
+)
 
 from monitor.model import CHANGE_KINDS, RULES
 
-DASHBOARD = CHART / "dashboards" / "sitemap-monitor.json"
-# What Grafana puts in for its variables: every target, a 1h dashboard range.
-GRAFANA_VARIABLES = {"target": ".*", "__range": "1h", "__rate_interval": "5m",
-                     "__interval": "1m"}
 SEVERITY_OF_COLUMN = {"errors": "error", "warnings": "warning"}
-_VARIABLE = re.compile(r"\$\{?(\w+)\}?")
 _RULE_MATCHER = re.compile(r'\brule=~"([^"]*)"')
-
-
-def _dashboard() -> dict[str, Any]:
-    dashboard: dict[str, Any] = json.loads(DASHBOARD.read_text())
-    return dashboard
-
-
-def _panel(title: str) -> dict[str, Any]:
-    found = [p for p in _dashboard()["panels"] if p["title"] == title]
-    assert len(found) == 1, f"expected one panel {title!r}, got {len(found)}"
-    return found[0]
-
-
-def promql(expr: str) -> str:
-    """A panel's query as Grafana sends it, its variables replaced."""
-    return _VARIABLE.sub(lambda m: GRAFANA_VARIABLES[m.group(1)], expr)
-
-
-def _columns(panel: dict[str, Any]) -> dict[str, str]:
-    """A merged table's queries by the column they become: {column: PromQL}."""
-    renamed: dict[str, str] = {}
-    for step in panel["transformations"]:
-        if step["id"] == "organize":
-            renamed = step["options"]["renameByName"]
-    columns = {renamed[f"Value #{t['refId']}"]: promql(t["expr"]) for t in panel["targets"]}
-    assert len(columns) == len(panel["targets"]), "two queries fill the same column"
-    return columns
 
 
 def severity_mismatch(columns: Mapping[str, str], rules: Mapping[str, str]) -> list[str]:
@@ -74,24 +50,6 @@ def severity_mismatch(columns: Mapping[str, str], rules: Mapping[str, str]) -> l
     return problems
 
 
-def _evaluate(tmp_path: Path, series: Mapping[str, str],
-              cases: list[dict[str, Any]]) -> Any:
-    """``promtool test rules`` of PromQL cases (``promql_expr_test``) on input series."""
-    promtool = require_tool("promtool")
-    test = {
-        "rule_files": [],
-        "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": [{"series": s, "values": v} for s, v in series.items()],
-            "promql_expr_test": cases,
-        }],
-    }
-    file = tmp_path / "dashboard-test.yaml"
-    file.write_text(yaml.safe_dump(test, sort_keys=False, width=1000), encoding="utf-8")
-    return run([promtool, "test", "rules", str(file)], check=False, cwd=tmp_path)
-
-
 def _samples(by_target: Mapping[str, float], **labels: str) -> list[dict[str, Any]]:
     def label_set(target: str) -> str:
         pairs = {"target": target, **labels}
@@ -100,18 +58,13 @@ def _samples(by_target: Mapping[str, float], **labels: str) -> list[dict[str, An
     return [{"labels": label_set(t), "value": v} for t, v in by_target.items()]
 
 
-def _passed(result: Any) -> None:
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout
-
-
 def test_every_panel_query_is_valid_promql(tmp_path: Path) -> None:
     """promtool parses every query of every panel, Grafana's variables replaced."""
     promtool = require_tool("promtool")
     rules = [
         {"record": f"dashboard:panel_{panel['id']}_{target['refId'].lower()}",
-         "expr": promql(target["expr"])}
-        for panel in _dashboard()["panels"] for target in panel.get("targets", [])
+         "expr": grafana_promql(target["expr"])}
+        for panel in dashboard()["panels"] for target in panel.get("targets", [])
     ]
     assert len(rules) > 25
     file = tmp_path / "dashboard-rules.yaml"
@@ -122,21 +75,21 @@ def test_every_panel_query_is_valid_promql(tmp_path: Path) -> None:
 
 def test_grafana_variables_are_all_replaced() -> None:
     """Every variable a query uses is one the tests know; an unknown one is an error."""
-    for panel in _dashboard()["panels"]:
+    for panel in dashboard()["panels"]:
         for target in panel.get("targets", []):
-            assert "$" not in promql(target["expr"]), target["expr"]
+            assert "$" not in grafana_promql(target["expr"]), target["expr"]
 
 
 def test_issue_columns_match_the_rules_severities() -> None:
     """The errors and warnings columns take exactly model.RULES' error and warning rules."""
-    columns = _columns(_panel("Current issues by rule"))
+    columns = table_columns(dashboard_panel("Current issues by rule"))
     assert set(columns) == set(SEVERITY_OF_COLUMN)
     assert severity_mismatch(columns, RULES) == []
 
 
 def test_severity_comparison_can_fail() -> None:
     """A rule added to RULES, or one moved to the other severity, is reported."""
-    columns = _columns(_panel("Current issues by rule"))
+    columns = table_columns(dashboard_panel("Current issues by rule"))
     # The severities as the dashboard has them, whatever RULES says today.
     shown = {rule: SEVERITY_OF_COLUMN[column] for column, expr in columns.items()
              for rule in _RULE_MATCHER.findall(expr)[0].split("|")}
@@ -156,7 +109,7 @@ def test_issues_table_counts_errors_and_warnings_apart(tmp_path: Path) -> None:
     Target "all" has every rule of RULES (count = its position + 1); blog's lastmod-invalid is
     also exported, lower, by a replica that did not run its latest check.
     """
-    columns = _columns(_panel("Current issues by rule"))
+    columns = table_columns(dashboard_panel("Current issues by rule"))
     series = {
         f'sitemap_monitor_issues{{pod="a", target="all", rule="{rule}"}}': f"{n}x30"
         for n, rule in enumerate(RULES, 1)
@@ -177,7 +130,7 @@ def test_issues_table_counts_errors_and_warnings_apart(tmp_path: Path) -> None:
         blog = {"error": ("lastmod-invalid", 5), "warning": ("loc-duplicate", 3)}[severity]
         expected.append({"labels": f'{{rule="{blog[0]}", target="blog"}}', "value": blog[1]})
         cases.append({"expr": columns[column], "eval_time": "10m", "exp_samples": expected})
-    _passed(_evaluate(tmp_path, series, cases))
+    promtool_passed(promtool_eval(tmp_path, series, cases))
 
 
 # Target "good" succeeded at t=300s (and a second replica exports an older success); "failing"
@@ -212,25 +165,25 @@ def _since_cases(columns: Mapping[str, str]) -> list[dict[str, Any]]:
 
 def test_time_since_last_success_keeps_targets_that_never_succeeded(tmp_path: Path) -> None:
     """Every configured target has a row; one that never succeeded counts from the epoch."""
-    columns = _columns(_panel("Time since last success"))
+    columns = table_columns(dashboard_panel("Time since last success"))
     assert set(columns) == set(SINCE_EXPECTED)
-    _passed(_evaluate(tmp_path, SINCE_SERIES, _since_cases(columns)))
+    promtool_passed(promtool_eval(tmp_path, SINCE_SERIES, _since_cases(columns)))
 
 
 def test_time_since_last_success_test_can_fail(tmp_path: Path) -> None:
     """The previous query, which dropped the targets at 0, fails the same case."""
-    columns = dict(_columns(_panel("Time since last success")))
-    columns["since last success"] = promql(
+    columns = dict(table_columns(dashboard_panel("Time since last success")))
+    columns["since last success"] = grafana_promql(
         'time() - max by (target) '
         '(sitemap_monitor_last_success_timestamp_seconds{target=~"$target"} > 0)')
-    result = _evaluate(tmp_path, SINCE_SERIES, _since_cases(columns))
+    result = promtool_eval(tmp_path, SINCE_SERIES, _since_cases(columns))
     assert result.returncode != 0
     assert 'target="failing"' in result.stdout + result.stderr
 
 
 def test_never_is_shown_as_never() -> None:
     """The value of a target that never succeeded (since the epoch) is mapped to "never"."""
-    panel = _panel("Time since last success")
+    panel = dashboard_panel("Time since last success")
     [mapping] = panel["fieldConfig"]["defaults"]["mappings"]
     assert mapping["type"] == "range"
     assert mapping["options"]["result"]["text"] == "never"
@@ -241,7 +194,7 @@ def test_never_is_shown_as_never() -> None:
 def test_changes_table_has_a_column_per_kind(tmp_path: Path) -> None:
     """Changes by kind per target: a column per change kind, summed over replicas, and a row
     for a quiet target too."""
-    columns = _columns(_panel("Changes by kind per target"))
+    columns = table_columns(dashboard_panel("Changes by kind per target"))
     assert list(columns) == list(CHANGE_KINDS)
     for kind, expr in columns.items():
         assert f'kind="{kind}"' in expr
@@ -260,7 +213,7 @@ def test_changes_table_has_a_column_per_kind(tmp_path: Path) -> None:
     cases = [{"expr": columns[kind], "eval_time": "60m",
               "exp_samples": _samples({"blog": expected[kind], "quiet": 0})}
              for kind in CHANGE_KINDS]
-    _passed(_evaluate(tmp_path, series, cases))
+    promtool_passed(promtool_eval(tmp_path, series, cases))
 
 
 def _links(node: Any) -> list[dict[str, Any]]:
@@ -281,11 +234,11 @@ def _links(node: Any) -> list[dict[str, Any]]:
 def test_links_open_the_api_listings() -> None:
     """The panels link to the daemon's changes, issues and urls listings (and their CSV) under
     the api_url variable, with the target's name percent-encoded."""
-    dashboard = _dashboard()
-    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    shipped = dashboard()
+    variables = {v["name"]: v for v in shipped["templating"]["list"]}
     assert variables["api_url"]["type"] == "textbox"
     assert variables["api_url"]["query"].startswith("http")
-    links = [link["url"] for link in _links(dashboard)]
+    links = [link["url"] for link in _links(shipped)]
     assert links
     listings = re.compile(r"^\$\{api_url\}/api/v1/targets(/\$\{__(data\.fields|field\.labels)"
                           r"\.target:percentencode\}(/(changes|issues|urls|snapshots))?)?"
@@ -294,9 +247,9 @@ def test_links_open_the_api_listings() -> None:
     for listing in ("changes", "issues", "urls"):
         assert any(f"/{listing}" in url for url in links), listing
         assert any(f"/{listing}" in url and "format=csv" in url for url in links), listing
-    issues_table = _panel("Current issues by rule")
+    issues_table = dashboard_panel("Current issues by rule")
     assert any("issues?rule=${__data.fields.rule}" in link["url"]
                for link in _links(issues_table))
-    changes_table = _panel("Changes by kind per target")
+    changes_table = dashboard_panel("Changes by kind per target")
     for kind in CHANGE_KINDS:
         assert any(f"changes?kind={kind}&" in link["url"] for link in _links(changes_table))

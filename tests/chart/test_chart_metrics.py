@@ -15,7 +15,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-from charttools import CHART, MONITORING_APIS, exported_family, one, queried_metrics, render
+from charttools import (
+    MONITORING_APIS,
+    dashboard,
+    dashboard_panel,
+    exported_family,
+    one,
+    promtool_eval,
+    promtool_passed,
+    queried_metrics,
+    render,
+    table_columns,
+)
 from httpserver import Reply, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -60,16 +71,19 @@ def _daemon_command() -> list[str]:
 
 @pytest.fixture
 def daemon_metrics(tmp_path: Path) -> Iterator[str]:
-    """/metrics of a real `sitemap-monitor run` after its first check of a local sitemap."""
+    """/metrics of a real `sitemap-monitor run` after the first check of each target: "local"
+    succeeds, "broken" (a 404) fails, so it never succeeded."""
     with TestServer() as site:
         site.route("/sitemap.xml", Reply(body=SITEMAP, headers={"Content-Type": "text/xml"}))
+        site.route("/missing.xml", Reply(404))
         site.route("/hook", Reply(204))
         port = _free_port()
         config = {
             "database_url": f"sqlite:///{tmp_path}/monitor.db",
             "listen": f"127.0.0.1:{port}",
             "defaults": {"interval": "1h", "jitter": 0},
-            "targets": [{"name": "local", "url": site.url("/sitemap.xml")}],
+            "targets": [{"name": "local", "url": site.url("/sitemap.xml")},
+                        {"name": "broken", "url": site.url("/missing.xml")}],
             "alerts": {
                 "channels": [{"name": "hook", "type": "webhook", "url": site.url("/hook")}],
                 "rules": [{"name": "any", "when": "added", "channels": ["hook"]}],
@@ -92,11 +106,11 @@ def daemon_metrics(tmp_path: Path) -> Iterator[str]:
                     status, body = _get(base + "/metrics")
                 except OSError:
                     status = 0
-                # The first check has run once its counter has a sample above zero.
-                if status == 200 and any(
-                    s.name == "sitemap_monitor_checks_total" and s.value > 0
-                    for f in text_string_to_metric_families(body) for s in f.samples
-                ):
+                # A target's first check has run once its counter has a sample above zero.
+                if status == 200 and {
+                    s.labels["target"] for f in text_string_to_metric_families(body)
+                    for s in f.samples if s.name == "sitemap_monitor_checks_total" and s.value > 0
+                } == {"local", "broken"}:
                     break
                 time.sleep(0.3)
             else:
@@ -125,13 +139,13 @@ def _exported(body: str) -> set[str]:
 def _queried() -> dict[str, set[str]]:
     """Metric names per place that queries them: dashboard panels, variables and rules."""
     found: dict[str, set[str]] = {}
-    dashboard = json.loads((CHART / "dashboards" / "sitemap-monitor.json").read_text())
-    for panel in dashboard["panels"]:
+    shipped = dashboard()
+    for panel in shipped["panels"]:
         for target in panel.get("targets", []):
             found.setdefault(f"panel {panel['title']}", set()).update(
                 queried_metrics(target["expr"])
             )
-    for variable in dashboard["templating"]["list"]:
+    for variable in shipped["templating"]["list"]:
         found.setdefault(f"variable {variable['name']}", set()).update(
             queried_metrics(json.dumps(variable.get("query", "")))
         )
@@ -167,3 +181,40 @@ def test_metric_name_matching_is_strict() -> None:
     assert not exported_family("sitemap_monitor_urls_bucket", exported)
     assert queried_metrics('sum(rate(sitemap_monitor_x_total{a="b"}[5m])) / sitemap_monitor_y') == {
         "sitemap_monitor_x_total", "sitemap_monitor_y"}
+
+
+def test_time_since_last_success_lists_a_target_that_never_succeeded(
+    daemon_metrics: str, tmp_path: Path
+) -> None:
+    """On the daemon's own gauges, promtool gives the table a row for the failing target.
+
+    The daemon exports 0 as its last success: the table must count it from the epoch (60 s
+    at promtool's evaluation time of 1m), not drop it as it did before.
+    """
+    read = ("sitemap_monitor_last_success_timestamp_seconds",
+            "sitemap_monitor_last_check_timestamp_seconds",
+            "sitemap_monitor_target_interval_seconds")
+    gauges = {
+        (s.name, s.labels["target"]): s.value
+        for f in text_string_to_metric_families(daemon_metrics) for s in f.samples
+        if s.name in read
+    }
+    assert set(gauges) == {(name, t) for name in read for t in ("local", "broken")}
+    assert gauges[(read[0], "broken")] == 0
+    assert gauges[(read[1], "broken")] > 0
+    series = {f'{name}{{target="{target}"}}': f"{value!r}x5"
+              for (name, target), value in gauges.items()}
+    at = 60.0
+    expected = {
+        "since last success": {t: at - gauges[(read[0], t)] for t in ("local", "broken")},
+        "since last check": {t: at - gauges[(read[1], t)] for t in ("local", "broken")},
+        "interval": {t: gauges[(read[2], t)] for t in ("local", "broken")},
+    }
+    assert expected["since last success"]["broken"] == at
+    columns = table_columns(dashboard_panel("Time since last success"))
+    cases = [
+        {"expr": columns[column], "eval_time": "1m",
+         "exp_samples": [{"labels": f'{{target="{t}"}}', "value": v} for t, v in values.items()]}
+        for column, values in expected.items()
+    ]
+    promtool_passed(promtool_eval(tmp_path, series, cases))
