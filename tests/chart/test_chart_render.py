@@ -315,6 +315,31 @@ def test_dashboard_label_is_configurable() -> None:
     assert cm["metadata"]["namespace"] == "grafana"
 
 
+def _api_url_default(*args: str) -> tuple[str, str]:
+    """The rendered dashboard's api_url default, and the dashboard's JSON text."""
+    docs = render("default-values.yaml", "--set", "dashboards.enabled=true", *args)
+    text = one(docs, "ConfigMap", "sm-sitemap-monitor-dashboards")["data"]["sitemap-monitor.json"]
+    variables = {v["name"]: v for v in json.loads(text)["templating"]["list"]}
+    api_url = variables["api_url"]
+    assert api_url["current"]["value"] == api_url["current"]["text"] == api_url["query"]
+    assert api_url["options"] == [{"selected": True, "text": api_url["query"],
+                                   "value": api_url["query"]}]
+    return api_url["query"], text
+
+
+def test_dashboard_api_url_is_configurable() -> None:
+    """dashboards.apiUrl becomes the api_url variable's default, and only that changes."""
+    default, shipped = _api_url_default()
+    assert default == "http://127.0.0.1:8080"
+    url, text = _api_url_default("--set", "dashboards.apiUrl=https://sitemaps.example.com/")
+    assert url == "https://sitemaps.example.com"
+    assert text == shipped.replace('"http://127.0.0.1:8080"', '"https://sitemaps.example.com"')
+    assert text.count("https://sitemaps.example.com") == 5, "the variable's five places"
+    rejected = helm_template("--set", "dashboards.apiUrl=sitemaps.example.com", check=False)
+    assert rejected.returncode != 0
+    assert "/dashboards/apiUrl" in rejected.stderr, rejected.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
