@@ -65,21 +65,26 @@ class SnapshotRef:
     time: datetime | None = None
 
 
+Rows = Iterator[tuple[dict[str, Any], tuple[Any, ...]]]
+
+
 @dataclass(slots=True)
 class Listing:
     """An open listing: what it is of (``head``), the name of its rows, their columns for CSV
-    and tables, and the rows with the cursor after each."""
+    and tables, and the rows, each with the position after it; ``where`` is the kind and the
+    query that a cursor from such a position carries (``cursor``)."""
 
     head: dict[str, Any]
     key: str
     columns: tuple[str, ...]
-    rows: Iterator[tuple[dict[str, Any], str]]
+    rows: Rows
+    where: tuple[str, list[Any]]
     table: tuple[str, ...] = ()  # the columns a table shows (default: all)
     # Set by ``render``: the rows written, and where a limit stopped it, the cursor that
     # continues and the rows left.
     count: int = 0
     next_cursor: str | None = None
-    rest: Iterator[tuple[dict[str, Any], str]] | None = field(default=None, repr=False)
+    rest: Rows | None = field(default=None, repr=False)
 
 
 def parse_time(raw: str, param: str, now: datetime) -> datetime:
@@ -198,14 +203,14 @@ def render(listing: Listing, fmt: str, *, limit: int | None = None,
     size = 0
     count = 0
     rows = listing.rows
-    last_cursor = None
+    last: tuple[Any, ...] = ()
     for row, after in rows:
         if limit is not None and count >= limit:
-            listing.next_cursor = last_cursor
+            listing.next_cursor = cursor(*listing.where, last)  # made once, not for every row
             listing.rest = _chain_one((row, after), rows)
             break
         writer.row(row)
-        last_cursor = after
+        last = after
         count += 1
         size += len(pending[-1]) if pending else 0
         if size > 65536:
@@ -218,8 +223,7 @@ def render(listing: Listing, fmt: str, *, limit: int | None = None,
     yield "".join(pending)
 
 
-def _chain_one(first: tuple[dict[str, Any], str], rest: Iterator[tuple[dict[str, Any], str]],
-               ) -> Iterator[tuple[dict[str, Any], str]]:
+def _chain_one(first: tuple[dict[str, Any], tuple[Any, ...]], rest: Rows) -> Rows:
     yield first
     yield from rest
 

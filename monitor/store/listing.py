@@ -33,7 +33,6 @@ from monitor.listing import (
     Listing,
     NotFound,
     SnapshotRef,
-    cursor,
     matches,
     read_cursor,
 )
@@ -43,7 +42,7 @@ from monitor.store.sql import read_sets, transaction
 
 __all__ = ["open_changes", "open_diff", "open_issues", "open_urls"]
 
-_ROWS = Iterator[tuple[dict[str, Any], str]]
+_ROWS = Iterator[tuple[dict[str, Any], tuple[Any, ...]]]
 
 
 def _target_id(conn: Connection, name: str) -> int:
@@ -113,13 +112,13 @@ def open_urls(engine: Engine, name: str, at: SnapshotRef | None, status: str | N
     target_id, snapshot_id = transaction(engine, resolve)
     query = [snapshot_id, status or ""]
     start = [0, 0] if after is None else read_cursor(after, "urls", query, (int, int))
-    rows = _url_rows(engine, target_id, snapshot_id, status, query, start[0], start[1])
+    rows = _url_rows(engine, target_id, snapshot_id, status, start[0], start[1])
     return Listing({"target": name, "snapshot_id": snapshot_id}, "urls", URL_COLUMNS, rows,
-                   table=("status", "loc", "lastmod", "document"))
+                   ("urls", query), table=("status", "loc", "lastmod", "document"))
 
 
 def _url_rows(engine: Engine, target_id: int, snapshot_id: int, status: str | None,
-              query: list[Any], set_id: int, position: int) -> _ROWS:
+              set_id: int, position: int) -> _ROWS:
     while (found := _next_set(engine, target_id, snapshot_id, set_id, status)) is not None:
         next_id, document, data = found
         start = position if next_id == set_id else 0
@@ -134,7 +133,7 @@ def _url_rows(engine: Engine, target_id: int, snapshot_id: int, status: str | No
             yield ({"loc": locs[i], "document": document, "status": state,
                     "lastmod": fields[0][i], "changefreq": fields[1][i],
                     "priority": fields[2][i], "extensions": fields[3][i]},
-                   cursor("urls", query, [next_id, i + 1]))
+                   (next_id, i + 1))
         set_id, position = next_id + 1, 0
 
 
@@ -158,9 +157,9 @@ def open_issues(engine: Engine, name: str, at: SnapshotRef | None, rules: Sequen
     target_id, snapshot_id, own = transaction(engine, resolve)
     query = [snapshot_id, list(rules)]
     start = [0, 0] if after is None else read_cursor(after, "issues", query, (int, int))
-    rows = _issue_rows(engine, target_id, snapshot_id, own, rules, query, start[0], start[1])
+    rows = _issue_rows(engine, target_id, snapshot_id, own, rules, start[0], start[1])
     return Listing({"target": name, "snapshot_id": snapshot_id}, "issues", ISSUE_COLUMNS, rows,
-                   table=("severity", "rule", "loc", "message"))
+                   ("issues", query), table=("severity", "rule", "loc", "message"))
 
 
 def _issue(rule: str, message: str, loc: str | None, document: str | None) -> dict[str, Any]:
@@ -204,19 +203,19 @@ def _set_issues(document: str, stored: entryset.Columns) -> Iterator[dict[str, A
 
 
 def _issue_rows(engine: Engine, target_id: int, snapshot_id: int, own: list[dict[str, Any]],
-                rules: Sequence[str], query: list[Any], set_id: int, index: int) -> _ROWS:
+                rules: Sequence[str], set_id: int, index: int) -> _ROWS:
     if set_id == 0:  # the snapshot's own issues come first (position 0)
         for i in range(index, len(own)):
             row = _stored_issue(own[i], None)
             if matches(row["rule"], rules):
-                yield row, cursor("issues", query, [0, i + 1])
+                yield row, (0, i + 1)
         set_id, index = 1, 0
     while (found := _next_set(engine, target_id, snapshot_id, set_id)) is not None:
         next_id, document, data = found
         start = index if next_id == set_id else 0
         for i, row in enumerate(_set_issues(document, entryset.unpack(data))):
             if i >= start and matches(row["rule"], rules):
-                yield row, cursor("issues", query, [next_id, i + 1])
+                yield row, (next_id, i + 1)
         set_id, index = next_id + 1, 0
 
 
@@ -227,21 +226,34 @@ CHANGE_COLUMNS = ("kind", "loc", "before", "after")
 
 def open_diff(engine: Engine, name: str, start: SnapshotRef, end: SnapshotRef | None,
               kinds: Sequence[str], after: str | None) -> Listing:
-    """What changed between two snapshots, net: each loc once, by loc."""
+    """What changed between two snapshots, net: each loc once. When one check recorded every
+    change between them (two adjacent snapshots, the usual question), its rows are the answer,
+    in the order it recorded them and streamed at once; else the changes are composed by loc
+    (in the database's order of locs), which sorts them all before the first row."""
 
-    def resolve(conn: Connection) -> tuple[int, int, int]:
+    def resolve(conn: Connection) -> tuple[int, int, int, int | None]:
         target_id = _target_id(conn, name)
-        return (target_id, _snapshot(conn, target_id, name, start, "from"),
-                _snapshot(conn, target_id, name, end, "to"))
+        first = _snapshot(conn, target_id, name, start, "from")
+        last = _snapshot(conn, target_id, name, end, "to")
+        c = changes.c
+        low, high = conn.execute(
+            select(func.min(c.snapshot_id), func.max(c.snapshot_id))
+            .where(c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last)
+        ).one()
+        return target_id, first, last, low if low == high else None
 
-    target_id, first, last = transaction(engine, resolve)
+    target_id, first, last, single = transaction(engine, resolve)
     if first > last:
         raise BadParameter(f"from: snapshot {first} is later than to's, {last}")
     query = [first, last, list(kinds)]
-    position = [""] if after is None else read_cursor(after, "diff", query, (str,))
-    rows = _diff_rows(engine, target_id, first, last, kinds, query, position[0])
+    if single is not None:
+        position = [0] if after is None else read_cursor(after, "diff", query, (int,))
+        rows = _recorded_rows(engine, single, kinds, position[0])
+    else:
+        position = [""] if after is None else read_cursor(after, "diff", query, (str,))
+        rows = _diff_rows(engine, target_id, first, last, kinds, str(position[0]))
     return Listing({"target": name, "from_snapshot_id": first, "to_snapshot_id": last},
-                   "changes", CHANGE_COLUMNS, rows, table=("kind", "loc"))
+                   "changes", CHANGE_COLUMNS, rows, ("diff", query), table=("kind", "loc"))
 
 
 def net(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
@@ -256,10 +268,27 @@ def net(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | No
     return "invalid" if before.get("valid", True) and not after.get("valid", True) else "changed"
 
 
+def _stream(engine: Engine, statement: Any) -> Iterator[Any]:
+    """The rows of a query as the database sends them, on a connection of their own."""
+    with engine.connect() as conn:
+        yield from conn.execution_options(stream_results=True, yield_per=5000).execute(statement)
+
+
+def _recorded_rows(engine: Engine, snapshot_id: int, kinds: Sequence[str], after_id: int,
+                   ) -> _ROWS:
+    c = changes.c
+    statement = select(c.id, c.loc, c.before, c.after).where(c.snapshot_id == snapshot_id,
+                                                               c.id > after_id)
+    for change_id, loc, raw_before, raw_after in _stream(engine, statement.order_by(c.id)):
+        before = None if raw_before is None else json.loads(raw_before)
+        after = None if raw_after is None else json.loads(raw_after)
+        kind = net(before, after)
+        if kind is not None and (not kinds or kind in kinds):
+            yield {"kind": kind, "loc": loc, "before": before, "after": after}, (change_id,)
+
+
 def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Sequence[str],
-               query: list[Any], after_loc: str) -> _ROWS:
-    if first == last:
-        return
+               after_loc: str) -> _ROWS:
     c = changes.c
     grouped = (
         select(c.loc, func.min(c.id).label("first"), func.max(c.id).label("last"))
@@ -274,15 +303,12 @@ def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Seq
         .join(closing, closing.c.id == grouped.c.last)
         .order_by(grouped.c.loc)
     )
-    with engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=5000).execute(statement)
-        for loc, raw_before, raw_after in result:
-            before = None if raw_before is None else json.loads(raw_before)
-            after = None if raw_after is None else json.loads(raw_after)
-            kind = net(before, after)
-            if kind is not None and (not kinds or kind in kinds):
-                yield ({"kind": kind, "loc": loc, "before": before, "after": after},
-                       cursor("diff", query, [loc]))
+    for loc, raw_before, raw_after in _stream(engine, statement):
+        before = None if raw_before is None else json.loads(raw_before)
+        after = None if raw_after is None else json.loads(raw_after)
+        kind = net(before, after)
+        if kind is not None and (not kinds or kind in kinds):
+            yield {"kind": kind, "loc": loc, "before": before, "after": after}, (loc,)
 
 
 # ---- changes -------------------------------------------------------------------------------
@@ -297,13 +323,13 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
     since_text = "" if since is None else since.isoformat()
     query = [since_text, list(kinds)]
     position = [0] if after is None else read_cursor(after, "changes", query, (int,))
-    rows = _change_rows(engine, target_id, since, kinds, query, position[0])
-    return Listing({"target": name}, "changes", CHANGES_COLUMNS, rows,
+    rows = _change_rows(engine, target_id, since, kinds, position[0])
+    return Listing({"target": name}, "changes", CHANGES_COLUMNS, rows, ("changes", query),
                    table=("snapshot_id", "at", "kind", "loc"))
 
 
 def _change_rows(engine: Engine, target_id: int, since: datetime | None, kinds: Sequence[str],
-                 query: list[Any], before: int) -> _ROWS:
+                 before: int) -> _ROWS:
     from monitor.store.daemon import _iso
 
     c, s = changes.c, snapshots.c
@@ -318,12 +344,8 @@ def _change_rows(engine: Engine, target_id: int, since: datetime | None, kinds: 
         statement = statement.where(c.kind.in_(list(kinds)))
     if before:
         statement = statement.where(c.id < before)
-    with engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=5000).execute(
-            statement.order_by(c.id.desc()))
-        for row in result:
-            yield ({"id": row.id, "snapshot_id": row.snapshot_id, "at": _iso(row.started_at),
-                    "kind": row.kind, "loc": row.loc,
-                    "before": None if row.before is None else json.loads(row.before),
-                    "after": None if row.after is None else json.loads(row.after)},
-                   cursor("changes", query, [row.id]))
+    for row in _stream(engine, statement.order_by(c.id.desc())):
+        yield ({"id": row.id, "snapshot_id": row.snapshot_id, "at": _iso(row.started_at),
+                "kind": row.kind, "loc": row.loc,
+                "before": None if row.before is None else json.loads(row.before),
+                "after": None if row.after is None else json.loads(row.after)}, (row.id,))

@@ -92,28 +92,37 @@ def test_a_removal_of_50000_urls_is_listed_in_full_in_every_format(
     assert {r["loc"] for r in listing(capsys, db, "urls", root, fmt="ndjson")} == set(kept)
 
     # --limit: a page, the count left and the command that goes on, to the end.
+    for argv in (["changes", root, "--kind", "removed"],
+                 ["diff", root, "--from", str(first["snapshot_id"]), "--kind", "removed"],
+                 ["urls", root, "--at", str(first["snapshot_id"]), "--status", "valid"]):
+        seen, lefts = paged(capsys, [*argv, "--database-url", db, "--limit", "20000"])
+        expected = gone if argv[0] != "urls" else set(a) | set(b)
+        assert lefts == [len(expected) - 20_000, len(expected) - 40_000], argv
+        assert len(seen) == len(expected), argv
+        assert set(seen) == expected, argv
+
+
+def paged(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[list[str], list[int]]:
+    """Every loc of a listing run as its hints say, page after page (NDJSON); and the counts
+    left that each cut page reported."""
     seen: list[str] = []
-    argv = ["changes", root, "--kind", "removed", "--database-url", db, "--format", "ndjson",
-            "--limit", "20000"]
     lefts = []
+    argv = [*argv, "--format", "ndjson"]
     while True:
         code, out, err = run(capsys, *argv)
         assert code == 0
-        page = rows("ndjson", out, "changes")
+        page = rows("ndjson", out, "")
         seen.extend(r["loc"] for r in page)
         if not err:
             assert '"next_cursor"' not in out
-            break
+            return seen, lefts
         match = re.fullmatch(r"sitemap-monitor: listed (\d+), (\d+) more: continue with "
                              r"(sitemap-monitor .*)\n", err)
         assert match, err
-        assert int(match[1]) == len(page) == 20_000
+        assert int(match[1]) == len(page)
         lefts.append(int(match[2]))
         assert json.loads(out.splitlines()[-1])["next_cursor"]
         argv = shlex.split(match[3])[1:]
-    assert lefts == [30_000, 10_000]
-    assert len(seen) == 50_000
-    assert set(seen) == gone
 
 
 def test_urls_at_three_past_snapshots(site: Site, db: str,
@@ -251,5 +260,4 @@ def test_a_diff_between_any_two_snapshots_is_the_composition_of_the_changes_betw
              or (before[loc]["lastmod"], before[loc]["status"])
              != (after[loc]["lastmod"], after[loc]["status"])}
     assert {r["loc"] for r in diff} == moved
-    assert [r["loc"] for r in diff] == sorted(r["loc"] for r in diff) or db.startswith(
-        "postgresql")  # by loc, in the database's collation
+    assert len(diff) == len({r["loc"] for r in diff})  # each loc once
