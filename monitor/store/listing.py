@@ -121,20 +121,27 @@ def _url_rows(engine: Engine, target_id: int, snapshot_id: int, status: str | No
               set_id: int, position: int) -> _ROWS:
     while (found := _next_set(engine, target_id, snapshot_id, set_id, status)) is not None:
         next_id, document, data = found
-        start = position if next_id == set_id else 0
-        stored = entryset.unpack(data)
-        locs = stored.locs()
-        fields = [stored.column(i) for i in range(1, 5)]
-        invalid = stored.invalid()
-        for i in range(start, len(locs)):
-            state = "invalid" if i in invalid else "valid"
-            if status is not None and state != status:
-                continue
-            yield ({"loc": locs[i], "document": document, "status": state,
-                    "lastmod": fields[0][i], "changefreq": fields[1][i],
-                    "priority": fields[2][i], "extensions": fields[3][i]},
-                   (next_id, i + 1))
+        del found  # one document's entries held at a time: not the last one's with the next
+        yield from _set_urls(next_id, document, data, position if next_id == set_id else 0,
+                             status)
         set_id, position = next_id + 1, 0
+
+
+def _set_urls(set_id: int, document: str, data: bytes, start: int, status: str | None,
+              ) -> _ROWS:
+    stored = entryset.unpack(data)
+    del data
+    locs = stored.locs()
+    lastmods, changefreqs, priorities, extensions = (stored.column(i) for i in range(1, 5))
+    invalid = stored.invalid()
+    del stored
+    for i in range(start, len(locs)):
+        state = "invalid" if i in invalid else "valid"
+        if status is not None and state != status:
+            continue
+        yield ({"loc": locs[i], "document": document, "status": state,
+                "lastmod": lastmods[i], "changefreq": changefreqs[i],
+                "priority": priorities[i], "extensions": extensions[i]}, (set_id, i + 1))
 
 
 # ---- issues --------------------------------------------------------------------------------

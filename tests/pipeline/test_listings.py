@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from peak import run_cli
 from site_fixture import Site, index, urlset
 
 from monitor.cli import main
@@ -261,3 +262,31 @@ def test_a_diff_between_any_two_snapshots_is_the_composition_of_the_changes_betw
              != (after[loc]["lastmod"], after[loc]["status"])}
     assert {r["loc"] for r in diff} == moved
     assert len(diff) == len({r["loc"] for r in diff})  # each loc once
+
+
+def test_a_listing_takes_the_same_memory_for_150000_rows_as_for_50000(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Constant memory: one document's entries at a time (``urls``), rows as the database sends
+    them (``changes``, ``diff``). Peaks of the CLI in a child process, as a user runs it."""
+    peaks: dict[tuple[str, int], float] = {}
+    for children in (1, 3):
+        name = f"/t{children}"
+        paths = [f"{name}/{c}.xml" for c in range(children)]
+        site.set(f"{name}/index.xml", index([site.url(p) for p in paths]))
+        for c, path in enumerate(paths):
+            site.set(path, urlset(many(f"{children}-{c}-", 50_000)))
+        root = site.url(f"{name}/index.xml")
+        first = check(capsys, root, db)["snapshot_id"]
+        for c, path in enumerate(paths):
+            site.set(path, urlset(many(f"{children}-{c}-", 50_000, "2024-05-05")))
+        assert check(capsys, root, db)["changed"] == 50_000 * children
+        for argv in (["urls", root], ["changes", root], ["diff", root, "--from", str(first)]):
+            proc, peak = run_cli(*argv, "--database-url", db, "--format", "csv")
+            assert proc.returncode == 0, proc.stderr
+            assert proc.stdout.count("\n") == 50_000 * children + 1
+            peaks[argv[0], children] = peak
+    for listing_name in ("urls", "changes", "diff"):
+        small, big = peaks[listing_name, 1], peaks[listing_name, 3]
+        assert big < small + 12, (listing_name, small, big)
+    print(peaks)
