@@ -118,7 +118,10 @@ async def respond(request: Request, name: str, suffix: str, read: Read, now: dat
 
         def page(engine: Any) -> tuple[str, str | None]:
             found = opening(engine)
-            body = "".join(listing.render(found, fmt, limit=limit, link=link))
+            try:
+                body = "".join(listing.render(found, fmt, limit=limit, link=link))
+            finally:
+                listing.close(found)
             return body, found.next_cursor
 
         body, next_cursor = await read(page)

@@ -479,7 +479,8 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    """``urls``, ``issues``, ``diff``, ``changes``: streamed to the end, or to ``--limit``."""
+    """``urls``, ``issues``, ``diff``, ``changes``: streamed to the end, or to ``--limit``. A
+    reader that stops early (``| head``) ends the listing: there is nothing to finish."""
     from monitor import listing
     from monitor.store import listing as store
 
@@ -489,17 +490,24 @@ def _list(args: argparse.Namespace) -> int:
     try:
         try:
             opened = _open_listing(args, engine, store, listing)
-            for chunk in listing.render(opened, fmt, limit=args.limit):
-                _write(chunk)
-            left = 0 if opened.rest is None else sum(1 for _ in opened.rest)
         except (listing.BadParameter, listing.NotFound) as exc:
             raise ConfigError(str(exc)) from None
+        try:
+            for chunk in listing.render(opened, fmt, limit=args.limit):
+                sys.stdout.write(chunk)
+            sys.stdout.flush()
+            left = 0 if opened.rest is None else sum(1 for _ in opened.rest)
+        except BrokenPipeError:
+            _drop_stdout()
+            return EXIT_OK
+        finally:
+            listing.close(opened)
     finally:
         engine.dispose()
-    if opened.rest is not None:
+    if opened.next_cursor is not None:
         more = _without_cursor(args.argv)
         print(f"sitemap-monitor: listed {opened.count}, {left} more: continue with "
-              f"{shlex.join(['sitemap-monitor', *more, '--cursor', opened.next_cursor or ''])}",
+              f"{shlex.join(['sitemap-monitor', *more, '--cursor', opened.next_cursor])}",
               file=sys.stderr)
     return EXIT_OK
 
@@ -538,14 +546,6 @@ def _without_cursor(argv: list[str]) -> list[str]:
         elif not arg.startswith("--cursor="):
             out.append(arg)
     return out
-
-
-def _write(text: str) -> None:
-    """``_out`` for a listing's chunks (which carry their own line ends)."""
-    try:
-        sys.stdout.write(text)
-    except BrokenPipeError:
-        _drop_stdout()
 
 
 def _alerts_test(args: argparse.Namespace) -> int:

@@ -33,6 +33,7 @@ __all__ = [
     "Listing",
     "NotFound",
     "SnapshotRef",
+    "close",
     "cursor",
     "matches",
     "parse_kinds",
@@ -85,6 +86,13 @@ class Listing:
     count: int = 0
     next_cursor: str | None = None
     rest: Rows | None = field(default=None, repr=False)
+
+
+def close(listing: Listing) -> None:
+    """Let go of what a listing cut short still holds (its database cursor)."""
+    for rows in (listing.rest, listing.rows):
+        if rows is not None and hasattr(rows, "close"):
+            rows.close()
 
 
 def parse_time(raw: str, param: str, now: datetime) -> datetime:

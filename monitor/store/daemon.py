@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, func, or_, select, update
+from sqlalchemy import Connection, Engine, bindparam, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.store.schema import changes, documents, snapshots, targets
@@ -33,7 +33,6 @@ __all__ = [
     "claim_many",
     "get_target",
     "last_gauges",
-    "list_changes",
     "list_snapshots",
     "list_targets",
     "release",
@@ -386,51 +385,3 @@ def list_snapshots(
         return [_snapshot_json(row) for row in rows]
 
     return transaction(engine, work)
-
-
-def list_changes(
-    engine: Engine,
-    name: str,
-    *,
-    limit: int,
-    since: datetime | None = None,
-    kinds: Collection[str] | None = None,
-    before: int | None = None,
-) -> list[dict[str, Any]] | None:
-    """A target's changes, newest first, with ids below ``before``; None if no such target."""
-    c, s = changes.c, snapshots.c
-
-    def work(conn: Connection) -> list[dict[str, Any]] | None:
-        target_id = _target_id(conn, name)
-        if target_id is None:
-            return None
-        query = (
-            select(c.id, c.snapshot_id, c.kind, c.loc, c.before, c.after, s.started_at)
-            .join(snapshots, s.id == c.snapshot_id)
-            .where(c.target_id == target_id)
-        )
-        conditions = []
-        if since is not None:
-            conditions.append(s.started_at >= since)
-        if kinds:
-            conditions.append(c.kind.in_(sorted(kinds)))
-        if before is not None:
-            conditions.append(c.id < before)
-        if conditions:
-            query = query.where(and_(*conditions))
-        rows = conn.execute(query.order_by(c.id.desc()).limit(limit))
-        return [
-            {
-                "id": row.id,
-                "snapshot_id": row.snapshot_id,
-                "at": _iso(row.started_at),
-                "kind": row.kind,
-                "loc": row.loc,
-                "before": None if row.before is None else json.loads(row.before),
-                "after": None if row.after is None else json.loads(row.after),
-            }
-            for row in rows
-        ]
-
-    return transaction(engine, work)
-

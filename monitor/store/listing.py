@@ -278,7 +278,11 @@ def net(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | No
 def _stream(engine: Engine, statement: Any) -> Iterator[Any]:
     """The rows of a query as the database sends them, on a connection of their own."""
     with engine.connect() as conn:
-        yield from conn.execution_options(stream_results=True, yield_per=5000).execute(statement)
+        result = conn.execution_options(stream_results=True, yield_per=5000).execute(statement)
+        try:
+            yield from result
+        finally:  # also when the reader stops early: PostgreSQL's cursor is closed, not dropped
+            result.close()
 
 
 def _recorded_rows(engine: Engine, snapshot_id: int, kinds: Sequence[str], after_id: int,

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
+import pytest
 from conftest import T0, add_snapshot, add_target
 from sqlalchemy import Engine, select
 
+from monitor import listing
 from monitor.store import daemon as store
+from monitor.store import listing as store_listing
 from monitor.store.schema import targets
 
 
@@ -120,23 +125,31 @@ def test_changes_filter_by_time_and_kind_and_page(engine: Engine) -> None:
     add_snapshot(engine, a, at=T0, change_list=(("added", "u1"), ("added", "u2")))
     add_snapshot(engine, a, at=T0 + timedelta(hours=2),
                  change_list=(("removed", "u1"), ("invalid", "u2"), ("added", "u3")))
-    everything = store.list_changes(engine, "a", limit=100)
-    assert everything is not None
+
+    def changes(since: datetime | None = None, kinds: tuple[str, ...] = (),
+                after: str | None = None, limit: int | None = None,
+                ) -> tuple[list[dict[str, Any]], str | None]:
+        opened = store_listing.open_changes(engine, "a", since, kinds, after)
+        body = json.loads("".join(listing.render(opened, "json", limit=limit)))
+        return body["changes"], body["next_cursor"]
+
+    everything, _ = changes()
     assert [c["loc"] for c in everything] == ["u3", "u2", "u1", "u2", "u1"]
-    recent = store.list_changes(engine, "a", limit=100, since=T0 + timedelta(hours=1))
-    assert recent is not None
+    recent, _ = changes(since=T0 + timedelta(hours=1))
     assert [(c["kind"], c["loc"]) for c in recent] == [
         ("added", "u3"), ("invalid", "u2"), ("removed", "u1")]
     assert recent[0]["at"] == "2024-05-01T14:00:00Z"
     assert recent[0]["after"] == {"lastmod": None}
-    added = store.list_changes(engine, "a", limit=2, kinds={"added"})
-    assert added is not None
+    assert changes(since=T0 + timedelta(hours=3)) == ([], None)
+    added, cursor = changes(kinds=("added",), limit=2)
     assert [c["loc"] for c in added] == ["u3", "u2"]
-    older = store.list_changes(engine, "a", limit=2, kinds={"added"}, before=added[-1]["id"])
-    assert older is not None
+    older, end = changes(kinds=("added",), after=cursor, limit=2)
     assert [c["loc"] for c in older] == ["u1"]
-    assert store.list_changes(engine, "nope", limit=1) is None
-
+    assert end is None
+    with pytest.raises(listing.BadParameter, match="another query"):
+        changes(after=cursor)
+    with pytest.raises(listing.NotFound):
+        store_listing.open_changes(engine, "nope", None, (), None)
 
 def test_a_batch_claims_the_due_free_targets_each_on_its_interval(engine: Engine) -> None:
     for name in ("a", "b", "leased", "later"):

@@ -8,6 +8,8 @@ import io
 import json
 import re
 import shlex
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -290,3 +292,21 @@ def test_a_listing_takes_the_same_memory_for_150000_rows_as_for_50000(
         small, big = peaks[listing_name, 1], peaks[listing_name, 3]
         assert big < small + 12, (listing_name, small, big)
     print(peaks)
+
+
+def test_a_reader_that_stops_early_ends_the_listing_quietly(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    site.set("/s.xml", urlset(many("q", 50_000)))
+    root = site.url("/s.xml")
+    check(capsys, root, db)
+    proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "urls", root, "--database-url",
+                             db, "--format", "csv"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    header = b"loc,document,status,lastmod,changefreq,priority,extensions\r\n"
+    assert proc.stdout.readline() == header
+    proc.stdout.close()  # `| head -1`
+    assert proc.wait(timeout=60) == 0
+    with proc.stderr:
+        assert proc.stderr.read() == b""  # no traceback, no "more" line
