@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from sqlalchemy import Engine
 from starlette.applications import Starlette
@@ -36,9 +37,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from monitor import api_listings
+from monitor import api_listings, openapi
 from monitor.config import Http
-from monitor.errors import MonitorError
+from monitor.errors import MonitorError, StoreError
 from monitor.store import daemon as store
 from monitor.store import db
 
@@ -59,6 +60,7 @@ REFUSALS_PER_SECOND = 200
 # The scope key in which Admission tells the server how long not to read a refused connection.
 HOLD = "sitemap_monitor.hold_seconds"
 _T = TypeVar("_T")
+log = structlog.get_logger("monitor.api")
 
 
 class ApiReads:
@@ -253,8 +255,13 @@ def create_app(
             item["configured"] = item["name"] in names
         return JSONResponse({"targets": found})
 
+    async def openapi_json(_request: Request) -> Response:
+        return Response(openapi.body(), media_type="application/json")
+
     async def target_routes(request: Request) -> Response:
         path: str = request.path_params["rest"]
+        if "\x00" in path:  # no target has one, and a database refuses to compare with it
+            return _error(400, "name: holds a NUL character")
         name, _, suffix = path.rpartition("/")
         # A target's name may itself contain "/": the whole path wins if it names a target.
         whole = await read(store.get_target, path)
@@ -287,19 +294,34 @@ def create_app(
 
     async def http_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return _error(exc.status_code, str(exc.detail))
+        answer = _error(exc.status_code, str(exc.detail))
+        answer.headers.update(exc.headers or {})  # a 405's Allow
+        return answer
 
-    async def internal_error(_request: Request, exc: Exception) -> Response:
-        return _error(503 if isinstance(exc, MonitorError) else 500, str(exc))
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        # The details go to the log, for the operator; the client learns what to do, not
+        # where the database is or who the daemon is to it.
+        if isinstance(exc, StoreError):
+            log.warning("api_database_error", path=request.url.path, error=str(exc))
+            answer = _error(503, "the database is unavailable; retry later")
+            answer.headers["retry-after"] = str(RETRY_AFTER)
+            return answer
+        log.error("api_error", path=request.url.path, error=f"{type(exc).__name__}: {exc}",
+                  exc_info=exc)
+        return _error(500, "internal error: the daemon's log has the details")
 
     routes = Starlette(
         routes=[
             Route("/metrics", metrics),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            Route("/api/v1/openapi.json", openapi_json),
             Route("/api/v1/targets", targets),
             Route("/api/v1/targets/{rest:path}", target_routes),
         ],
-        exception_handlers={HTTPException: http_error, MonitorError: internal_error},
+        # StoreError is answered here; any other exception is a bug, answered by Starlette's
+        # outermost layer, which also raises it again for the server to log.
+        exception_handlers={HTTPException: http_error, StoreError: internal_error,
+                            Exception: internal_error},
     )
     return Admission(routes, limits, open_connections=open_connections, on_refused=on_refused)

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from monitor import listing
+from monitor import listing, validate
 from monitor.model import RULES
 from monitor.store import listing as store
 
@@ -77,7 +77,8 @@ def _open(request: Request, name: str, suffix: str, now: datetime) -> Callable[[
     if suffix == "issues":
         at = listing.parse_snapshot(_text(request, "at"), "at", now)
         rules = listing.parse_rules(params.getlist("rule"), RULES)
-        return lambda engine: store.open_issues(engine, name, at, rules, after)
+        return lambda engine: store.open_issues(engine, name, at, rules, after,
+                                                validate.describe)
     kinds = listing.parse_kinds(params.getlist("kind"))
     if suffix == "diff":
         start = listing.parse_snapshot(_text(request, "from"), "from", now)

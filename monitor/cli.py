@@ -518,11 +518,12 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
         return store.open_urls(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
                                args.status, args.cursor)
     if args.command == "issues":
+        from monitor import validate
         from monitor.model import RULES
 
         rules = listing.parse_rules(args.rule, RULES, "--rule")
         return store.open_issues(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
-                                 rules, args.cursor)
+                                 rules, args.cursor, validate.describe)
     kinds = listing.parse_kinds(args.kind, "--kind")
     if args.command == "diff":
         start = listing.parse_snapshot(args.start, "--from", now)

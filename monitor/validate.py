@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from itertools import islice, repeat
 from operator import itemgetter
+from typing import Any
 from urllib.parse import urlsplit
 
 from monitor.model import UNUSABLE_LOC, Entry, EntryState, Issue
@@ -225,6 +226,11 @@ def issue(rule: str, entry: Entry, document_url: str) -> Issue:
     else:
         message = _MESSAGES[rule]
     return Issue(rule, message, loc=entry.loc, document=document_url)
+
+
+def describe(rule: str, entry: Entry, document_url: str) -> dict[str, Any]:
+    """``issue`` as JSON: how a listing of stored issues gives back an entry's issue."""
+    return issue(rule, entry, document_url).as_json()
 
 
 def validate_document(

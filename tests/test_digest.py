@@ -88,7 +88,8 @@ def test_a_new_document_validated_as_it_is_parsed_is_parsed_then_validated(basel
     found = _digests_as_parsed_then_validated(_document(3000), baseline)  # 420 KB: 7 chunks
     assert found.data is not None
     stored = entryset.unpack(found.data)
-    assert stored.duplicates() and stored.document_issues()
+    assert stored.duplicates()
+    assert stored.document_issues()
     assert {"loc-duplicate", "loc-missing", "loc-out-of-scope", "lastmod-future",
             "changefreq-invalid", "priority-invalid"} <= set(found.counts)
 

@@ -20,7 +20,7 @@ stream. What a row is made of at a snapshot:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +43,8 @@ from monitor.store.sql import read_sets, transaction
 __all__ = ["open_changes", "open_diff", "open_issues", "open_urls"]
 
 _ROWS = Iterator[tuple[dict[str, Any], tuple[Any, ...]]]
+# (rule id, entry, document URL) -> the issue as JSON: validate.describe.
+Describe = Callable[[str, Entry, str], dict[str, Any]]
 
 
 def _target_id(conn: Connection, name: str) -> int:
@@ -150,9 +152,10 @@ ISSUE_COLUMNS = ("rule", "severity", "loc", "document", "message")
 
 
 def open_issues(engine: Engine, name: str, at: SnapshotRef | None, rules: Sequence[str],
-                after: str | None) -> Listing:
+                after: str | None, describe: Describe) -> Listing:
     """The issues current at a snapshot (the latest by default), of the rules the globs
-    select (every rule when none)."""
+    select (every rule when none). An entry's issue is stored as its rule id; ``describe``
+    (validate.describe) makes it whole again, with its message."""
 
     def resolve(conn: Connection) -> tuple[int, int, list[dict[str, Any]]]:
         target_id = _target_id(conn, name)
@@ -164,7 +167,8 @@ def open_issues(engine: Engine, name: str, at: SnapshotRef | None, rules: Sequen
     target_id, snapshot_id, own = transaction(engine, resolve)
     query = [snapshot_id, list(rules)]
     start = [0, 0] if after is None else read_cursor(after, "issues", query, (int, int))
-    rows = _issue_rows(engine, target_id, snapshot_id, own, rules, start[0], start[1])
+    rows = _issue_rows(engine, target_id, snapshot_id, own, rules, start[0], start[1],
+                       describe)
     return Listing({"target": name, "snapshot_id": snapshot_id}, "issues", ISSUE_COLUMNS, rows,
                    ("issues", query), table=("severity", "rule", "loc", "message"))
 
@@ -184,10 +188,9 @@ def _stored_issue(item: dict[str, Any], document: str | None) -> dict[str, Any]:
                   item.get("document", document))
 
 
-def _set_issues(document: str, stored: entryset.Columns) -> Iterator[dict[str, Any]]:
+def _set_issues(document: str, stored: entryset.Columns, describe: Describe,
+                ) -> Iterator[dict[str, Any]]:
     """The issues a stored document version holds, in order: its own, then its entries'."""
-    from monitor import validate  # the entries' messages; only a listing of issues needs it
-
     for item in stored.document_issues():
         yield _stored_issue(item, document)
     for rule, count in sorted(stored.dropped().items()):
@@ -204,13 +207,13 @@ def _set_issues(document: str, stored: entryset.Columns) -> Iterator[dict[str, A
         entry = Entry(locs[i], fields[0][i], fields[1][i], fields[2][i], fields[3][i])
         for rule in by_position[i].split():
             try:
-                yield validate.issue(rule, entry, document).as_json()
+                yield describe(rule, entry, document)
             except KeyError:  # a rule of a later version of the rules, without a message here
                 yield _issue(rule, rule, entry.loc, document)
 
 
 def _issue_rows(engine: Engine, target_id: int, snapshot_id: int, own: list[dict[str, Any]],
-                rules: Sequence[str], set_id: int, index: int) -> _ROWS:
+                rules: Sequence[str], set_id: int, index: int, describe: Describe) -> _ROWS:
     if set_id == 0:  # the snapshot's own issues come first (position 0)
         for i in range(index, len(own)):
             row = _stored_issue(own[i], None)
@@ -220,7 +223,7 @@ def _issue_rows(engine: Engine, target_id: int, snapshot_id: int, own: list[dict
     while (found := _next_set(engine, target_id, snapshot_id, set_id)) is not None:
         next_id, document, data = found
         start = index if next_id == set_id else 0
-        for i, row in enumerate(_set_issues(document, entryset.unpack(data))):
+        for i, row in enumerate(_set_issues(document, entryset.unpack(data), describe)):
             if i >= start and matches(row["rule"], rules):
                 yield row, (next_id, i + 1)
         set_id, index = next_id + 1, 0

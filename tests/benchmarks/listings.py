@@ -66,7 +66,8 @@ def _run(argv: list[str]) -> tuple[int, float, float, float, int]:
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", _MAIN_WITH_PEAK, *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     first = proc.stdout.read(1)
     first_byte = time.perf_counter() - started
     lines = first.count(b"\n")
@@ -78,7 +79,8 @@ def _run(argv: list[str]) -> tuple[int, float, float, float, int]:
     proc.wait()
     total = time.perf_counter() - started
     peak = re.search(r"peak-kib (\d+)", err)
-    assert proc.returncode == 0 and peak, err[-2000:]
+    assert proc.returncode == 0, err[-2000:]
+    assert peak, err[-2000:]
     return lines, int(peak[1]) / 1024, first_byte, total, size
 
 

@@ -303,7 +303,8 @@ def test_a_reader_that_stops_early_ends_the_listing_quietly(
     proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "urls", root, "--database-url",
                              db, "--format", "csv"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     header = b"loc,document,status,lastmod,changefreq,priority,extensions\r\n"
     assert proc.stdout.readline() == header
     proc.stdout.close()  # `| head -1`

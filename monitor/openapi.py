@@ -1,0 +1,321 @@
+"""The OpenAPI 3.1 document of the daemon's HTTP port (SPEC 7), served at /api/v1/openapi.json.
+
+Written out here rather than derived from the routes: the routes are a handful of Starlette
+functions, and what a client needs (each parameter's form, each answer's shape, that every bad
+parameter is a 400 naming it) is the contract, not an accident of the code. The values that the
+code also checks (rule ids, change kinds, limits) come from the code, so the two cannot drift;
+tests/daemon/test_openapi.py validates the daemon's real answers against this document and
+fuzzes it with schemathesis.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from monitor import __version__, api_listings, listing
+from monitor.model import RULES
+
+__all__ = ["body", "document"]
+
+_SNAPSHOTS_LIMIT = 1000  # monitor.api.MAX_LIMIT (api imports this module)
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(kind: str | list[str]) -> dict[str, Any]:
+    kinds = [kind] if isinstance(kind, str) else kind
+    return {"type": [*kinds, "null"]}
+
+
+_TIME = {"type": "string", "format": "date-time"}
+_TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
+_ANY: dict[str, Any] = {}  # a field's value as the sitemap wrote it, or as a change recorded it
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {
+            "type": "object",
+            "required": ["status", "message"],
+            "properties": {"status": {"type": "integer"},
+                           "message": {"type": "string",
+                                       "description": "One line; a 400 starts with the "
+                                                      "parameter's name."}},
+        }},
+    },
+    "Status": {
+        "type": "object",
+        "required": ["status"],
+        "properties": {"status": {"type": "string", "enum": ["ok", "stopping", "unavailable"]},
+                       "error": {"type": "string"}},
+    },
+    "Snapshot": {
+        "type": "object",
+        "required": ["id", "started_at", "finished_at", "outcome", "urls", "invalid", "added",
+                     "removed", "changed", "issues", "error"],
+        "properties": {
+            "id": {"type": "integer"},
+            "started_at": _TIME,
+            "finished_at": _TIME_OR_NULL,
+            "outcome": {"type": "string"},
+            **{key: _nullable("integer") for key in (
+                "urls", "invalid", "duplicates", "added", "removed", "changed", "invalid_new",
+                "documents_ok", "documents_failed", "fetched_bytes")},
+            "duration_seconds": _nullable("number"),
+            "issues": {"type": "object", "additionalProperties": {"type": "integer"},
+                       "description": "Issues counted per rule id."},
+            "error": {"oneOf": [{"type": "null"}, {
+                "type": "object", "required": ["kind", "message"],
+                "properties": {"kind": {"type": "string"},
+                               "message": _nullable("string")}}]},
+        },
+    },
+    "Target": {
+        "type": "object",
+        "required": ["name", "url", "snapshots", "changes", "last_snapshot", "configured"],
+        "properties": {
+            "name": {"type": "string"},
+            "url": {"type": "string"},
+            "next_due_at": _TIME_OR_NULL,
+            "leased_by": _nullable("string"),
+            "snapshots": {"type": "integer"},
+            "changes": {"type": "integer"},
+            "last_snapshot": {"oneOf": [{"type": "null"}, _ref("Snapshot")]},
+            "configured": {"type": "boolean",
+                           "description": "In the daemon's configuration now (a target "
+                                          "removed from it keeps its history)."},
+        },
+    },
+    "Url": {
+        "type": "object",
+        "required": ["loc", "document", "status"],
+        "properties": {
+            "loc": {"type": "string"},
+            "document": {"type": "string"},
+            "status": {"type": "string", "enum": list(listing.STATUSES)},
+            "lastmod": _ANY, "changefreq": _ANY, "priority": _ANY, "extensions": _ANY,
+        },
+    },
+    "Issue": {
+        "type": "object",
+        "required": ["rule", "severity", "loc", "document", "message"],
+        "properties": {
+            "rule": {"type": "string"},
+            "severity": {"type": "string", "enum": sorted(set(RULES.values()))},
+            "loc": _nullable("string"),
+            "document": _nullable("string"),
+            "message": {"type": "string"},
+        },
+    },
+    "DiffRow": {
+        "type": "object",
+        "required": ["kind", "loc", "before", "after"],
+        "properties": {"kind": {"type": "string", "enum": list(listing.KINDS)},
+                       "loc": {"type": "string"}, "before": _ANY, "after": _ANY},
+    },
+    "Change": {
+        "type": "object",
+        "required": ["id", "snapshot_id", "at", "kind", "loc", "before", "after"],
+        "properties": {"id": {"type": "integer"}, "snapshot_id": {"type": "integer"},
+                       "at": _TIME, "kind": {"type": "string", "enum": list(listing.KINDS)},
+                       "loc": {"type": "string"}, "before": _ANY, "after": _ANY},
+    },
+}
+
+# The forms parse_snapshot reads (a real date within them is checked by the daemon).
+# The forms parse_snapshot reads (that a date is a real one is checked by the daemon). An empty
+# value, here and in every parameter, is the same as none (as an HTML form sends it).
+_TIME_PATTERN = (r"[0-9]+(\.[0-9]+)?[smhd]|[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                 r"([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?")
+_WHEN_SCHEMA = {"type": "string", "examples": ["1", "24h", "2026-05-01T12:00:00Z"],
+                "pattern": f"^(|[1-9][0-9]{{0,17}}|{_TIME_PATTERN})$"}
+_SINCE_SCHEMA = {"type": "string", "examples": ["24h", "2026-05-01T12:00:00Z"],
+                 "pattern": f"^(|{_TIME_PATTERN})$"}
+_WHEN = ("a snapshot id, an ISO 8601 time (the last snapshot at or before it) or a duration "
+         "back from now such as 90m, 6h, 2d")
+
+
+def _query(name: str, description: str, schema: dict[str, Any] | None = None, *,
+           many: bool = False) -> dict[str, Any]:
+    schema = schema or {"type": "string"}
+    if many:
+        schema = {"type": "array", "items": schema}
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": schema, **({"style": "form", "explode": True} if many else {})}
+
+
+_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"},
+         "description": "The target's configured name (a '/' in it is sent as %2F)."}
+_PAGING = [
+    _query("limit", f"Rows in this page (JSON: {api_listings.DEFAULT_LIMIT} unless given; "
+           "CSV and NDJSON: every row, streamed, unless given).",
+           {"type": "integer", "minimum": 1, "maximum": api_listings.MAX_LIMIT}),
+    _query("cursor", "Where the previous page stopped: its next_cursor, as it was given."),
+    _query("format", "The answer's form; also chosen by Accept: text/csv or "
+           "application/x-ndjson.", {"type": "string", "enum": ["json", "ndjson", "csv", ""]}),
+]
+_KIND = _query("kind", "Change kinds to keep (repeated, or comma-separated); all by default.",
+               {"type": "string", "enum": [*listing.KINDS, ""]}, many=True)
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": _ref("Error")}}}
+
+
+_BAD = _error("A parameter cannot be used: the message names it.")
+_UNKNOWN = _error("No such target, or no such snapshot of it.")
+_BUSY = {**_error("Too many requests in progress, or the database is unavailable; retry "
+                  "after the Retry-After header's seconds."),
+         "headers": {"Retry-After": {"schema": {"type": "integer"}}}}
+
+
+def _listing(key: str, head: dict[str, Any], row: str, params: list[dict[str, Any]],
+             summary: str) -> dict[str, Any]:
+    page = {
+        "type": "object",
+        "required": [*head, key, "next_cursor"],
+        "properties": {
+            **head,
+            key: {"type": "array", "items": _ref(row)},
+            "next_cursor": _nullable("string"),
+            "next": {**_nullable("string"), "description": "The URL of the next page."},
+        },
+    }
+    return {"get": {
+        "summary": summary,
+        "parameters": [_NAME, *params, *_PAGING],
+        "responses": {
+            "200": {
+                "description": "One page (JSON), or every row from the cursor on (CSV, NDJSON "
+                               "without a limit). A cut page has a Link: rel=\"next\" header.",
+                "headers": {"Link": {"schema": {"type": "string"}}},
+                "content": {
+                    "application/json": {"schema": page},
+                    "application/x-ndjson": {"schema": {"type": "string"}},
+                    "text/csv": {"schema": {"type": "string"}},
+                },
+            },
+            "400": _BAD, "404": _UNKNOWN, "503": _BUSY,
+        },
+    }}
+
+
+def _json_get(summary: str, schema: dict[str, Any], *, params: Sequence[dict[str, Any]] = (),
+              errors: tuple[str, ...] = ("404",), links: dict[str, Any] | None = None,
+              ) -> dict[str, Any]:
+    responses: dict[str, Any] = {"200": {"description": summary, "content": {
+        "application/json": {"schema": schema}}}}
+    if links:
+        responses["200"]["links"] = links
+    for status in errors:
+        responses[status] = {"400": _BAD, "404": _UNKNOWN}[status]
+    responses["503"] = _BUSY
+    return {"get": {"summary": summary, "parameters": list(params), "responses": responses}}
+
+
+_TARGET = "/api/v1/targets/{name}"
+_SNAPSHOT = {"type": "integer"}
+_HEAD = {"target": {"type": "string"}}
+
+
+def _operation_id(path: str) -> str:
+    """``target-urls`` for a target's route, ``api-v1-targets`` or ``healthz`` for others."""
+    if path.startswith(_TARGET):
+        return "target" + path[len(_TARGET):].replace("/", "-")
+    return path.strip("/").replace("/", "-").replace(".", "-")
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document, as a dict."""
+    status = {"application/json": {"schema": _ref("Status")}}
+    paths = {
+        "/healthz": {"get": {"summary": "The process and its scheduler are alive.",
+                             "responses": {"200": {"description": "Alive.", "content": status},
+                                           "503": {"description": "Stopping.",
+                                                   "content": status}}}},
+        "/readyz": {"get": {"summary": "The database can be written and its schema is the "
+                                       "newest.",
+                            "responses": {"200": {"description": "Ready.", "content": status},
+                                          "503": {"description": "Not ready: why.",
+                                                  "content": status}}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics (SPEC 8).", "responses": {
+            "200": {"description": "The text exposition format.",
+                    "content": {"text/plain": {"schema": {"type": "string"}}}},
+            "503": _BUSY}}},
+        "/api/v1/openapi.json": {"get": {"summary": "This document.", "responses": {
+            "200": {"description": "OpenAPI 3.1.",
+                    "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+        "/api/v1/targets": _json_get(
+            "Every stored target, configured or not, with its last snapshot.",
+            {"type": "object", "required": ["targets"],
+             "properties": {"targets": {"type": "array", "items": _ref("Target")}}},
+            errors=(), links={
+                _operation_id(f"{_TARGET}{suffix}"): {
+                    "operationId": _operation_id(f"{_TARGET}{suffix}"),
+                    "parameters": {"name": "$response.body#/targets/0/name"}}
+                for suffix in ("", "/snapshots", "/urls", "/issues", "/diff", "/changes")}),
+        _TARGET: _json_get("One target.", _ref("Target"), params=[_NAME]),
+        f"{_TARGET}/snapshots": _json_get(
+            "A target's snapshots, newest first.",
+            {"type": "object", "required": ["target", "snapshots", "next"],
+             "properties": {"target": {"type": "string"},
+                            "snapshots": {"type": "array", "items": _ref("Snapshot")},
+                            "next": _nullable("string")}},
+            params=[_NAME,
+                    _query("limit", "Snapshots in this page (50 unless given).",
+                           {"type": "integer", "minimum": 1, "maximum": _SNAPSHOTS_LIMIT}),
+                    _query("before", "Only snapshots with a smaller id (the next page's "
+                           "link sets it).", {"type": "integer", "minimum": 1,
+                                              "maximum": 2**62})],
+            errors=("400", "404")),
+        f"{_TARGET}/urls": _listing(
+            "urls", {**_HEAD, "snapshot_id": _SNAPSHOT}, "Url",
+            [_query("at", f"The snapshot: {_WHEN}; the latest by default.", _WHEN_SCHEMA),
+             _query("status", "Only valid or only invalid entries.",
+                    {"type": "string", "enum": [*listing.STATUSES, ""]})],
+            "The URL set at a snapshot."),
+        f"{_TARGET}/issues": _listing(
+            "issues", {**_HEAD, "snapshot_id": _SNAPSHOT}, "Issue",
+            [_query("at", f"The snapshot: {_WHEN}; the latest by default.", _WHEN_SCHEMA),
+             _query("rule", "Rule ids or globs (repeated or comma-separated), such as "
+                    f"lastmod-* ; known ids: {', '.join(sorted(RULES))}.",
+                    {"type": "string", "pattern": r"^([a-z*?][a-z0-9*?-]*)?$"}, many=True)],
+            "The issues found at a snapshot, each with its rule, severity and URL."),
+        f"{_TARGET}/diff": _listing(
+            "changes", {**_HEAD, "from_snapshot_id": _SNAPSHOT, "to_snapshot_id": _SNAPSHOT},
+            "DiffRow",
+            [{**_query("from", f"The first snapshot: {_WHEN}.", _WHEN_SCHEMA), "required": True},
+             _query("to", f"The second snapshot: {_WHEN}; the latest by default.",
+                    _WHEN_SCHEMA), _KIND],
+            "The net difference between two snapshots."),
+        f"{_TARGET}/changes": _listing(
+            "changes", _HEAD, "Change",
+            [_query("since", "Changes recorded at or after this time: an ISO 8601 time or a "
+                    "duration back from now (90m, 6h, 2d).", _SINCE_SCHEMA), _KIND],
+            "The changes recorded by each check, newest first."),
+    }
+    for path, item in paths.items():
+        item["get"]["operationId"] = _operation_id(path)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "sitemap-monitor", "version": __version__,
+                 "description": "The read-only HTTP API of the sitemap-monitor daemon "
+                                "(SPEC 7). Every list is paged by an opaque cursor; every "
+                                "bad parameter is a JSON 400 that names it; an empty "
+                                "parameter is the same as none."},
+        "paths": paths,
+        "components": {"schemas": _SCHEMAS},
+    }
+
+
+@functools.cache
+def body() -> bytes:
+    """The document as the daemon serves it."""
+    return json.dumps(document(), separators=(",", ":")).encode()
