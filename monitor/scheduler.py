@@ -331,7 +331,7 @@ class Scheduler:
             # checks it; this check wrote nothing and is no check at all, not a failed one.
             log.warning("lease lost: the check is rolled back",
                         seconds=round((self._clock() - started).total_seconds(), 3))
-            self._metrics.lease_lost(target.name)
+            self._metrics.lease_lost()
             return None, False
         except Exception as exc:
             # STYLE 10: push this target one interval on and carry on with the others.
