@@ -152,6 +152,7 @@ class _Check:
         self.conn: Connection | None = None
         self.db_lock = asyncio.Lock()
         self.snapshot_id: int | None = None
+        self.changes_written = 0  # change rows written so far (the target's change_count)
         self.first = True  # no previous documents: nothing to diff against
         self.state: store.TargetState | None = None
         # Held back to the end of the walk (re-checks only): see the module docstring.
@@ -590,7 +591,8 @@ class _Check:
         for change in found:
             self.changes.add(change)
         snapshot_id = await self._snapshot()
-        await self._db(store.write_changes, self._target_id(), snapshot_id, found)
+        self.changes_written += await self._db(store.write_changes, self._target_id(),
+                                               snapshot_id, found)
 
     async def _gone(self, sets: list[StoredSet]) -> None:
         """Entry sets of documents that no longer list URLs: their locs are held as removed."""
@@ -696,6 +698,7 @@ class _Check:
             result=r, issue_counts=issue_counts,
             document_states=list(self.read.values()), dropped_documents=self.dropped,
             untouched_documents=self.untouched, issues=issues,
+            changes_written=self.changes_written,
         ))
         r.issue_counts = issue_counts
         if self.alerts is not None and self.alerts.rules:

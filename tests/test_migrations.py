@@ -271,3 +271,36 @@ def test_every_database_an_earlier_release_left_half_made_is_made_again(tmp_path
         statements += 1
     assert statements > 10  # the kills did land inside the migrations
     assert refused == []
+
+
+def test_0005_fills_the_history_counts_from_the_rows(database_url: str) -> None:
+    """The counts the API shows are columns from 0005 on: filled once from the rows there."""
+    engine = db.make_engine(database_url)
+    try:
+        cfg = _alembic(engine)
+        command.upgrade(cfg, "0004")
+        t0 = datetime(2024, 5, 1, tzinfo=UTC)
+        with engine.begin() as conn:
+            for target in (1, 2, 3):
+                conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
+                                  "VALUES (:i, :n, 'https://e.test/i.xml', :t)"),
+                             {"i": target, "n": f"t{target}", "t": t0})
+            for sid, target, changed in ((1, 1, 0), (2, 1, 3), (3, 2, 5), (4, 1, 1)):
+                conn.execute(text("INSERT INTO snapshots (id, target_id, started_at, finished_at,"
+                                  " outcome) VALUES (:i, :t, :at, :at, 'ok')"),
+                             {"i": sid, "t": target, "at": t0})
+                for n in range(changed):
+                    conn.execute(text("INSERT INTO changes (snapshot_id, target_id, kind, loc) "
+                                      "VALUES (:s, :t, 'added', :l)"),
+                                 {"s": sid, "t": target, "l": f"u{n}"})
+        command.upgrade(cfg, "head")
+        with engine.connect() as conn:
+            found = conn.execute(text("SELECT id, snapshot_count, change_count FROM targets "
+                                      "ORDER BY id")).all()
+        assert [tuple(row) for row in found] == [(1, 3, 4), (2, 1, 5), (3, 0, 0)]
+        command.downgrade(cfg, "0004")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM snapshots")).scalar() == 4
+            assert conn.execute(text("SELECT count(*) FROM changes")).scalar() == 9
+    finally:
+        engine.dispose()

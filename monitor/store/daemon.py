@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, bindparam, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monitor.store.schema import changes, documents, snapshots, targets
+from monitor.store.schema import documents, snapshots, targets
 from monitor.store.sql import transaction
 
 __all__ = [
@@ -309,23 +309,15 @@ def _snapshot_json(row: Any) -> dict[str, Any]:
 
 def _targets_json(conn: Connection, name: str | None) -> list[dict[str, Any]]:
     t, s = targets.c, snapshots.c
-    last = _last_ids()
-    counts = (
-        select(s.target_id, func.count().label("n")).group_by(s.target_id).subquery()
-    )
-    change_counts = (
-        select(changes.c.target_id, func.count().label("n"))
-        .group_by(changes.c.target_id).subquery()
-    )
+    # The counts are kept by each snapshot's transaction: counting the rows here read every
+    # change of every target at each call (issue 27); the last snapshot is one index lookup
+    # per target, not a GROUP BY over every target's snapshots.
+    last_id = select(func.max(s.id)).where(s.target_id == t.id).scalar_subquery()
     query = (
         select(
             t.id, t.name, t.url, t.next_due_at, t.lease_owner, t.lease_until,
-            counts.c.n.label("snapshot_count"), change_counts.c.n.label("change_count"),
-            last.c.id.label("last_id"),
+            t.snapshot_count, t.change_count, last_id.label("last_id"),
         )
-        .outerjoin(last, last.c.target_id == t.id)
-        .outerjoin(counts, counts.c.target_id == t.id)
-        .outerjoin(change_counts, change_counts.c.target_id == t.id)
         .order_by(t.name)
     )
     if name is not None:

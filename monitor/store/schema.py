@@ -53,6 +53,10 @@ targets = Table(
     Column("next_due_at", UTC, nullable=True),
     Column("lease_owner", String(200), nullable=True),
     Column("lease_until", UTC, nullable=True),
+    # Kept by each snapshot's transaction (store.sql.close_snapshot), so that the API does not
+    # count a target's history at every call (migration 0005).
+    Column("snapshot_count", BigInteger, nullable=False, server_default=text("0")),
+    Column("change_count", BigInteger, nullable=False, server_default=text("0")),
 )
 
 snapshots = Table(
@@ -151,7 +155,10 @@ changes = Table(
     Column("loc", Text, nullable=False),
     Column("before", Text, nullable=True),
     Column("after", Text, nullable=True),
-    Index("ix_changes_target_id_id", "target_id", "id"),
+    # A target's changes in the order they were recorded (its checks run one at a time), and
+    # one kind's without reading the others: a listing reads the rows it lists (store.listing).
+    Index("ix_changes_target_id_snapshot_id", "target_id", "snapshot_id", "id"),
+    Index("ix_changes_target_id_kind", "target_id", "kind", "snapshot_id", "id"),
     Index("ix_changes_snapshot_id", "snapshot_id"),
 )
 

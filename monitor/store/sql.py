@@ -131,6 +131,11 @@ _LOAD_STATE = (
 )
 _NEW_SNAPSHOT = insert(snapshots).returning(snapshots.c.id)
 _END_SNAPSHOT = update(snapshots).where(snapshots.c.id == bindparam("snapshot"))
+_COUNT_HISTORY = (
+    update(targets).where(targets.c.id == bindparam("target"))
+    .values(snapshot_count=targets.c.snapshot_count + 1,
+            change_count=targets.c.change_count + bindparam("written"))
+)
 _SEEN_AGAIN = (
     update(target_documents)
     .where(target_documents.c.target_id == bindparam("target"),
@@ -267,9 +272,10 @@ def close_entry_sets(conn: Connection, ids: Collection[int], snapshot_id: int) -
 
 def write_changes(
     conn: Connection, target_id: int, snapshot_id: int, found: Iterable[Change]
-) -> None:
-    """One row per change (re-checks; a first check is the baseline and writes none)."""
-    _copy(conn, changes, _CHANGE_COLUMNS, (
+) -> int:
+    """One row per change (re-checks; a first check is the baseline and writes none); return
+    how many rows were written (for ``SnapshotWrite.changes_written``)."""
+    return _copy(conn, changes, _CHANGE_COLUMNS, (
         (snapshot_id, target_id, c.kind, c.loc,
          None if c.before is None else _state_json(c.before),
          None if c.after is None else _state_json(c.after))
@@ -291,6 +297,7 @@ class SnapshotWrite:
     dropped_documents: list[str]  # documents no longer listed by a complete index
     untouched_documents: list[str]  # 304 or same body: only last_snapshot_id moves
     issues: list[dict[str, Any]] = field(default_factory=list)  # snapshots.issues
+    changes_written: int = 0  # change rows this check wrote (targets.change_count)
 
 
 def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
@@ -324,6 +331,7 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
         conn.execute(_END_SNAPSHOT, {"snapshot": snapshot_id, **values})
     _write_documents(conn, snapshot_id, r.documents)
     _write_document_states(conn, snapshot_id, w)
+    conn.execute(_COUNT_HISTORY, {"target": w.target_id, "written": w.changes_written})
     return snapshot_id
 
 
@@ -406,8 +414,8 @@ _CHANGE_COLUMNS = ("snapshot_id", "target_id", "kind", "loc", "before", "after")
 
 def _copy(
     conn: Connection, table: Any, columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]]
-) -> None:
-    """Insert many rows fast, inside the caller's transaction.
+) -> int:
+    """Insert many rows fast, inside the caller's transaction; return how many.
 
     The change rows of a re-check that changed much: PostgreSQL gets COPY, SQLite the driver's
     own executemany over tuples; both skip SQLAlchemy's per-row work, which measured 4x
@@ -419,18 +427,22 @@ def _copy(
         with driver.cursor() as cursor, cursor.copy(  # type: ignore[union-attr]
             f"COPY {table.name} ({names}) FROM STDIN"
         ) as copy:
-            for row in rows:
+            count = 0
+            for count, row in enumerate(rows, 1):  # noqa: B007 - the count is the point
                 copy.write_row(row)
-        return
+        return count
     statement = f"INSERT INTO {table.name} ({names}) VALUES ({', '.join('?' * len(columns))})"
     batch: list[tuple[Any, ...]] = []
+    count = 0
     for row in rows:
         batch.append(row)
         if len(batch) >= _BATCH:
             driver.executemany(statement, batch)  # type: ignore[union-attr]
+            count += len(batch)
             batch = []
     if batch:
         driver.executemany(statement, batch)  # type: ignore[union-attr]
+    return count + len(batch)
 
 
 def _bulk(conn: Connection, table: Any, rows: Iterable[dict[str, Any]]) -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from harness import Daemon
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine, insert, update
 
 from monitor.store import db
 from monitor.store.schema import changes, documents, snapshots, targets
@@ -83,4 +83,8 @@ def add_snapshot(
             conn.execute(insert(changes).values(
                 snapshot_id=snapshot_id, target_id=target_id, kind=kind, loc=loc,
                 after=json.dumps({"lastmod": None}) if kind != "removed" else None))
+        # As a check's own transaction keeps them (store.sql.close_snapshot).
+        conn.execute(update(targets).where(targets.c.id == target_id).values(
+            snapshot_count=targets.c.snapshot_count + 1,
+            change_count=targets.c.change_count + len(change_list)))
     return snapshot_id

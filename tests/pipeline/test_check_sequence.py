@@ -222,7 +222,8 @@ def test_unchanged_recheck_is_one_read_and_three_writes(
     site: Site, db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A re-check answered 304 reads the target and its documents in one query and writes its
-    snapshot whole in one statement: a daemon's round of unchanged targets is mostly these."""
+    snapshot whole in one statement: a daemon's round of unchanged targets is mostly these.
+    The last statement moves the target's kept counts (what /api/v1/targets shows)."""
     site.set("/a.xml", urlset({U + "1": "2024-01-01", U + "2": "2024-01-02"}))
     code, first = check(capsys, site.url("/a.xml"), db)
     assert (code, first["added"]) == (0, 2)
@@ -242,7 +243,7 @@ def test_unchanged_recheck_is_one_read_and_three_writes(
     # The CLI's schema check comes first; the check's own statements begin with its read.
     checked = statements[[s.split()[:2] for s in statements].index(["SELECT", "targets.id"]):]
     assert checked == ["SELECT targets.id AS", "INSERT INTO snapshots", "INSERT INTO documents",
-                       "UPDATE target_documents SET"]
+                       "UPDATE target_documents SET", "UPDATE targets SET"]
     engine = create_engine(db)
     with engine.connect() as conn:
         row = conn.execute(
