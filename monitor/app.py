@@ -42,9 +42,14 @@ from monitor.store.outbox import SqlOutbox
 __all__ = ["parse_listen", "run"]
 
 logger = structlog.get_logger("monitor.app")
-# Connections the kernel holds until the event loop accepts them; the loop accepts up to this
-# many at a time.
+# The event loop accepts up to this many connections at a time (asyncio takes the listen
+# backlog for that too)...
 _BACKLOG = 128
+# ... and the kernel holds up to this many until it does (capped by net.core.somaxconn): a
+# burst of new connections past its queue is dropped, each client trying again 1 s, then 3 s
+# later, which a kubelet probe among them reads as a failure (a flood's first second made 3,000
+# such drops with the queue at 128).
+_KERNEL_BACKLOG = 4096
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -203,11 +208,17 @@ class _Protocol(H11Protocol):
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the daemon handles SIGTERM itself."""
+    """uvicorn without its own signal handling (the daemon handles SIGTERM itself), and with a
+    kernel queue of new connections longer than the batch the loop accepts at a time."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        for sock in sockets or ():
+            sock.listen(_KERNEL_BACKLOG)  # after asyncio's listen(_BACKLOG): only the queue grows
 
 
 def run(config_path: str | None, database_url: str | None) -> int:

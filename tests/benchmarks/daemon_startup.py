@@ -1,0 +1,107 @@
+"""A daemon with many small targets (issue 27): start-up, memory per target, logs, a scrape.
+
+Starts the sitemap server of daemon_scale.py (20-URL sitemaps with ETags) in its own process
+and ``sitemap-monitor run`` with ``--targets`` targets at ``--interval``, far more than one
+replica checks in an interval, so the schedule falls behind on purpose. Prints: seconds from the
+spawn to the first ``/healthz`` 200 and the daemon's CPU by then; RSS then and after
+``--seconds`` (and per target); the log lines written meanwhile and how many were warnings; one
+``/metrics`` scrape's size and seconds; the checks done.
+
+    .venv/bin/python tests/benchmarks/daemon_startup.py [--database sqlite|postgres]
+        [--targets 20000] [--interval 60s] [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from daemon_scale import _cpu_seconds, _database, _drop, _memory_mib, _serve
+
+from monitor.store import db
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--targets", type=int, default=20_000)
+    parser.add_argument("--interval", default="60s")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    args = parser.parse_args()
+
+    queue: Any = multiprocessing.Queue()
+    server = multiprocessing.Process(target=_serve, args=(queue, 20, False), daemon=True)
+    server.start()
+    port = queue.get(timeout=10)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        url, pg_name = _database(args.database, folder)
+        engine = db.make_engine(url)
+        db.upgrade(engine)
+        engine.dispose()
+        lines = [f"database_url: {url}", "listen: 127.0.0.1:0",
+                 f"defaults: {{interval: {args.interval}, allow_private: true}}", "targets:"]
+        lines += [f"  - {{name: t{i}, url: 'http://127.0.0.1:{port}/t{i}.xml'}}"
+                  for i in range(args.targets)]
+        config = folder / "monitor.yaml"
+        config.write_text("\n".join(lines) + "\n")
+        script = Path(sys.executable).with_name("sitemap-monitor")
+        spawned = time.monotonic()
+        proc = subprocess.Popen([str(script), "run", "--config", str(config)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        logged: list[str] = []
+        reader = threading.Thread(target=lambda: logged.extend(iter(proc.stderr.readline, "")),
+                                  daemon=True)
+        reader.start()
+        base = None
+        try:
+            while base is None:
+                assert proc.poll() is None, "".join(logged[-20:])
+                base = next((f"http://{json.loads(line)['listen']}" for line in list(logged)
+                             if '"started"' in line), None)
+                time.sleep(0.05)
+            while True:
+                try:
+                    if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+            ready = time.monotonic() - spawned
+            cpu_ready = _cpu_seconds(proc.pid)
+            rss_ready, _ = _memory_mib(proc.pid)
+            mark = len(logged)
+            time.sleep(args.seconds)
+            rss_later, peak = _memory_mib(proc.pid)
+            started = time.monotonic()
+            scrape = httpx.get(f"{base}/metrics", timeout=120)
+            scrape_s = time.monotonic() - started
+            window = logged[mark:]
+            warnings = sum('"level": "warning"' in line for line in window)
+            checks = sum('"event": "check"' in line for line in window)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+            server.terminate()
+            if pg_name:
+                _drop(pg_name)
+    n = args.targets
+    print(f"{args.database}, {n} targets at {args.interval}: /healthz after {ready:.1f} s "
+          f"({cpu_ready:.1f} s CPU); RSS {rss_ready:.0f} MiB then, {rss_later:.0f} MiB after "
+          f"{args.seconds:.0f} s (peak {peak:.0f}; {rss_later * 1024 / n:.1f} KiB a target); "
+          f"{len(window)} log lines in {args.seconds:.0f} s, {warnings} warnings, {checks} checks; "
+          f"/metrics {len(scrape.content) / 1e6:.1f} MB in {scrape_s:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
