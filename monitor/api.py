@@ -157,7 +157,10 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def _int(request: Request, key: str, default: int | None, low: int, high: int) -> int | None:
-    raw = request.query_params.get(key)
+    try:
+        raw = api_listings.one(request, key)
+    except ValueError as exc:  # listing.BadParameter
+        raise _BadRequest(str(exc)) from None
     if raw is None or raw == "":
         return default
     try:

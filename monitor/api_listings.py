@@ -23,7 +23,7 @@ from monitor import listing, validate
 from monitor.model import RULES
 from monitor.store import listing as store
 
-__all__ = ["MAX_LIMIT", "ROUTES", "respond"]
+__all__ = ["MAX_LIMIT", "ROUTES", "one", "respond"]
 
 ROUTES = ("urls", "issues", "diff", "changes")
 MAX_LIMIT = 10_000  # rows of one page: what is read whole before it is sent
@@ -36,8 +36,16 @@ _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 Read = Callable[..., Awaitable[Any]]
 
 
+def one(request: Request, key: str) -> str | None:
+    """A parameter that takes one value: given twice is a mistake to say, not to guess at."""
+    values = request.query_params.getlist(key)
+    if len(values) > 1:
+        raise listing.BadParameter(f"{key}: given {len(values)} times; give it once")
+    return values[0] if values else None
+
+
 def _format(request: Request) -> str:
-    raw = request.query_params.get("format")
+    raw = one(request, "format")
     if raw:
         if raw not in _MEDIA:
             raise listing.BadParameter(f"format: {raw!r} is not one of json, ndjson, csv")
@@ -47,7 +55,7 @@ def _format(request: Request) -> str:
 
 
 def _limit(request: Request, fmt: str) -> int | None:
-    raw = request.query_params.get("limit")
+    raw = one(request, "limit")
     if raw is None or raw == "":
         return DEFAULT_LIMIT if fmt == "json" else None
     if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
@@ -56,7 +64,7 @@ def _limit(request: Request, fmt: str) -> int | None:
 
 
 def _text(request: Request, key: str) -> str | None:
-    raw = request.query_params.get(key)
+    raw = one(request, key)
     if raw is not None and "\x00" in raw:
         raise listing.BadParameter(f"{key}: holds a NUL character")
     return raw or None
