@@ -281,7 +281,8 @@ async def _serve(
     owner = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
     targets = cfg.resolved_targets()
     registry = CollectorRegistry()
-    metrics = Metrics(registry, [t.name for t in targets], [c.name for c in cfg.alerts.channels])
+    # The targets' series are made in slices by scheduler.start, once the port answers.
+    metrics = Metrics(registry, [], [c.name for c in cfg.alerts.channels])
     metrics.config_reloaded(True)
     fetcher = Fetcher(user_agent=cfg.defaults.user_agent, per_host=cfg.scheduler.per_host)
 
@@ -292,20 +293,11 @@ async def _serve(
 
     scheduler = Scheduler(
         engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)
-    # Before the first check can run, so a restored value never overwrites a fresh one;
-    # targets never checked keep their zeros.
-    for gauges in await asyncio.to_thread(store.last_gauges, engine, [t.name for t in targets]):
-        metrics.restore(
-            gauges.name, last_check=gauges.last_check, last_success=gauges.last_success,
-            urls=gauges.urls, invalid=gauges.invalid, issue_counts=gauges.issue_counts,
-            documents=gauges.documents)
-    await scheduler.start(targets)
-
     delivery = _Delivery(engine, owner, metrics)
     delivery.start(cfg.alerts)
     app = api.create_app(
         engine=engine, registry=registry,
-        alive=lambda: scheduler.running,
+        alive=lambda: scheduler.alive,
         configured=scheduler.target_names,
         on_scrape=delivery.refresh_pending,
         reads=reads,
@@ -334,6 +326,19 @@ async def _serve(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_stop, signum)
     loop.add_signal_handler(signal.SIGHUP, on_hup)
+
+    # With the port answering: 20,000 targets' series and jobs take seconds to make, in slices
+    # between which /healthz is answered. The gauges are restored before the first check can
+    # run, so a restored value never overwrites a fresh one; targets never checked keep zeros.
+    names = [t.name for t in targets]
+    for count, gauges in enumerate(await asyncio.to_thread(store.last_gauges, engine, names), 1):
+        metrics.restore(
+            gauges.name, last_check=gauges.last_check, last_success=gauges.last_success,
+            urls=gauges.urls, invalid=gauges.invalid, issue_counts=gauges.issue_counts,
+            documents=gauges.documents)
+        if count % 200 == 0:
+            await asyncio.sleep(0)
+    await scheduler.start(targets)
 
     host, port = sock.getsockname()[:2]
     shown = "localhost" if host in ("0.0.0.0", "::") else host  # noqa: S104

@@ -129,11 +129,17 @@ class Scheduler:
         # Releases that failed and are retried (see _release), by target.
         self._retries: dict[str, tuple[asyncio.Task[None], asyncio.Event]] = {}
         self._stopping = False
+        self._started = False
 
     @property
     def running(self) -> bool:
         """Whether checks are being scheduled (False once stopping)."""
         return self._aps.running and not self._stopping
+
+    @property
+    def alive(self) -> bool:
+        """What /healthz says: starting or running, not stopping (nor stopped under us)."""
+        return not self._stopping and (self._aps.running or not self._started)
 
     @property
     def in_flight(self) -> int:
@@ -146,6 +152,7 @@ class Scheduler:
 
     async def start(self, targets: Iterable[config.Target]) -> None:
         """Register the targets in the database and schedule their first checks."""
+        self._started = True
         self._aps.start()
         await self.update(targets)
 

@@ -14,8 +14,8 @@ spawn to the first ``/healthz`` 200 and the daemon's CPU by then; RSS then and a
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
+import socket
 import subprocess
 import sys
 import tempfile
@@ -48,7 +48,11 @@ def main() -> int:
         engine = db.make_engine(url)
         db.upgrade(engine)
         engine.dispose()
-        lines = [f"database_url: {url}", "listen: 127.0.0.1:0",
+        with socket.socket() as probe:  # a free port, known before the daemon says it
+            probe.bind(("127.0.0.1", 0))
+            listen = probe.getsockname()[1]
+        base = f"http://127.0.0.1:{listen}"
+        lines = [f"database_url: {url}", f"listen: 127.0.0.1:{listen}",
                  f"defaults: {{interval: {args.interval}, allow_private: true}}", "targets:"]
         lines += [f"  - {{name: t{i}, url: 'http://127.0.0.1:{port}/t{i}.xml'}}"
                   for i in range(args.targets)]
@@ -62,14 +66,9 @@ def main() -> int:
         reader = threading.Thread(target=lambda: logged.extend(iter(proc.stderr.readline, "")),
                                   daemon=True)
         reader.start()
-        base = None
         try:
-            while base is None:
-                assert proc.poll() is None, "".join(logged[-20:])
-                base = next((f"http://{json.loads(line)['listen']}" for line in list(logged)
-                             if '"started"' in line), None)
-                time.sleep(0.05)
             while True:
+                assert proc.poll() is None, "".join(logged[-20:])
                 try:
                     if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
                         break
@@ -78,6 +77,10 @@ def main() -> int:
                 time.sleep(0.1)
             ready = time.monotonic() - spawned
             cpu_ready = _cpu_seconds(proc.pid)
+            while not any('"started"' in line for line in list(logged)):
+                assert proc.poll() is None, "".join(logged[-20:])
+                time.sleep(0.05)
+            scheduled = time.monotonic() - spawned
             rss_ready, _ = _memory_mib(proc.pid)
             mark = len(logged)
             time.sleep(args.seconds)
@@ -96,8 +99,9 @@ def main() -> int:
                 _drop(pg_name)
     n = args.targets
     print(f"{args.database}, {n} targets at {args.interval}: /healthz after {ready:.1f} s "
-          f"({cpu_ready:.1f} s CPU); RSS {rss_ready:.0f} MiB then, {rss_later:.0f} MiB after "
-          f"{args.seconds:.0f} s (peak {peak:.0f}; {rss_later * 1024 / n:.1f} KiB a target); "
+          f"({cpu_ready:.1f} s CPU), every target scheduled after {scheduled:.1f} s; "
+          f"RSS {rss_ready:.0f} MiB then, {rss_later:.0f} MiB after {args.seconds:.0f} s "
+          f"(peak {peak:.0f}; {rss_later * 1024 / n:.1f} KiB a target); "
           f"{len(window)} log lines in {args.seconds:.0f} s, {warnings} warnings, {checks} checks; "
           f"/metrics {len(scrape.content) / 1e6:.1f} MB in {scrape_s:.2f} s")
     return 0
