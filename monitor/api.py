@@ -222,11 +222,12 @@ def create_app(
     limits: Http | None = None,
     open_connections: Callable[[], int] = lambda: 0,
     on_refused: Callable[[str], None] = lambda _lane: None,
+    exposition: Callable[[], bytes] | None = None,
 ) -> Admission:
     """The ASGI application of the daemon's HTTP port, behind its admission gate.
 
     ``engine`` serves the probes; the API reads through ``reads`` (by default its own threads
-    over ``engine``).
+    over ``engine``); ``/metrics`` sends ``exposition()`` (by default the registry's text).
     """
     limits = limits or Http()
     read = reads or ApiReads(engine, limits.database_connections)
@@ -235,7 +236,7 @@ def create_app(
         if on_scrape is not None:
             await on_scrape()
         # 10,000 targets are 400,000 samples, seconds of rendering: not on the event loop.
-        body = await asyncio.to_thread(generate_latest, registry)
+        body = await asyncio.to_thread(exposition or functools.partial(generate_latest, registry))
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     async def healthz(_request: Request) -> Response:

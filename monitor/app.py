@@ -296,7 +296,7 @@ async def _serve(
     delivery = _Delivery(engine, owner, metrics)
     delivery.start(cfg.alerts)
     app = api.create_app(
-        engine=engine, registry=registry,
+        engine=engine, registry=registry, exposition=metrics.exposition,
         alive=lambda: scheduler.alive,
         configured=scheduler.target_names,
         on_scrape=delivery.refresh_pending,

@@ -15,16 +15,21 @@ Series per target are what a scrape costs (issue 27: 68 a target made a 20,000-t
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import suppress
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.metrics_core import Metric
 
 from monitor import __version__
-from monitor.model import CHANGE_KINDS, CHECK_OUTCOMES, DOCUMENT_OUTCOMES, CheckResult
+from monitor.metrics_targets import Targets, TargetSeries
+from monitor.model import CheckResult
 
 __all__ = ["ALERT_OUTCOMES", "HTTP_LANES", "PREFIX", "Metrics"]
 
@@ -42,59 +47,29 @@ DURATION_BUCKETS = (0.5, 5.0, 30.0, 300.0)
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-@dataclass(slots=True)
-class _Series:
-    """One target's series, looked up once: ``labels()`` validates and locks on every call,
-    which cost a daemon about 5% of its CPU when it ran for every check (issue 5, W2)."""
+class _Collectors:
+    """Some metrics, as ``generate_latest`` takes a registry."""
 
-    name: str
-    checks: dict[str, Any]
-    changes: dict[str, Any]
-    documents: dict[str, Any]
-    issues: dict[str, Any]
-    duration: Any
-    last_check: Any
-    last_success: Any
-    urls: Any
-    invalid: Any
-    fetched_bytes: Any
+    def __init__(self, metrics: Sequence[Counter | Gauge]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self._metrics:
+            yield from metric.collect()
 
 
 class Metrics:
-    """The daemon's metrics; one instance per registry."""
+    """The daemon's metrics; one instance per registry.
+
+    The per-target series are kept by ``Targets`` (monitor.metrics_targets) as plain numbers;
+    the few others are prometheus_client metrics. ``exposition`` is what a scrape sends."""
 
     def __init__(
         self, registry: CollectorRegistry, targets: Iterable[str], channels: Iterable[str]
     ) -> None:
         r = registry
         p = PREFIX
-        self.checks = Counter(
-            f"{p}_checks", "Checks run, by outcome.", ["target", "outcome"], registry=r)
-        self.check_duration = Histogram(
-            f"{p}_check_duration_seconds", "Duration of a check.", ["target"],
-            buckets=DURATION_BUCKETS, registry=r)
-        self.last_check = Gauge(
-            f"{p}_last_check_timestamp_seconds", "When the last check finished (Unix time).",
-            ["target"], registry=r)
-        self.last_success = Gauge(
-            f"{p}_last_success_timestamp_seconds",
-            "When the last check that did not fail finished (Unix time).", ["target"], registry=r)
-        self.urls = Gauge(
-            f"{p}_urls", "Valid URLs of the target after its last check.", ["target"], registry=r)
-        self.invalid = Gauge(
-            f"{p}_invalid_urls", "Invalid entries of the target after its last check.",
-            ["target"], registry=r)
-        self.issues = Gauge(
-            f"{p}_issues", "Current validation issues of the target, by rule.",
-            ["target", "rule"], registry=r)
-        self.changes = Counter(
-            f"{p}_changes", "Changes found, by kind.", ["target", "kind"], registry=r)
-        self.documents = Gauge(
-            f"{p}_documents", "Documents of the target in its last check, by outcome.",
-            ["target", "outcome"], registry=r)
-        self.fetched_bytes = Counter(
-            f"{p}_fetched_bytes", "Bytes received from the target's servers.", ["target"],
-            registry=r)
+        self.targets = Targets(p, DURATION_BUCKETS)
         # Per replica, not per target: a rare event, its target is in the log line.
         self.leases_lost = Counter(
             f"{p}_leases_lost", "Checks rolled back, writing nothing, because another replica "
@@ -113,84 +88,54 @@ class Metrics:
         self.reload_time = Gauge(
             f"{p}_config_last_reload_success_timestamp_seconds",
             "When the configuration was last loaded successfully (Unix time).", registry=r)
-        self.target_interval = Gauge(
-            f"{p}_target_interval_seconds",
-            "The target's configured check interval (alert rules compare the time since its "
-            "last success with it).", ["target"], registry=r)
         self.http_refused = Counter(
             f"{p}_http_requests_refused", "HTTP requests answered 503 beyond their bound, by lane.",
             ["lane"], registry=r)
+        self._plain = (self.leases_lost, self.alerts, self.alerts_pending, self.build_info,
+                       self.reload_ok, self.reload_time, self.http_refused)
+        registry.register(self.targets)
         self.build_info.labels(__version__).set(1)
         for lane in HTTP_LANES:
             self.http_refused.labels(lane)
-        self._series: dict[str, _Series] = {}
         self.set_targets(targets)
         for channel in channels:
             self.add_channel(channel)
+
+    def exposition(self) -> bytes:
+        """The text a scrape gets: the few metrics through prometheus_client, the targets' from
+        their numbers (a 20,000-target scrape: 3.6 s of CPU through prometheus_client, 0.4 s so)."""
+        plain = generate_latest(_Collectors(self._plain))
+        return plain + self.targets.render().encode()
 
     def set_targets(self, names: Iterable[str]) -> None:
         """Create the label sets of these targets and drop those of targets no longer configured."""
         for _ in self.set_targets_in_steps(names):
             pass
 
-    def set_targets_in_steps(self, names: Iterable[str], step: int = 50) -> Iterator[None]:
-        """``set_targets``, pausing (yielding) after every ``step`` targets added or dropped.
-
-        A target's label sets cost about 2 ms (41 series): a caller on an event loop awaits
-        between steps, so 10,000 targets never hold the loop for long.
-        """
+    def set_targets_in_steps(self, names: Iterable[str], step: int = 500) -> Iterator[None]:
+        """``set_targets``, pausing (yielding) after every ``step`` targets added or dropped,
+        so that a caller on an event loop answers between steps."""
         wanted = set(names)
-        for count, name in enumerate(set(self._series) - wanted, 1):
-            self._remove_target(name)
+        for count, name in enumerate(set(self.targets.series) - wanted, 1):
+            del self.targets.series[name]
             if count % step == 0:
                 yield
-        for count, name in enumerate(wanted - set(self._series), 1):
-            self._of(name)
+        for count, name in enumerate(wanted - set(self.targets.series), 1):
+            self.targets.add(name)
             if count % step == 0:
                 yield
 
-    def _of(self, name: str) -> _Series:
+    def _of(self, name: str) -> TargetSeries:
         """A target's series, created (at zero) on first sight."""
-        series = self._series.get(name)
-        if series is None:
-            series = self._series[name] = _Series(
-                name=name,
-                checks={o: self.checks.labels(name, o) for o in CHECK_OUTCOMES},
-                changes={k: self.changes.labels(name, k) for k in CHANGE_KINDS},
-                documents={o: self.documents.labels(name, o) for o in DOCUMENT_OUTCOMES},
-                issues={},  # a rule's series from the target's first issue of it on
-                duration=self.check_duration.labels(name),
-                last_check=self.last_check.labels(name),
-                last_success=self.last_success.labels(name),
-                urls=self.urls.labels(name),
-                invalid=self.invalid.labels(name),
-                fetched_bytes=self.fetched_bytes.labels(name),
-            )
-        return series
+        return self.targets.add(name)
 
     def set_intervals(self, intervals: Mapping[str, float]) -> None:
         """Each configured target's check interval, in seconds (a target's series goes with
         its others in ``set_targets``)."""
         for name, seconds in intervals.items():
-            self.target_interval.labels(name).set(seconds)
-
-    def _remove_target(self, name: str) -> None:
-        series = self._series.pop(name)
-        for outcome in CHECK_OUTCOMES:
-            self.checks.remove(name, outcome)
-        for kind in CHANGE_KINDS:
-            self.changes.remove(name, kind)
-        for doc_outcome in DOCUMENT_OUTCOMES:
-            self.documents.remove(name, doc_outcome)
-        for rule in series.issues:
-            self.issues.remove(name, rule)
-        for metric in (self.check_duration, self.last_check, self.last_success, self.urls,
-                       self.invalid, self.fetched_bytes):
-            metric.remove(name)
-        # Set only once its interval is known (set_intervals); prometheus-client before 0.22
-        # raises KeyError for a label set it does not have.
-        with suppress(KeyError):
-            self.target_interval.remove(name)
+            series = self.targets.series.get(name)
+            if series is not None:
+                series.interval = float(seconds)
 
     def add_channel(self, channel: str) -> None:
         """Create the label sets of an alert channel."""
@@ -211,20 +156,20 @@ class Metrics:
         """
         series = self._of(target_name)
         when = (finished_at or datetime.now().astimezone()).timestamp()
-        series.checks[result.outcome].inc()
-        series.duration.observe(result.duration_seconds)
-        series.last_check.set(when)
-        series.fetched_bytes.inc(result.fetched_bytes)
+        series.checks[result.outcome] += 1
+        self.targets.observe_duration(series, result.duration_seconds)
+        series.last_check = when
+        series.fetched_bytes += result.fetched_bytes
         for kind, count in result.change_counts().items():
             if count:
-                series.changes[kind].inc(count)
+                series.changes[kind] += count
         if result.outcome == "failed" and result.snapshot_id is None:
             # Nothing was stored: the counts say nothing about the target, keep the last ones.
             return
         if result.outcome != "failed":
-            series.last_success.set(when)
-        series.urls.set(result.urls)
-        series.invalid.set(result.invalid)
+            series.last_success = when
+        series.urls = float(result.urls)
+        series.invalid = float(result.invalid)
         counts = issue_counts if issue_counts is not None else Tally(
             i.rule for i in result.issues)
         self._set_issues(series, counts)
@@ -244,24 +189,24 @@ class Metrics:
         """Set a target's gauges from its last stored snapshot (at start-up)."""
         series = self._of(target_name)
         if last_check is not None:
-            series.last_check.set(last_check.timestamp())
+            series.last_check = last_check.timestamp()
         if last_success is not None:
-            series.last_success.set(last_success.timestamp())
-        series.urls.set(urls)
-        series.invalid.set(invalid)
+            series.last_success = last_success.timestamp()
+        series.urls = float(urls)
+        series.invalid = float(invalid)
         self._set_issues(series, issue_counts)
         self._set_documents(series, documents)
 
-    def _set_issues(self, series: _Series, counts: Mapping[str, int]) -> None:
+    def _set_issues(self, series: TargetSeries, counts: Mapping[str, int]) -> None:
         for rule, count in counts.items():
-            if count and rule not in series.issues:
-                series.issues[rule] = self.issues.labels(series.name, rule)
-        for rule, gauge in series.issues.items():
-            gauge.set(counts.get(rule, 0))
+            if count:
+                series.issues.setdefault(rule, 0.0)
+        for rule in series.issues:
+            series.issues[rule] = float(counts.get(rule, 0))
 
-    def _set_documents(self, series: _Series, counts: Mapping[str, int]) -> None:
-        for outcome, gauge in series.documents.items():
-            gauge.set(counts.get(outcome, 0))
+    def _set_documents(self, series: TargetSeries, counts: Mapping[str, int]) -> None:
+        for outcome in series.documents:
+            series.documents[outcome] = float(counts.get(outcome, 0))
 
     def alert_result(self, channel: str, outcome: str) -> None:
         """Count one delivery attempt of a notification (the outbox's ``on_result``)."""

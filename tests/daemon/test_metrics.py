@@ -191,3 +191,22 @@ def test_promtool_would_notice_a_bad_metric() -> None:
     bad = b"# HELP sitemap_monitor_latency_ms x\n# TYPE sitemap_monitor_latency_ms counter\n" \
           b"sitemap_monitor_latency_ms 1\n"
     assert promtool_problems(bad) != ""
+
+
+def test_the_scrape_text_is_what_prometheus_client_would_write() -> None:
+    """``exposition`` writes the targets' series from their numbers; it must say what
+    ``generate_latest`` makes of the same samples, line for line, and pass promtool."""
+    registry = CollectorRegistry()
+    m = Metrics(registry, ["shop", 'we"ird\\name'], ["ops"])
+    m.set_intervals({"shop": 60.0})
+    for seconds, outcome in ((0.2, "ok"), (7.0, "unchanged"), (900.0, "failed")):
+        m.observe(CheckResult(target="shop", url="u", outcome=outcome, snapshot_id=1, urls=3,
+                              invalid=1, added=2, duration_seconds=seconds,
+                              fetched_bytes=10),
+                  "shop", issue_counts={"lastmod-invalid": 2}, finished_at=WHEN)
+    m.lease_lost()
+    fast = m.exposition()
+    assert sorted(fast.splitlines()) == sorted(generate_latest(registry).splitlines())
+    assert b'sitemap_monitor_check_duration_seconds_bucket{le="300.0",target="shop"} 2.0' in fast
+    assert b'sitemap_monitor_urls{target="we\\"ird\\\\name"} 0.0' in fast
+    assert promtool_problems(fast) == ""
