@@ -273,7 +273,8 @@ def last_gauges(engine: Engine, names: Iterable[str]) -> list[TargetGauges]:
                 urls=row.urls,
                 invalid=row.invalid,
                 issue_counts=json.loads(row.issue_counts or "{}"),
-                documents=by_snapshot.get(row.id, {}),
+                # Counted in the snapshot from 0006 on; before, from its document rows.
+                documents=json.loads(row.document_counts or "{}") or by_snapshot.get(row.id, {}),
             ))
         return out
 

@@ -85,10 +85,14 @@ snapshots = Table(
     # {rule, message, loc, document}, or {rule, document, dropped: n} for those counted past the
     # ones kept); the issues of a document's entries are kept with them (monitor.entryset).
     Column("issues", Text, nullable=False, server_default=text("'[]'")),
+    # JSON object outcome -> how many of the check's documents had it: documents answered 304
+    # or unchanged get no ``documents`` row (migration 0006).
+    Column("document_counts", Text, nullable=False, server_default=text("'{}'")),
     Index("ix_snapshots_target_id_id", "target_id", "id"),
 )
 
-# One row per document per check: its fingerprint and outcome (O(documents), never O(URLs)).
+# One row per document read or failed in a check: its fingerprint and outcome (O(documents),
+# never O(URLs)); a document answered 304 or unchanged is only counted in its snapshot.
 documents = Table(
     "documents",
     metadata,

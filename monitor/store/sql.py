@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -319,6 +320,7 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
         "duration_seconds": r.duration_seconds,
         "issue_counts": json.dumps(w.issue_counts, sort_keys=True),
         "issues": json.dumps(w.issues, ensure_ascii=False),
+        "document_counts": json.dumps(Counter(d.outcome for d in r.documents), sort_keys=True),
         "error_kind": r.error_kind,
         "error_message": r.error_message,
     }
@@ -336,6 +338,8 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
 
 
 def _write_documents(conn: Connection, snapshot_id: int, docs: Iterable[DocumentResult]) -> None:
+    """A row for each document read or failed; one answered 304 or unchanged is counted in its
+    snapshot's ``document_counts`` only (its state moves in target_documents)."""
     _bulk(conn, documents, (
         {
             "snapshot_id": snapshot_id,
@@ -352,7 +356,7 @@ def _write_documents(conn: Connection, snapshot_id: int, docs: Iterable[Document
             "bytes": d.bytes,
             "error": d.error,
         }
-        for d in docs
+        for d in docs if d.outcome in ("ok", "failed")
     ))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -62,8 +63,11 @@ def add_snapshot(
     issue_counts: dict[str, int] | None = None,
     docs: tuple[str, ...] = ("ok",),
     change_list: tuple[tuple[str, str], ...] = (),
+    counted: bool = False,
 ) -> int:
-    """Insert a snapshot with documents of these outcomes and these (kind, loc) changes."""
+    """Insert a snapshot with documents of these outcomes and these (kind, loc) changes;
+    ``counted``: as 0006 on stores them (counts in the snapshot, rows only for ok and failed),
+    else as before (a row each)."""
     with engine.begin() as conn:
         snapshot_id = int(conn.execute(
             insert(snapshots).values(
@@ -72,11 +76,14 @@ def add_snapshot(
                 added=sum(k == "added" for k, _ in change_list),
                 removed=sum(k == "removed" for k, _ in change_list),
                 issue_counts=json.dumps(issue_counts or {}),
+                document_counts=json.dumps(Counter(docs)) if counted else "{}",
                 error_kind="http-status" if outcome == "failed" else None,
                 error_message="HTTP 500" if outcome == "failed" else None,
             ).returning(snapshots.c.id)
         ).scalar_one())
         for i, doc_outcome in enumerate(docs):
+            if counted and doc_outcome not in ("ok", "failed"):
+                continue
             conn.execute(insert(documents).values(
                 snapshot_id=snapshot_id, url=f"http://127.0.0.1/doc{i}.xml", outcome=doc_outcome))
         for kind, loc in change_list:

@@ -88,6 +88,15 @@ def test_last_gauges_come_from_the_last_snapshot(engine: Engine) -> None:
     assert g.documents == {"failed": 1, "unchanged": 2}
 
 
+def test_last_gauges_count_documents_that_have_no_row(engine: Engine) -> None:
+    """From 0006 on a 304 or unchanged document gets no row; its snapshot counts it."""
+    a = add_target(engine, "a")
+    add_snapshot(engine, a, docs=("failed", "not_modified", "unchanged", "unchanged"),
+                 counted=True)
+    (g,) = store.last_gauges(engine, ["a"])
+    assert g.documents == {"failed": 1, "not_modified": 1, "unchanged": 2}
+
+
 def test_targets_carry_their_last_snapshot_and_counts(engine: Engine) -> None:
     a = add_target(engine, "a")
     add_target(engine, "b")
