@@ -97,7 +97,8 @@ def _open(request: Request, name: str, suffix: str, now: datetime) -> Callable[[
         return lambda engine: store.open_diff(engine, name, start, end, kinds, after)
     raw_since = _text(request, "since")
     since = None if raw_since is None else listing.parse_time(raw_since, "since", now)
-    return lambda engine: store.open_changes(engine, name, since, kinds, after)
+    return lambda engine: store.open_changes(engine, name, since, kinds, after,
+                                             (raw_since or "").strip())
 
 
 def _link(request: Request) -> Callable[[str], str]:

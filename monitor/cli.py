@@ -532,7 +532,8 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
         return store.open_diff(engine, args.target, start,
                                listing.parse_snapshot(args.end, "--to", now), kinds, args.cursor)
     since = None if not args.since else listing.parse_time(args.since, "--since", now)
-    return store.open_changes(engine, args.target, since, kinds, args.cursor)
+    return store.open_changes(engine, args.target, since, kinds, args.cursor,
+                              (args.since or "").strip())
 
 
 def _without_cursor(argv: list[str]) -> list[str]:

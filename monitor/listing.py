@@ -64,6 +64,7 @@ class SnapshotRef:
 
     id: int | None = None
     time: datetime | None = None
+    text: str = ""  # as given: a cursor holds this, and the snapshot it named then
 
 
 Rows = Iterator[tuple[dict[str, Any], tuple[Any, ...]]]
@@ -134,8 +135,8 @@ def parse_snapshot(raw: str | None, param: str, now: datetime) -> SnapshotRef | 
         number = int(text)
         if not 0 < number < _MAX_ID:
             raise BadParameter(f"{param}: no snapshot has the id {text}")
-        return SnapshotRef(id=number)
-    return SnapshotRef(time=parse_time(text, param, now))
+        return SnapshotRef(id=number, text=text)
+    return SnapshotRef(time=parse_time(text, param, now), text=text)
 
 
 def parse_kinds(values: Iterable[str], param: str = "kind") -> tuple[str, ...]:

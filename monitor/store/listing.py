@@ -48,6 +48,18 @@ _ROWS = Iterator[tuple[dict[str, Any], tuple[Any, ...]]]
 Describe = Callable[[str, Entry, str], dict[str, Any]]
 
 
+def _pinned(rows: _ROWS, *ids: int) -> _ROWS:
+    """Rows whose cursors also hold the snapshots the listing resolved (``ids``): a listing of
+    the latest snapshot, or of one 24 hours ago, goes on from the same one page after page,
+    whatever was checked meanwhile."""
+    for row, position in rows:
+        yield row, (*ids, *position)
+
+
+def _text(ref: SnapshotRef | None) -> str:
+    return "" if ref is None else ref.text
+
+
 def _target_id(conn: Connection, name: str) -> int:
     found: int | None = conn.execute(
         select(targets.c.id).where(targets.c.name == name)).scalar_one_or_none()
@@ -112,10 +124,15 @@ def open_urls(engine: Engine, name: str, at: SnapshotRef | None, status: str | N
         target_id = _target_id(conn, name)
         return target_id, _snapshot(conn, target_id, name, at, "at")
 
-    target_id, snapshot_id = transaction(engine, resolve)
-    query = [snapshot_id, status or ""]
-    start = [0, 0] if after is None else read_cursor(after, "urls", query, (int, int))
-    rows = _url_rows(engine, target_id, snapshot_id, status, start[0], start[1])
+    query = [_text(at), status or ""]
+    if after is None:
+        target_id, snapshot_id = transaction(engine, resolve)
+        start = [0, 0]
+    else:
+        snapshot_id, *start = read_cursor(after, "urls", query, (int, int, int))
+        target_id = transaction(engine, lambda conn: _target_id(conn, name))
+    rows = _pinned(_url_rows(engine, target_id, snapshot_id, status, start[0], start[1]),
+                   snapshot_id)
     return Listing({"target": name, "snapshot_id": snapshot_id}, "urls", URL_COLUMNS, rows,
                    ("urls", query), table=("status", "loc", "lastmod", "document"))
 
@@ -158,18 +175,20 @@ def open_issues(engine: Engine, name: str, at: SnapshotRef | None, rules: Sequen
     select (every rule when none). An entry's issue is stored as its rule id; ``describe``
     (validate.describe) makes it whole again, with its message."""
 
+    query = [_text(at), list(rules)]
+    pinned, *start = [0, 0, 0] if after is None else read_cursor(after, "issues", query,
+                                                                  (int, int, int))
+
     def resolve(conn: Connection) -> tuple[int, int, list[dict[str, Any]]]:
         target_id = _target_id(conn, name)
-        snapshot_id = _snapshot(conn, target_id, name, at, "at")
+        snapshot_id = pinned or _snapshot(conn, target_id, name, at, "at")
         raw = conn.execute(select(snapshots.c.issues).where(snapshots.c.id == snapshot_id)
-                           ).scalar_one()
+                           ).scalar_one_or_none()
         return target_id, snapshot_id, json.loads(raw or "[]")
 
     target_id, snapshot_id, own = transaction(engine, resolve)
-    query = [snapshot_id, list(rules)]
-    start = [0, 0] if after is None else read_cursor(after, "issues", query, (int, int))
-    rows = _issue_rows(engine, target_id, snapshot_id, own, rules, start[0], start[1],
-                       describe)
+    rows = _pinned(_issue_rows(engine, target_id, snapshot_id, own, rules, start[0], start[1],
+                               describe), snapshot_id)
     return Listing({"target": name, "snapshot_id": snapshot_id}, "issues", ISSUE_COLUMNS, rows,
                    ("issues", query), table=("severity", "rule", "loc", "message"))
 
@@ -242,10 +261,21 @@ def open_diff(engine: Engine, name: str, start: SnapshotRef, end: SnapshotRef | 
     in the order it recorded them and streamed at once; else the changes are composed by loc
     (in the database's order of locs), which sorts them all before the first row."""
 
+    query = [_text(start), _text(end), list(kinds)]
+    pinned: list[Any] = []
+    if after is not None:  # the snapshots it resolved to, then where it stopped (an int or a loc)
+        try:
+            pinned = read_cursor(after, "diff", query, (int, int, int))
+        except BadParameter:
+            pinned = read_cursor(after, "diff", query, (int, int, str))
+
     def resolve(conn: Connection) -> tuple[int, int, int, int | None]:
         target_id = _target_id(conn, name)
-        first = _snapshot(conn, target_id, name, start, "from")
-        last = _snapshot(conn, target_id, name, end, "to")
+        if pinned:
+            first, last = pinned[0], pinned[1]
+        else:
+            first = _snapshot(conn, target_id, name, start, "from")
+            last = _snapshot(conn, target_id, name, end, "to")
         c = changes.c
         low, high = conn.execute(
             select(func.min(c.snapshot_id), func.max(c.snapshot_id))
@@ -256,13 +286,14 @@ def open_diff(engine: Engine, name: str, start: SnapshotRef, end: SnapshotRef | 
     target_id, first, last, single = transaction(engine, resolve)
     if first > last:
         raise BadParameter(f"from: snapshot {first} is later than to's, {last}")
-    query = [first, last, list(kinds)]
+    position = pinned[2] if pinned else 0 if single is not None else ""
+    if isinstance(position, int) != (single is not None):
+        raise BadParameter(f"cursor: not a cursor of this listing: {after!r:.40}")
     if single is not None:
-        position = [0] if after is None else read_cursor(after, "diff", query, (int,))
-        rows = _recorded_rows(engine, single, kinds, position[0])
+        rows = _pinned(_recorded_rows(engine, single, kinds, int(position)), first, last)
     else:
-        position = [""] if after is None else read_cursor(after, "diff", query, (str,))
-        rows = _diff_rows(engine, target_id, first, last, kinds, str(position[0]))
+        rows = _pinned(_diff_rows(engine, target_id, first, last, kinds, str(position)),
+                       first, last)
     return Listing({"target": name, "from_snapshot_id": first, "to_snapshot_id": last},
                    "changes", CHANGE_COLUMNS, rows, ("diff", query), table=("kind", "loc"))
 
@@ -332,16 +363,21 @@ CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after")
 
 
 def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Sequence[str],
-                 after: str | None) -> Listing:
+                 after: str | None, since_text: str = "") -> Listing:
     """Every change recorded for a target, newest first.
 
     Read in the order of the indexes ``(target_id, snapshot_id, id)`` and ``(target_id, kind,
     snapshot_id, id)``, which for one target is the order the changes were recorded in (its
     checks run one at a time): a page costs the rows it lists, whatever the history; several
-    kinds are one ordered read each, merged."""
+    kinds are one ordered read each, merged. ``since_text`` is ``since`` as given: a cursor
+    holds it, and the snapshot it resolved to."""
+    query = [since_text or ("" if since is None else since.isoformat()), list(kinds)]
+    pinned = None if after is None else read_cursor(after, "changes", query, (int, int, int))
 
     def resolve(conn: Connection) -> tuple[int, int]:
         target_id = _target_id(conn, name)
+        if pinned is not None:
+            return target_id, pinned[0]
         if since is None:
             return target_id, 0
         # The newest snapshot that started before ``since``, read from the newest down: the
@@ -354,10 +390,8 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
         return target_id, 0 if before is None else before + 1
 
     target_id, floor = transaction(engine, resolve)
-    since_text = "" if since is None else since.isoformat()
-    query = [since_text, list(kinds)]
-    position = [0, 0] if after is None else read_cursor(after, "changes", query, (int, int))
-    rows = _change_rows(engine, target_id, floor, kinds, (position[0], position[1]))
+    position = (0, 0) if pinned is None else (pinned[1], pinned[2])
+    rows = _pinned(_change_rows(engine, target_id, floor, kinds, position), floor)
     return Listing({"target": name}, "changes", CHANGES_COLUMNS, rows, ("changes", query),
                    table=("snapshot_id", "at", "kind", "loc"))
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -176,3 +178,45 @@ def test_requests_beyond_their_bound_get_503_at_once_and_probes_pass(
     assert targets.status_code == 200  # the API's own bound is not the scrapes'
     assert [s.status_code for s in scrapes] == [200, 200]
     assert refused == ["metrics"]
+
+
+def test_a_cursor_goes_on_from_the_snapshots_its_first_page_resolved(
+    sqlite_engine: Engine,
+) -> None:
+    """Pages are read while the daemon checks: the next page of `since=5h` is asked a minute
+    later, and a new snapshot lands between pages of the latest URLs. A cursor goes on with what
+    its first page resolved (before, both answered 400 "it continues another query")."""
+    shop = add_target(sqlite_engine, "shop")
+    add_snapshot(sqlite_engine, shop, at=T0, urls=2,
+                 change_list=(("added", "u1"), ("added", "u2"), ("added", "u3")))
+    first = add_snapshot(sqlite_engine, shop, at=T0 + timedelta(hours=1), urls=2,
+                         change_list=(("removed", "u3"), ("added", "u4"), ("added", "u5")))
+    now = [T0 + timedelta(hours=3)]
+    app = api.create_app(engine=sqlite_engine, registry=CollectorRegistry(), alive=lambda: True,
+                         configured=lambda: ["shop"], clock=lambda: now[0])
+    c = ApiClient(app)
+
+    def every(path: str, between: Callable[[], object]) -> list[dict[str, Any]]:
+        body = c.get(path).json()
+        rows = [*body["changes"]]
+        while body["next"] is not None:
+            between()
+            answer = c.get(body["next"])
+            assert answer.status_code == 200, answer.text
+            body = answer.json()
+            rows.extend(body["changes"])
+        return rows
+
+    def a_minute_later() -> None:
+        now[0] += timedelta(minutes=1)
+
+    found = every("/api/v1/targets/shop/changes?since=5h&limit=2", a_minute_later)
+    assert [x["loc"] for x in found] == ["u5", "u4", "u3", "u3", "u2", "u1"]
+
+    def a_new_check() -> None:
+        add_snapshot(sqlite_engine, shop, at=now[0], urls=0, change_list=(("added", "u9"),))
+
+    # A net diff to the latest snapshot: the one the first page saw, not the one checked since.
+    found = every("/api/v1/targets/shop/diff?from=1&limit=1", a_new_check)
+    assert [x["loc"] for x in found] == ["u4", "u5"]  # (u3's removal row has no before)
+    assert first == 2
