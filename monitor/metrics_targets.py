@@ -4,9 +4,9 @@ prometheus_client makes each labelled series an object with its own lock and lab
 (about 500 bytes), and renders each sample through generic code (about 8 us): at 20,000 targets
 and 24 series each, 242 MB of RSS and a 4 s scrape (issue 27). Here a target is one small object
 of floats, and ``render`` writes each family's lines from those with the target's label escaped
-once. ``collect`` yields the same samples as metric families, for ``registry.get_sample_value``
-and any other reader of the registry; the text of ``render`` is what ``generate_latest`` would
-make of them (tests/daemon/test_metrics.py compares the two).
+once. ``collect`` reads that text back as metric families, for ``registry.get_sample_value`` and
+any other reader of the registry; ``generate_latest`` writes them again exactly as ``render``
+did (tests/daemon/test_metrics.py compares the two).
 
 Numbers are written by the event loop and read by a scrape in a thread without a lock: each
 read is of one float, so a scrape may see one check's counters half applied (its count and not
@@ -19,12 +19,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, cast
 
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
 from monitor.model import CHANGE_KINDS, CHECK_OUTCOMES, DOCUMENT_OUTCOMES
@@ -141,33 +137,10 @@ class Targets:
         return "".join(out)
 
     def collect(self) -> Iterator[Metric]:
-        """The same samples as metric families."""
-        every = list(self.series.items())
-        for name, kind, help_text, what in self._families():
-            base = name.removesuffix("_total")
-            if what in self._LABELLED:
-                labels = ["target", self._LABELLED[what]]
-                family: Metric = (CounterMetricFamily if kind == "counter" else
-                                  GaugeMetricFamily)(base, help_text, labels=labels)
-                for target, s in every:
-                    for value_label, value in list(getattr(s, what).items()):
-                        family.add_metric([target, value_label], value)  # type: ignore[attr-defined]
-            elif what == "duration":
-                family = HistogramMetricFamily(base, help_text, labels=["target"])
-                for target, s in every:
-                    cumulative, total = [], 0.0
-                    for le, count in zip(self._le, list(s.buckets), strict=True):
-                        total += count
-                        cumulative.append((le, total))
-                    family.add_metric([target], cumulative, s.duration_sum)
-            else:
-                family = (CounterMetricFamily if kind == "counter" else
-                          GaugeMetricFamily)(base, help_text, labels=["target"])
-                for target, s in every:
-                    value = getattr(s, what)
-                    if value is not None:
-                        family.add_metric([target], value)
-            yield family
+        """The same samples as metric families, read back from ``render``'s text: one way to
+        write them, and a scrape never comes this way (only ``get_sample_value`` and other
+        generic readers of the registry)."""
+        yield from text_string_to_metric_families(self.render())
 
 
 def _escape_help(text: str) -> str:
