@@ -37,7 +37,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from monitor import api_listings, openapi
+from monitor import api_listings, listing, openapi
+from monitor.api_listings import error
 from monitor.config import Http
 from monitor.errors import MonitorError, StoreError
 from monitor.store import daemon as store
@@ -45,7 +46,6 @@ from monitor.store import db
 
 __all__ = ["Admission", "ApiReads", "create_app"]
 
-MAX_LIMIT = 1000
 # /readyz answers within this, database or not: under the chart's probe timeout (3 s).
 READY_TIMEOUT = 2.0
 _SUFFIXES = ("snapshots", *api_listings.ROUTES)
@@ -148,27 +148,16 @@ class Admission:
             self._busy[lane] -= 1
 
 
-class _BadRequest(Exception):
-    """A query parameter that cannot be used; answered with 400."""
-
-
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"status": status, "message": message}}, status_code=status)
-
-
 def _int(request: Request, key: str, default: int | None, low: int, high: int) -> int | None:
-    try:
-        raw = api_listings.one(request, key)
-    except ValueError as exc:  # listing.BadParameter
-        raise _BadRequest(str(exc)) from None
+    raw = api_listings.one(request, key)
     if raw is None or raw == "":
         return default
     try:
         value = int(raw)
     except ValueError:
-        raise _BadRequest(f"{key}: not an integer: {raw!r}") from None
+        raise listing.BadParameter(f"{key}: not an integer: {raw!r}") from None
     if not low <= value <= high:
-        raise _BadRequest(f"{key}: must be between {low} and {high}")
+        raise listing.BadParameter(f"{key}: must be between {low} and {high}")
     return value
 
 
@@ -265,29 +254,29 @@ def create_app(
     async def target_routes(request: Request) -> Response:
         path: str = request.path_params["rest"]
         if "\x00" in path:  # no target has one, and a database refuses to compare with it
-            return _error(400, "name: holds a NUL character")
+            return error(400, "name: holds a NUL character")
         name, _, suffix = path.rpartition("/")
         # A target's name may itself contain "/": the whole path wins if it names a target.
         whole = await read(store.get_target, path)
         if whole is not None or suffix not in _SUFFIXES or not name:
             if whole is None:
-                return _error(404, f"no target named {path!r}")
+                return error(404, f"no target named {path!r}")
             whole["configured"] = whole["name"] in set(configured())
             return JSONResponse(whole)
         try:
             if suffix == "snapshots":
                 return await _snapshots(request, name)
             return await api_listings.respond(request, name, suffix, read, clock())
-        except _BadRequest as exc:
-            return _error(400, str(exc))
+        except listing.BadParameter as exc:
+            return error(400, str(exc))
 
     async def _snapshots(request: Request, name: str) -> Response:
-        limit = _int(request, "limit", 50, 1, MAX_LIMIT)
-        before = _int(request, "before", None, 1, 2**62)
+        limit = _int(request, "limit", 50, 1, api_listings.SNAPSHOTS_MAX_LIMIT)
+        before = _int(request, "before", None, 1, listing.MAX_ID)
         assert limit is not None
         rows = await read(store.list_snapshots, name, limit=limit + 1, before=before)
         if rows is None:
-            return _error(404, f"no target named {name!r}")
+            return error(404, f"no target named {name!r}")
         more = len(rows) > limit
         rows = rows[:limit]
         return JSONResponse({
@@ -298,7 +287,7 @@ def create_app(
 
     async def http_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        answer = _error(exc.status_code, str(exc.detail))
+        answer = error(exc.status_code, str(exc.detail))
         answer.headers.update(exc.headers or {})  # a 405's Allow
         return answer
 
@@ -307,12 +296,12 @@ def create_app(
         # where the database is or who the daemon is to it.
         if isinstance(exc, StoreError):
             log.warning("api_database_error", path=request.url.path, error=str(exc))
-            answer = _error(503, "the database is unavailable; retry later")
+            answer = error(503, "the database is unavailable; retry later")
             answer.headers["retry-after"] = str(RETRY_AFTER)
             return answer
         log.error("api_error", path=request.url.path, error=f"{type(exc).__name__}: {exc}",
                   exc_info=exc)
-        return _error(500, "internal error: the daemon's log has the details")
+        return error(500, "internal error: the daemon's log has the details")
 
     routes = Starlette(
         routes=[

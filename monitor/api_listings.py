@@ -23,10 +23,11 @@ from monitor import listing, validate
 from monitor.model import RULES
 from monitor.store import listing as store
 
-__all__ = ["MAX_LIMIT", "ROUTES", "one", "respond"]
+__all__ = ["MAX_LIMIT", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "error", "one", "respond"]
 
 ROUTES = ("urls", "issues", "diff", "changes")
 MAX_LIMIT = 10_000  # rows of one page: what is read whole before it is sent
+SNAPSHOTS_MAX_LIMIT = 1_000  # snapshots of one page of /snapshots (monitor.api)
 DEFAULT_LIMIT = 1_000
 _MEDIA = {"json": "application/json", "ndjson": "application/x-ndjson",
           "csv": "text/csv; charset=utf-8"}
@@ -136,9 +137,9 @@ async def respond(request: Request, name: str, suffix: str, read: Read, now: dat
 
         body, next_cursor = await read(page)
     except listing.BadParameter as exc:
-        return _error(400, str(exc))
+        return error(400, str(exc))
     except listing.NotFound as exc:
-        return _error(404, str(exc))
+        return error(404, str(exc))
     headers = _download(name, suffix, fmt)
     if next_cursor is not None:
         headers["link"] = f'<{link(next_cursor)}>; rel="next"'
@@ -152,5 +153,6 @@ def _download(name: str, suffix: str, fmt: str) -> dict[str, str]:
     return {"content-disposition": f'attachment; filename="{filename}.csv"'}
 
 
-def _error(status: int, message: str) -> JSONResponse:
+def error(status: int, message: str) -> JSONResponse:
+    """The API's JSON error: ``{"error": {"status", "message"}}``."""
     return JSONResponse({"error": {"status": status, "message": message}}, status_code=status)

@@ -28,6 +28,7 @@ from monitor.model import CHANGE_KINDS
 __all__ = [
     "FORMATS",
     "KINDS",
+    "MAX_ID",
     "STATUSES",
     "BadParameter",
     "Listing",
@@ -47,7 +48,7 @@ __all__ = [
 FORMATS = ("table", "json", "ndjson", "csv")
 STATUSES = ("valid", "invalid")
 KINDS = CHANGE_KINDS
-_MAX_ID = 2**62  # ids and positions past this are no one's: a 400, not a database error
+MAX_ID = 2**62  # ids and positions past this are no one's: a 400, not a database error
 
 
 class BadParameter(ValueError):
@@ -133,7 +134,7 @@ def parse_snapshot(raw: str | None, param: str, now: datetime) -> SnapshotRef | 
     text = raw.strip()
     if text.isascii() and text.isdigit():
         number = int(text)
-        if not 0 < number < _MAX_ID:
+        if not 0 < number < MAX_ID:
             raise BadParameter(f"{param}: no snapshot has the id {text}")
         return SnapshotRef(id=number, text=text)
     return SnapshotRef(time=parse_time(text, param, now), text=text)
@@ -190,7 +191,7 @@ def read_cursor(raw: str, kind: str, query: Sequence[Any], shape: Sequence[type]
         raise BadParameter("cursor: it continues another query (its filters differ)")
     position: list[Any] = found[2]
     for value, expected in zip(position, shape, strict=True):
-        if type(value) is not expected or (isinstance(value, int) and not 0 <= value < _MAX_ID):
+        if type(value) is not expected or (isinstance(value, int) and not 0 <= value < MAX_ID):
             raise bad
     return position
 

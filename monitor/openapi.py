@@ -20,8 +20,6 @@ from monitor.model import RULES
 
 __all__ = ["body", "document"]
 
-_SNAPSHOTS_LIMIT = 1000  # monitor.api.MAX_LIMIT (api imports this module)
-
 
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -270,10 +268,11 @@ def document() -> dict[str, Any]:
                             "next": _nullable("string")}},
             params=[_NAME,
                     _query("limit", "Snapshots in this page (50 unless given).",
-                           {"type": "integer", "minimum": 1, "maximum": _SNAPSHOTS_LIMIT}),
+                           {"type": "integer", "minimum": 1,
+                                              "maximum": api_listings.SNAPSHOTS_MAX_LIMIT}),
                     _query("before", "Only snapshots with a smaller id (the next page's "
                            "link sets it).", {"type": "integer", "minimum": 1,
-                                              "maximum": 2**62})],
+                                              "maximum": listing.MAX_ID})],
             errors=("400", "404")),
         f"{_TARGET}/urls": _listing(
             "urls", {**_HEAD, "snapshot_id": _SNAPSHOT}, "Url",
