@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -310,14 +311,25 @@ def net(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | No
     return "invalid" if before.get("valid", True) and not after.get("valid", True) else "changed"
 
 
-def _stream(engine: Engine, statement: Any) -> Iterator[Any]:
-    """The rows of a query as the database sends them, on a connection of their own."""
+@contextmanager
+def _streaming(engine: Engine, statements: Sequence[Any],
+               ) -> Iterator[tuple[Connection, list[Any]]]:
+    """Queries whose rows come as the database sends them, on one connection of their own
+    (which can also run small queries meanwhile)."""
     with engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=5000).execute(statement)
+        streaming = conn.execution_options(stream_results=True, yield_per=5000)
+        results = [streaming.execute(statement) for statement in statements]
         try:
-            yield from result
-        finally:  # also when the reader stops early: PostgreSQL's cursor is closed, not dropped
-            result.close()
+            yield conn, results
+        finally:  # also when the reader stops early: PostgreSQL's cursors are closed, not dropped
+            for result in results:
+                result.close()
+
+
+def _stream(engine: Engine, statement: Any) -> Iterator[Any]:
+    """The rows of one query as the database sends them (``_streaming``)."""
+    with _streaming(engine, [statement]) as (_conn, (result,)):
+        yield from result
 
 
 def _recorded_rows(engine: Engine, snapshot_id: int, kinds: Sequence[str], after_id: int,
@@ -415,22 +427,16 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
 
     loads = json.loads
     times: dict[int, str | None] = {}
-    with engine.connect() as conn:
-        streaming = conn.execution_options(stream_results=True, yield_per=5000)
-        wanted: Sequence[str | None] = kinds or [None]
-        results = [streaming.execute(statement(kind)) for kind in wanted]
-        try:
-            merged = results[0] if len(results) == 1 else heapq.merge(
-                *results, key=lambda row: (row.snapshot_id, row.id), reverse=True)
-            for change_id, snapshot_id, kind, loc, before_text, after_text in merged:
-                if snapshot_id not in times:  # a time per snapshot, not per row
-                    times[snapshot_id] = _iso(conn.execute(
-                        select(s.started_at).where(s.id == snapshot_id)).scalar())
-                yield ({"id": change_id, "snapshot_id": snapshot_id, "at": times[snapshot_id],
-                        "kind": kind, "loc": loc,
-                        "before": None if before_text is None else loads(before_text),
-                        "after": None if after_text is None else loads(after_text)},
-                       (snapshot_id, change_id))
-        finally:  # also when the reader stops early: PostgreSQL's cursors are closed
-            for result in results:
-                result.close()
+    wanted: Sequence[str | None] = kinds or [None]
+    with _streaming(engine, [statement(kind) for kind in wanted]) as (conn, results):
+        merged = results[0] if len(results) == 1 else heapq.merge(
+            *results, key=lambda row: (row.snapshot_id, row.id), reverse=True)
+        for change_id, snapshot_id, kind, loc, before_text, after_text in merged:
+            if snapshot_id not in times:  # a time per snapshot, not per row
+                times[snapshot_id] = _iso(conn.execute(
+                    select(s.started_at).where(s.id == snapshot_id)).scalar())
+            yield ({"id": change_id, "snapshot_id": snapshot_id, "at": times[snapshot_id],
+                    "kind": kind, "loc": loc,
+                    "before": None if before_text is None else loads(before_text),
+                    "after": None if after_text is None else loads(after_text)},
+                   (snapshot_id, change_id))

@@ -19,13 +19,10 @@ import json
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, text
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import database
+from sqlalchemy import Engine, text
 
 from monitor import listing
 from monitor.store import daemon as targets_api
