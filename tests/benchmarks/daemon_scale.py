@@ -76,6 +76,14 @@ def _serve(port_queue: Any, urls: int, changing: bool) -> None:
     server.serve_forever()
 
 
+def start_server(urls: int, changing: bool) -> tuple[multiprocessing.Process, int]:
+    """The sitemap server in a process of its own, and its port."""
+    queue: Any = multiprocessing.Queue()
+    server = multiprocessing.Process(target=_serve, args=(queue, urls, changing), daemon=True)
+    server.start()
+    return server, queue.get(timeout=10)
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
@@ -123,11 +131,7 @@ def main() -> int:
     parser.add_argument("--changing", action="store_true")
     args = parser.parse_args()
 
-    queue: Any = multiprocessing.Queue()
-    server = multiprocessing.Process(target=_serve, args=(queue, args.urls, args.changing),
-                                     daemon=True)
-    server.start()
-    port = queue.get(timeout=10)
+    server, port = start_server(args.urls, args.changing)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         url, pg_name = _database(args.database, folder)

@@ -14,7 +14,6 @@ spawn to the first ``/healthz`` 200 and the daemon's CPU by then; RSS then and a
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import socket
 import subprocess
 import sys
@@ -22,10 +21,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
-from daemon_scale import _cpu_seconds, _database, _drop, _memory_mib, _serve
+from daemon_scale import _cpu_seconds, _database, _drop, _memory_mib, start_server
 
 from monitor.store import db
 
@@ -38,10 +36,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     args = parser.parse_args()
 
-    queue: Any = multiprocessing.Queue()
-    server = multiprocessing.Process(target=_serve, args=(queue, 20, False), daemon=True)
-    server.start()
-    port = queue.get(timeout=10)
+    server, port = start_server(20, changing=False)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         url, pg_name = _database(args.database, folder)
