@@ -255,9 +255,12 @@ def last_gauges(engine: Engine, names: Iterable[str]) -> list[TargetGauges]:
             .join(snapshots, s.id == ok.c.id)
         ).all())
         by_snapshot: dict[int, dict[str, int]] = {}
+        # Only snapshots from before 0006 count their documents by their rows.
         doc_rows = conn.execute(
             select(documents.c.snapshot_id, documents.c.outcome, func.count())
             .join(last, last.c.id == documents.c.snapshot_id)
+            .join(snapshots, s.id == documents.c.snapshot_id)
+            .where(s.document_counts == "{}")
             .group_by(documents.c.snapshot_id, documents.c.outcome)
         ).all()
         for snapshot_id, outcome, count in doc_rows:
@@ -273,8 +276,7 @@ def last_gauges(engine: Engine, names: Iterable[str]) -> list[TargetGauges]:
                 urls=row.urls,
                 invalid=row.invalid,
                 issue_counts=json.loads(row.issue_counts or "{}"),
-                # Counted in the snapshot from 0006 on; before, from its document rows.
-                documents=json.loads(row.document_counts or "{}") or by_snapshot.get(row.id, {}),
+                documents=json.loads(row.document_counts) or by_snapshot.get(row.id, {}),
             ))
         return out
 
