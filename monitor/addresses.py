@@ -11,6 +11,7 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
+from urllib.parse import urlsplit
 
 from monitor.errors import FetchError
 
@@ -143,3 +144,16 @@ async def check_host(
     for ip in addresses:
         check_address(ip, url=url, allow_private=allow_private)
     return addresses
+
+
+async def is_private_target(url: str) -> bool:
+    """Whether a target's own URL is on a private or loopback address (SPEC 3.6)."""
+    host = urlsplit(url).hostname or ""
+    literal = literal_address(host)
+    if literal is not None:
+        return is_private_address(literal)
+    try:
+        addresses = await system_resolver(host, 0)
+    except (OSError, ValueError):  # unresolvable here: the fetch will report it
+        return False
+    return any(is_private_address(ip) for ip in addresses)

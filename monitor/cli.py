@@ -23,7 +23,7 @@ from typing import Any
 from monitor import __version__
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.errors import ConfigError, MonitorError
-from monitor.model import CHANGE_KINDS, CheckResult
+from monitor.model import CHANGE_KINDS, URL_RULES, CheckResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAIL_ON = 0, 1, 2, 3
 _URL = re.compile(r"^https?://", re.IGNORECASE)
@@ -59,7 +59,11 @@ def _parser() -> argparse.ArgumentParser:
     with_db(check)
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument("--fail-on", default="", metavar="KINDS",
-                       help="exit 3 when any of these change kinds occurred, e.g. removed,invalid")
+                       help="exit 3 when any of these change kinds occurred, e.g. removed,invalid;"
+                            " with --urls also URL rule ids, e.g. url-not-found,url-noindex")
+    check.add_argument("--urls", action="store_true",
+                       help="then check every listed URL now (SPEC 11), at the target's"
+                            " url_checks.rate")
     check.add_argument("--max-changes", type=int, default=1000, metavar="N",
                        help="list at most N changes and N issues (default 1000)")
 
@@ -281,10 +285,13 @@ def _check(args: argparse.Namespace) -> int:
     cfg = _config(args)
     target = _target(args.target, cfg, args)
     kinds = {k.strip() for k in args.fail_on.split(",") if k.strip()}
-    unknown = kinds - set(CHANGE_KINDS)
+    url_rules = URL_RULES if args.urls else ()
+    unknown = kinds - set(CHANGE_KINDS) - set(url_rules)
     if unknown:
-        raise ConfigError(f"--fail-on: unknown kind {sorted(unknown)[0]!r} "
-                          f"(use {', '.join(CHANGE_KINDS)})")
+        bad = sorted(unknown)[0]
+        more = (" (URL rule ids need --urls)" if bad in URL_RULES
+                else f" (use {', '.join(CHANGE_KINDS + url_rules)})")
+        raise ConfigError(f"--fail-on: unknown kind {bad!r}{more}")
     engine = _open_engine(_database_url(args, cfg))
     from monitor import digest
 
@@ -295,7 +302,8 @@ def _check(args: argparse.Namespace) -> int:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        result = asyncio.run(_run_check(target, engine, cfg, args.max_changes))
+        result, urls = asyncio.run(_run_check(target, engine, cfg, args.max_changes,
+                                              urls=args.urls))
     except Exception as exc:
         refusal = _database_refusal(engine, exc)
         if refusal is None:
@@ -305,11 +313,12 @@ def _check(args: argparse.Namespace) -> int:
         if collecting:
             gc.enable()
         engine.dispose()
-    _print_result(result, as_json=args.json)
+    _print_result(result, urls, as_json=args.json)
     if result.outcome == "failed":
         return EXIT_FAILED
     counts = result.change_counts()
-    return EXIT_FAIL_ON if any(counts[k] for k in kinds) else EXIT_OK
+    broken = {} if urls is None else urls.rule_counts()
+    return EXIT_FAIL_ON if any(counts.get(k) or broken.get(k) for k in kinds) else EXIT_OK
 
 
 def _database_refusal(engine: Any, exc: Exception) -> MonitorError | None:
@@ -328,21 +337,35 @@ def _database_refusal(engine: Any, exc: Exception) -> MonitorError | None:
     return None
 
 
-async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int) -> CheckResult:
+async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int, *,
+                     urls: bool = False) -> tuple[CheckResult, Any]:
     from monitor.fetch import Fetcher
-    from monitor.pipeline import run_check
+    from monitor.pipeline import run_check, utcnow
 
     fetcher = Fetcher(user_agent=target.settings.user_agent, per_host=cfg.scheduler.per_host)
     try:
-        return await run_check(target, engine=engine, fetcher=fetcher, alerts=cfg.alerts,
-                               max_changes=max_changes)
+        result = await run_check(target, engine=engine, fetcher=fetcher, alerts=cfg.alerts,
+                                 max_changes=max_changes)
+        if not urls or result.outcome == "failed":
+            return result, None
+        from monitor import urlcheck
+
+        budget = urlcheck.Budget(target.settings.url_checks.rate)
+        found = await urlcheck.run_round(target, engine=engine, fetcher=fetcher, budget=budget,
+                                         now=utcnow)
+        return result, found
     finally:
         await fetcher.aclose()
 
 
-def _print_result(result: CheckResult, *, as_json: bool) -> None:
+def _print_result(result: CheckResult, urls: Any = None, *, as_json: bool) -> None:
     if as_json:
-        _out(json.dumps(result.as_json(), ensure_ascii=False))
+        out = result.as_json()
+        if urls is not None:
+            out["url_health"] = urls.states
+            out["url_checks"] = urls.as_json()
+            out["url_problems"] = urls.broken
+        _out(json.dumps(out, ensure_ascii=False))
         return
     _out(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid} "
           f"added={result.added} removed={result.removed} changed={result.changed} "
@@ -361,6 +384,16 @@ def _print_result(result: CheckResult, *, as_json: bool) -> None:
         _table(["CHANGE", "LOC"], [[c.kind, c.loc] for c in result.changes])
     for hint in _hints(result):
         _out(f"  ({hint})")
+    if urls is not None:
+        states = ", ".join(f"{state} {n}" for state, n in sorted(urls.states.items()))
+        _out(f"url health: {urls.listed} listed, {urls.checked} checked in "
+             f"{urls.seconds:.1f}s: {states or 'none'}")
+        if urls.broken:
+            _table(["STATE", "HTTP", "LOC", "DETAIL"],
+                   [[b["state"], b["http_status"] or "", b["loc"], b["detail"]]
+                    for b in urls.broken])
+            _out(f"  (every URL of a state: sitemap-monitor urls "
+                 f"{shlex.quote(result.target)} --status STATE)")
 
 
 def _hints(result: CheckResult) -> list[str]:
@@ -398,7 +431,7 @@ def _validate(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="sitemap-monitor-validate-") as folder:
             engine = _open_engine(f"sqlite:///{folder}/validate.db")
             try:
-                result = asyncio.run(_run_check(target, engine, cfg, 10_000))
+                result, _ = asyncio.run(_run_check(target, engine, cfg, 10_000))
             finally:
                 engine.dispose()
     else:

@@ -94,6 +94,16 @@ class Limits(_Frozen):
     max_redirects: int = Field(5, ge=0)
 
 
+class UrlChecks(_Frozen):
+    """The health checks of a target's listed URLs (SPEC 11): opt-in, since they fetch the
+    site's own pages, and polite: ``rate`` requests a second per host at most."""
+
+    enabled: bool = False
+    rate: float = Field(1.0, gt=0)
+    recheck: Duration = Field(7 * 86400.0, gt=0)
+    body_limit: Size = Field(256 * 2**10, gt=0)
+
+
 class Defaults(_Frozen):
     """Settings every target inherits unless it sets its own."""
 
@@ -113,6 +123,7 @@ class Defaults(_Frozen):
     user_agent: str = DEFAULT_USER_AGENT
     allow_private: bool = False
     allow_cross_host_children: bool = False
+    url_checks: UrlChecks = UrlChecks()
 
     @field_validator("user_agent")
     @classmethod
@@ -144,6 +155,8 @@ class TargetSpec(_Frozen):
     user_agent: str | None = None
     allow_private: bool | None = None
     allow_cross_host_children: bool | None = None
+    # merged key by key over the defaults' (resolve)
+    url_checks: UrlChecks | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> TargetSpec:
@@ -185,6 +198,9 @@ def resolve(spec: TargetSpec, defaults: Defaults) -> Target:
     overrides = {
         key: getattr(spec, key) for key in _TARGET_OVERRIDES if getattr(spec, key) is not None
     }
+    if spec.url_checks is not None:
+        overrides["url_checks"] = defaults.url_checks.model_copy(
+            update=spec.url_checks.model_dump(exclude_unset=True))
     settings = defaults.model_copy(update=overrides)
     if spec.site is not None:
         return Target(name=spec.name, url=spec.site, site=True, settings=settings)
@@ -204,7 +220,7 @@ def adhoc_target(url: str, defaults: Defaults | None = None) -> Target:
 ChannelType = Literal["webhook", "slack", "alertmanager", "email"]
 RuleWhen = Literal[
     "added", "removed", "changed", "invalid", "issues", "check_failed", "recovered", "stale",
-    "url_count_below",
+    "url_count_below", "url_health",
 ]
 
 

@@ -16,6 +16,7 @@ import re
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
@@ -34,7 +35,9 @@ from monitor.addresses import (
 from monitor.errors import FetchError
 from monitor.inflate import CHUNK_SIZE, Body, layers
 
-__all__ = ["CHUNK_SIZE", "Fetcher", "Response", "is_blocked_address", "is_private_address"]
+__all__ = [
+    "CHUNK_SIZE", "Answer", "Fetcher", "Response", "is_blocked_address", "is_private_address",
+]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_RETRIES = 2  # Retry-After retries per fetch (SPEC 3.7)
@@ -43,6 +46,7 @@ _ACCEPT = (
     "application/xml, text/xml, application/rss+xml, application/atom+xml,"
     " text/plain;q=0.9, */*;q=0.5"
 )
+_ACCEPT_PAGE = "text/html, application/xhtml+xml, */*;q=0.8"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -139,6 +143,28 @@ class Response:
         await self._raw.aclose()
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One answer to one GET of a page, redirects not followed (the URL checks, SPEC 11)."""
+
+    url: str
+    status: int
+    headers: httpx.Headers
+    # The first ``body_limit`` bytes of the decompressed body of a 2xx answer; b"" otherwise.
+    head: bytes
+
+    @property
+    def location(self) -> str | None:
+        """Where a redirect points, resolved against ``url``; None if not a redirect."""
+        value = self.headers.get("location")
+        if self.status not in REDIRECT_STATUSES or not value:
+            return None
+        try:
+            return str(httpx.URL(self.url).join(value.strip()))
+        except (httpx.InvalidURL, ValueError):
+            return None
+
+
 class Fetcher:
     """One long-lived httpx.AsyncClient shared by every check (STYLE 7)."""
 
@@ -198,6 +224,39 @@ class Fetcher:
                 yield response
             finally:
                 await response.aclose()
+
+    async def probe(self, url: str, settings: config.Defaults, *, body_limit: int,
+                    allow_private: bool = False) -> Answer:
+        """GET ``url`` once, in one of its host's slots: the status, the headers and the first
+        ``body_limit`` bytes of a 2xx body. Redirects are the caller's to follow (each hop is
+        judged by the address policy here). Raises ``FetchError`` when no answer came."""
+        parsed = _parse_url(url, url)
+        key = f"{parsed.host}:{parsed.port or _default_port(parsed)}"
+        headers = self._headers(settings, None, None)
+        headers["Accept"] = _ACCEPT_PAGE
+        timeouts = httpx.Timeout(
+            connect=settings.connect_timeout, read=settings.read_timeout,
+            write=settings.read_timeout, pool=settings.timeout,
+        )
+        async with self._slot(key):
+            deadline = asyncio.get_running_loop().time() + settings.timeout
+            raw = await self._send(url, headers, timeouts, allow_private, deadline, settings)
+            try:
+                head = b""
+                if 200 <= raw.status_code < 300:
+                    response = Response(raw, url=url, settings=settings, deadline=deadline,
+                                        not_modified=False)
+                    parts: list[bytes] = []
+                    size = 0
+                    async for chunk in response.chunks():
+                        parts.append(chunk)
+                        size += len(chunk)
+                        if size >= body_limit:
+                            break
+                    head = b"".join(parts)[:body_limit]
+                return Answer(url=url, status=raw.status_code, headers=raw.headers, head=head)
+            finally:
+                await raw.aclose()
 
     @asynccontextmanager
     async def _slot(self, key: str) -> AsyncIterator[None]:

@@ -17,6 +17,27 @@ CHANGE_KINDS: tuple[ChangeKind, ...] = ("added", "removed", "changed", "invalid"
 DOCUMENT_OUTCOMES: tuple[DocumentOutcome, ...] = ("ok", "not_modified", "unchanged", "failed")
 CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "failed")
 
+# The states of a listed URL (SPEC 11), each with its rule id and severity (ok and unknown have
+# none); a redirect that loops is the rule ``url-redirect-loop``.
+URL_STATES: dict[str, tuple[str, Severity] | None] = {
+    "ok": None,
+    "redirect": ("url-redirect", "warning"),
+    "not-found": ("url-not-found", "error"),
+    "gone": ("url-gone", "error"),
+    "forbidden": ("url-forbidden", "warning"),
+    "client-error": ("url-client-error", "error"),
+    "server-error": ("url-server-error", "error"),
+    "noindex": ("url-noindex", "error"),
+    "canonicalized": ("url-canonicalized", "warning"),
+    "disallowed": ("url-disallowed", "error"),
+    "unknown": None,
+}
+URL_REDIRECT_LOOP = "url-redirect-loop"
+URL_RULES: tuple[str, ...] = tuple(
+    [rule[0] for rule in URL_STATES.values() if rule is not None] + [URL_REDIRECT_LOOP])
+# What became of a removed URL, once checked (SPEC 11).
+REMOVAL_REASONS = ("moved", "gone", "live", "unknown")
+
 # Every rule id of SPEC section 4 with its default severity. Stable: used in JSON, metrics, alerts.
 RULES: dict[str, Severity] = {
     "xml-malformed": "error",

@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine
 
 from monitor import digest as digesting
 from monitor import entryset, parse, validate
-from monitor.addresses import is_private_address, literal_address, system_resolver
+from monitor.addresses import is_private_target
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.fetch import Fetcher
@@ -186,7 +186,7 @@ class _Check:
                 try:
                     async with deadline:
                         self.allow_private = (self.allow_private
-                                              or await _is_private_target(self.target.url))
+                                              or await is_private_target(self.target.url))
                         await self._walk_root()
                 except TimeoutError:
                     if not deadline.expired():
@@ -748,16 +748,3 @@ def _raise_alerts(
 def _rollback(conn: Connection) -> None:
     if conn.in_transaction():
         conn.rollback()
-
-
-async def _is_private_target(url: str) -> bool:
-    """Whether the target's own URL is on a private or loopback address (SPEC 3.6)."""
-    host = urlsplit(url).hostname or ""
-    literal = literal_address(host)
-    if literal is not None:
-        return is_private_address(literal)
-    try:
-        addresses = await system_resolver(host, 0)
-    except (OSError, ValueError):  # unresolvable here: the fetch will report it
-        return False
-    return any(is_private_address(ip) for ip in addresses)

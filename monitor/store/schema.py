@@ -159,11 +159,50 @@ changes = Table(
     Column("loc", Text, nullable=False),
     Column("before", Text, nullable=True),
     Column("after", Text, nullable=True),
+    # A removed URL's fate, once the URL checks looked (SPEC 11): moved, gone, live, unknown.
+    Column("reason", String(16), nullable=True),
     # A target's changes in the order they were recorded (its checks run one at a time), and
     # one kind's without reading the others: a listing reads the rows it lists (store.listing).
     Index("ix_changes_target_id_snapshot_id", "target_id", "snapshot_id", "id"),
     Index("ix_changes_target_id_kind", "target_id", "kind", "snapshot_id", "id"),
     Index("ix_changes_snapshot_id", "snapshot_id"),
+)
+
+# The health of each URL a target lists (SPEC 11), one row per URL: its current state only.
+# A check that finds the state unchanged rewrites this row; a transition also writes a
+# ``health`` change. A URL the sitemap dropped keeps its row, ``listed`` false, until it has
+# been checked once for its removal's ``reason`` (``removed_snapshot_id`` names that change).
+url_states = Table(
+    "url_states",
+    metadata,
+    Column("target_id", Id, ForeignKey("targets.id", ondelete="CASCADE"), primary_key=True),
+    Column("loc", Text, primary_key=True),
+    Column("listed", Boolean, nullable=False, server_default=text("true")),
+    Column("state", String(16), nullable=False, server_default=text("'unknown'")),
+    Column("rule", String(32), nullable=True),  # the state's rule id (url-redirect-loop...)
+    Column("http_status", Integer, nullable=True),
+    Column("final_url", Text, nullable=True),
+    Column("hops", Integer, nullable=False, server_default=text("0")),
+    # checks in a row that got no answer to trust (SPEC 11: 5xx three times is server-error)
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("detail", Text, nullable=True),
+    Column("since", UTC, nullable=True),
+    Column("checked_at", UTC, nullable=True),
+    # when to check it next; NULL first (never checked, or dropped and awaiting its reason)
+    Column("due_at", UTC, nullable=True),
+    Column("removed_snapshot_id", Id, nullable=True),
+    Index("ix_url_states_target_id_due_at", "target_id", "due_at"),
+)
+
+# The URL checks of each target across replicas: how far the URL states follow the target's
+# snapshots, and the lease of the replica checking a batch of its URLs (SPEC 10, 11).
+url_checks = Table(
+    "url_checks",
+    metadata,
+    Column("target_id", Id, ForeignKey("targets.id", ondelete="CASCADE"), primary_key=True),
+    Column("synced_snapshot_id", Id, nullable=True),
+    Column("lease_owner", String(200), nullable=True),
+    Column("lease_until", UTC, nullable=True),
 )
 
 # The durable outbox (SPEC 9): written in the snapshot's transaction, delivered later.

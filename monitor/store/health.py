@@ -1,0 +1,325 @@
+"""The URL checks' rows (SPEC 11): each listed URL's current state, its transitions and the
+leases of the replicas that check them.
+
+``sync`` makes ``url_states`` follow the target's snapshots: the first time from the URL set
+of the latest snapshot (one entry set at a time), then from the ``added`` and ``removed``
+changes recorded since. ``due`` picks what to check next (never checked first, then the oldest
+due), ``save`` writes a batch of verdicts: the row of each URL, a ``health`` change where its
+state moved, the ``reason`` of a removal once its URL was checked. ``claim`` and ``release``
+hold a target's URL checks for one replica at a time, so two replicas never check the same URL
+in one period and a host's ``rate`` holds across them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from monitor import entryset
+from monitor.store.schema import changes, entry_sets, snapshots, targets, url_checks, url_states
+from monitor.store.sql import read_sets, transaction
+
+__all__ = [
+    "Due", "Saved", "claim", "counts", "due", "listed", "release", "save", "sync",
+]
+
+_BATCH = 5000
+# A URL without an answer to trust (timeouts, 429, 503) this many checks in a row is unknown;
+# until then it keeps its state (SPEC 11: never counted as broken for it).
+UNKNOWN_AFTER = 3
+_HTTP = ("http://", "https://")
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """A URL to check, with what its row says now."""
+
+    loc: str
+    listed: bool
+    state: str
+    attempts: int
+    checked: bool  # it has a state from an answer (not only "never checked")
+    removed_snapshot_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """One checked URL as ``save`` writes it."""
+
+    due: Due
+    state: str
+    rule: str | None
+    http_status: int | None
+    final_url: str | None
+    hops: int
+    detail: str
+    transient: bool
+    retry_after: float | None = None
+    reason: str | None = None  # a removed URL's, once known
+
+
+def _target_id(conn: Connection, name: str) -> int | None:
+    found: int | None = conn.execute(
+        select(targets.c.id).where(targets.c.name == name)).scalar_one_or_none()
+    return found
+
+
+def _insert_ignore(conn: Connection) -> Any:
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return dialect.insert(url_states).on_conflict_do_nothing()
+
+
+def sync(engine: Engine, name: str) -> tuple[int, int] | None:
+    """Bring the target's URL states up to its latest snapshot; return (target id, that
+    snapshot's id), or None when the target has no snapshot yet."""
+
+    def latest(conn: Connection) -> tuple[int, int, int | None, bool] | None:
+        target_id = _target_id(conn, name)
+        if target_id is None:
+            return None
+        last = conn.execute(select(func.max(snapshots.c.id)).where(
+            snapshots.c.target_id == target_id)).scalar()
+        if last is None:
+            return None
+        row = conn.execute(select(url_checks.c.synced_snapshot_id).where(
+            url_checks.c.target_id == target_id)).first()
+        if row is None:
+            conn.execute(insert(url_checks).values(target_id=target_id))
+        return target_id, last, None if row is None else row[0], row is not None
+
+    found = transaction(engine, latest)
+    if found is None:
+        return None
+    target_id, last, synced, _ = found
+    if synced == last:
+        return target_id, last
+    if synced is None:
+        _load(engine, target_id, last)
+    else:
+        transaction(engine, lambda conn: _follow(conn, target_id, synced, last))
+    return target_id, last
+
+
+def _load(engine: Engine, target_id: int, last: int) -> None:
+    """The first sync: every URL of the latest snapshot, one entry set a transaction."""
+    v = entry_sets.c
+    live = ((v.target_id == target_id) & (v.first_snapshot_id <= last)
+            & (v.removed_snapshot_id.is_(None) | (v.removed_snapshot_id > last)))
+    ids = transaction(engine, lambda conn: [
+        row[0] for row in conn.execute(select(v.id).where(live).order_by(v.id))])
+    for set_id in ids:
+        def load(conn: Connection, set_id: int = set_id) -> None:
+            rows = read_sets(conn, select(v.data).where(v.id == set_id))
+            locs = [loc for loc in entryset.unpack(rows[0][0]).locs() if loc.startswith(_HTTP)]
+            statement = _insert_ignore(conn)
+            for start in range(0, len(locs), _BATCH):
+                conn.execute(statement, [{"target_id": target_id, "loc": loc}
+                                         for loc in locs[start:start + _BATCH]])
+        transaction(engine, load)
+    transaction(engine, lambda conn: conn.execute(
+        update(url_checks).where(url_checks.c.target_id == target_id)
+        .values(synced_snapshot_id=last)))
+
+
+def _follow(conn: Connection, target_id: int, synced: int, last: int) -> None:
+    """Apply the ``added`` and ``removed`` changes of the snapshots after ``synced``."""
+    c, u = changes.c, url_states.c
+    rows = conn.execute(
+        select(c.snapshot_id, c.kind, c.loc)
+        .where(c.target_id == target_id, c.snapshot_id > synced, c.snapshot_id <= last,
+               c.kind.in_(("added", "removed")))
+        .order_by(c.snapshot_id, c.id)
+    ).all()
+    for snapshot_id, kind, loc in rows:
+        if not loc.startswith(_HTTP):
+            continue
+        mine = (u.target_id == target_id) & (u.loc == loc)
+        if kind == "added":
+            conn.execute(_insert_ignore(conn).values(target_id=target_id, loc=loc))
+            conn.execute(update(url_states).where(mine, u.listed.is_(False))
+                         .values(listed=True, removed_snapshot_id=None))
+        else:
+            conn.execute(update(url_states).where(mine).values(
+                listed=False, removed_snapshot_id=snapshot_id, due_at=None))
+    conn.execute(update(url_checks).where(url_checks.c.target_id == target_id)
+                 .values(synced_snapshot_id=last))
+
+
+def _due_row(row: Any) -> Due:
+    return Due(row.loc, bool(row.listed), row.state, row.attempts, row.checked_at is not None,
+               row.removed_snapshot_id)
+
+
+_DUE_COLUMNS = (url_states.c.loc, url_states.c.listed, url_states.c.state,
+                url_states.c.attempts, url_states.c.checked_at, url_states.c.removed_snapshot_id)
+
+
+def _due_rows(conn: Connection, *, query: Any) -> list[Due]:
+    return [_due_row(r) for r in conn.execute(query)]
+
+
+def due(engine: Engine, target_id: int, now: datetime, limit: int) -> list[Due]:
+    """The next URLs to check: never checked (or dropped, for their reason) first, then those
+    whose time came, oldest first."""
+    u = url_states.c
+    query = (select(*_DUE_COLUMNS)
+             .where(u.target_id == target_id, u.due_at.is_(None) | (u.due_at <= now))
+             .order_by(u.due_at.asc().nulls_first(), u.loc).limit(limit))
+    return transaction(engine, lambda conn: [_due_row(r) for r in conn.execute(query)])
+
+
+def every(engine: Engine, target_id: int) -> Iterator[list[Due]]:
+    """Every URL of the target, listed or awaiting its reason, a batch at a time."""
+    u = url_states.c
+    after = ""
+    while True:
+        query = (select(*_DUE_COLUMNS).where(u.target_id == target_id, u.loc > after)
+                 .order_by(u.loc).limit(_BATCH))
+        batch = transaction(engine, partial(_due_rows, query=query))
+        if not batch:
+            return
+        yield batch
+        after = batch[-1].loc
+
+
+def listed(engine: Engine, target_id: int, locs: Iterable[str]) -> set[str]:
+    """Which of ``locs`` the target lists now."""
+    wanted = sorted(set(locs))
+    if not wanted:
+        return set()
+    u = url_states.c
+    return transaction(engine, lambda conn: {
+        row[0] for start in range(0, len(wanted), 500)
+        for row in conn.execute(select(u.loc).where(
+            u.target_id == target_id, u.listed.is_(True),
+            u.loc.in_(wanted[start:start + 500])))})
+
+
+def _state_json(state: str, status: int | None, final_url: str | None, hops: int,
+                detail: str | None) -> str:
+    value: dict[str, Any] = {"state": state, "http_status": status}
+    if final_url:
+        value["final_url"] = final_url
+    if hops:
+        value["hops"] = hops
+    if detail:
+        value["detail"] = detail
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved],
+         now: datetime, recheck: float) -> int:
+    """Write a batch of verdicts in one transaction; return how many ``health`` changes
+    (transitions) it wrote."""
+
+    def write(conn: Connection) -> int:
+        u = url_states.c
+        transitions: list[dict[str, Any]] = []
+        reasons: list[tuple[int, str, str]] = []
+        for s in saved:
+            mine = (u.target_id == target_id) & (u.loc == s.due.loc)
+            if not s.due.listed:
+                if s.reason is None:  # no answer yet: try again later
+                    conn.execute(update(url_states).where(mine).values(
+                        attempts=s.due.attempts + 1, due_at=_retry_at(now, s, recheck)))
+                    continue
+                if s.due.removed_snapshot_id is not None:
+                    reasons.append((s.due.removed_snapshot_id, s.due.loc, s.reason))
+                conn.execute(delete(url_states).where(mine, u.listed.is_(False)))
+                continue
+            if s.transient and s.due.attempts + 1 < UNKNOWN_AFTER:
+                conn.execute(update(url_states).where(mine).values(
+                    attempts=s.due.attempts + 1, due_at=_retry_at(now, s, recheck),
+                    detail=s.detail))
+                continue
+            moved = s.state != s.due.state
+            values: dict[str, Any] = {
+                "state": s.state, "rule": s.rule, "http_status": s.http_status,
+                "final_url": s.final_url, "hops": s.hops, "detail": s.detail or None,
+                "attempts": 0, "checked_at": now, "due_at": now + timedelta(seconds=recheck),
+            }
+            if s.transient:  # no answer to trust, UNKNOWN_AFTER times in a row: unknown
+                values.update(state="unknown", rule=None, attempts=s.due.attempts + 1,
+                              due_at=_retry_at(now, s, recheck))
+                del values["checked_at"]
+                moved = s.due.state != "unknown"
+            if moved:
+                values["since"] = now
+            conn.execute(update(url_states).where(mine).values(**values))
+            # A transition: from a state an answer gave, or a first answer that is a problem.
+            if moved and (s.due.checked or s.state != "ok"):
+                transitions.append({
+                    "snapshot_id": snapshot_id, "target_id": target_id, "kind": "health",
+                    "loc": s.due.loc,
+                    "before": _state_json(s.due.state, None, None, 0, None),
+                    "after": _state_json(s.state, s.http_status, s.final_url, s.hops,
+                                         s.detail),
+                })
+        if transitions:
+            conn.execute(insert(changes), transitions)
+            conn.execute(update(targets).where(targets.c.id == target_id).values(
+                change_count=targets.c.change_count + len(transitions)))
+        c = changes.c
+        for removed_in, loc, reason in reasons:
+            conn.execute(update(changes).where(
+                c.target_id == target_id, c.kind == "removed", c.snapshot_id == removed_in,
+                c.loc == loc).values(reason=reason))
+        return len(transitions)
+
+    return transaction(engine, write)
+
+
+def _retry_at(now: datetime, s: Saved, recheck: float) -> datetime:
+    """When a URL without a trustworthy answer is tried again: after its ``Retry-After``, or
+    5 minutes doubling with each attempt, never later than ``recheck``."""
+    backoff = min(recheck, 300.0 * 2 ** s.due.attempts)
+    if s.retry_after is not None:
+        backoff = max(backoff, min(s.retry_after, recheck))
+    return now + timedelta(seconds=backoff)
+
+
+def counts(engine: Engine, target_id: int, now: datetime, recheck: float,
+           ) -> tuple[dict[str, int], dict[str, int], int, int]:
+    """The listed URLs per state and per rule id, how many of them, and how many were checked
+    within ``recheck`` (the coverage)."""
+    u = url_states.c
+    since = now - timedelta(seconds=recheck)
+
+    def read(conn: Connection) -> tuple[dict[str, int], dict[str, int], int, int]:
+        by_state: dict[str, int] = {}
+        by_rule: dict[str, int] = {}
+        for state, rule, n in conn.execute(
+                select(u.state, u.rule, func.count())
+                .where(u.target_id == target_id, u.listed.is_(True)).group_by(u.state, u.rule)):
+            by_state[state] = by_state.get(state, 0) + int(n)
+            if rule is not None:
+                by_rule[rule] = by_rule.get(rule, 0) + int(n)
+        covered = conn.execute(select(func.count()).where(
+            u.target_id == target_id, u.listed.is_(True), u.checked_at >= since)).scalar() or 0
+        return by_state, by_rule, sum(by_state.values()), int(covered)
+
+    return transaction(engine, read)
+
+
+def claim(engine: Engine, target_id: int, owner: str, now: datetime, lease: float) -> bool:
+    """Take the target's URL checks for ``lease`` seconds, unless another replica holds them."""
+    k = url_checks.c
+    statement = update(url_checks).where(
+        k.target_id == target_id,
+        k.lease_until.is_(None) | (k.lease_until < now) | (k.lease_owner == owner),
+    ).values(lease_owner=owner, lease_until=now + timedelta(seconds=lease))
+    return transaction(engine, lambda conn: conn.execute(statement).rowcount == 1)
+
+
+def release(engine: Engine, target_id: int, owner: str) -> None:
+    k = url_checks.c
+    transaction(engine, lambda conn: conn.execute(
+        update(url_checks).where(k.target_id == target_id, k.lease_owner == owner)
+        .values(lease_owner=None, lease_until=None)))

@@ -1,0 +1,343 @@
+"""The URL checks (SPEC 11): fetch listed pages politely, hop by hop, judge them, store them.
+
+``Checker`` composes the fetch stage (``Fetcher.probe``: one GET, one hop, in one of the host's
+shared slots, under the address policy) and the health stage (``monitor.health``: the state of
+the answers, robots.txt's rules). ``Budget`` spaces requests to each host ``rate`` a second
+(token bucket of one), slows a host that answers 429 and waits out its ``Retry-After``.
+``check_all`` runs many URLs through a bounded set of workers and hands each verdict on as it
+comes, so memory holds the workers' pages, never the URL list's results. ``run_round`` is one
+round for one target: bring its URL states up to its latest snapshot (``store.health.sync``),
+check the URLs that are due (or, for ``check --urls``, every one), and save the verdicts in
+small transactions, with a removed URL's reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import Engine
+
+from monitor import health
+from monitor.addresses import is_private_target
+from monitor.config import Target
+from monitor.errors import FetchError
+from monitor.fetch import Answer, Fetcher, retry_after_seconds
+from monitor.store import health as store
+
+__all__ = ["Budget", "Checker", "Round", "check_all", "run_round"]
+
+ROBOTS_TTL = 86400.0  # Google caches a robots.txt up to a day
+ROBOTS_LIMIT = 500 * 1024  # and reads its first 500 KiB
+SLOWEST = 16  # a host answering 429 is slowed down to 1/16 of the rate at most
+WORKERS = 32
+
+
+class Budget:
+    """Requests per second per host: each host's next request waits its turn, ``1/rate``
+    after the previous one (a 429 doubles the wait, up to ``SLOWEST`` times; ``Retry-After``
+    holds the host until then)."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._interval = 1.0 / rate
+        self._clock = clock
+        self._next: dict[str, float] = {}
+        self._slow: dict[str, float] = {}
+        self._held: dict[str, float] = {}
+
+    async def take(self, host: str) -> None:
+        """Wait for ``host``'s next turn (a turn that falls in a hold is taken again after)."""
+        while True:
+            now = self._clock()
+            turn = max(now, self._next.get(host, now))
+            self._next[host] = turn + self._interval * self._slow.get(host, 1.0)
+            if turn > now:
+                await asyncio.sleep(turn - now)
+            if self._clock() >= self._held.get(host, 0.0):
+                return
+
+    def slow_down(self, host: str, retry_after: float | None) -> None:
+        """A 429 from ``host``, which asked to wait ``retry_after`` seconds."""
+        self._slow[host] = min(SLOWEST, self._slow.get(host, 1.0) * 2)
+        if retry_after:
+            until = self._clock() + retry_after
+            self._held[host] = until
+            self._next[host] = max(self._next.get(host, 0.0), until)
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A URL and its verdict; ``retry_after``: the server asked to wait that long."""
+
+    loc: str
+    verdict: health.Verdict
+    retry_after: float | None = None
+
+
+class Checker:
+    """Checks one target's URLs: robots.txt first (cached a day per host), then the page."""
+
+    def __init__(self, target: Target, fetcher: Fetcher, budget: Budget) -> None:
+        self._target = target
+        self._fetcher = fetcher
+        self._budget = budget
+        self._robots: dict[str, tuple[float, asyncio.Task[health.RobotsRules]]] = {}
+        self._agent = target.settings.user_agent
+        self.allow_private = target.settings.allow_private  # or the target's URL is private
+
+    async def check(self, url: str, *, server_errors: int = 0) -> Checked:
+        """One URL's verdict; ``server_errors``: its 5xx answers in a row before this one."""
+        try:
+            rules = await self._rules(url)
+        except FetchError as exc:
+            return Checked(url, health.failed(url, exc.kind, str(exc)))
+        if not rules.allows(url, self._agent):
+            return Checked(url, health.Verdict(
+                "disallowed", detail=f"robots.txt disallows it for {self._agent.split('/')[0]}"))
+        answers: list[health.Answered] = []
+        seen = {url}
+        current = url
+        limit = self._target.settings.max_redirects
+        while True:
+            try:
+                answer = await self._get(current, self._target.settings.url_checks.body_limit)
+            except FetchError as exc:
+                return Checked(url, health.failed(current, exc.kind, str(exc),
+                                                  hops=len(answers)))
+            answers.append(_answered(answer))
+            retry_after = self._pushed_back(answer)
+            nxt = answer.location
+            if nxt is None:
+                errors = server_errors + 1 if answer.status >= 500 else 0
+                verdict = health.judge(answers, listed_url=url, server_errors=errors)
+                return Checked(url, verdict, retry_after)
+            if nxt in seen or len(answers) > limit:
+                return Checked(url, health.judge(answers, listed_url=url, loop=True))
+            seen.add(nxt)
+            current = nxt
+
+    async def _get(self, url: str, body_limit: int) -> Answer:
+        host = urlsplit(url).netloc
+        await self._budget.take(host)
+        return await self._fetcher.probe(url, self._target.settings, body_limit=body_limit,
+                                         allow_private=self.allow_private)
+
+    def _pushed_back(self, answer: Answer) -> float | None:
+        """A 429 slows the whole host down and holds it for its ``Retry-After`` (at most
+        ``retry_after_max``); a 503's ``Retry-After`` defers that URL only (the caller's)."""
+        if answer.status not in (429, 503):
+            return None
+        retry_after = retry_after_seconds(answer.headers.get("retry-after"))
+        if answer.status == 429:
+            hold = None if retry_after is None else min(
+                retry_after, self._target.settings.retry_after_max)
+            self._budget.slow_down(urlsplit(answer.url).netloc, hold)
+        return retry_after
+
+    async def _rules(self, url: str) -> health.RobotsRules:
+        """The robots.txt rules of ``url``'s host, fetched once a day (one fetch at a time)."""
+        robots = health.robots_url(url)
+        now = time.monotonic()
+        cached = self._robots.get(robots)
+        if cached is None or cached[0] < now or (cached[1].done() and cached[1].exception()):
+            cached = (now + ROBOTS_TTL, asyncio.ensure_future(self._fetch_robots(robots)))
+            self._robots[robots] = cached
+        return await asyncio.shield(cached[1])
+
+    async def _fetch_robots(self, robots: str) -> health.RobotsRules:
+        current = robots
+        for _ in range(self._target.settings.max_redirects + 1):
+            answer = await self._get(current, ROBOTS_LIMIT)
+            if answer.location is None:
+                return health.robots_rules(answer.status, answer.head)
+            current = answer.location
+        return health.robots_rules(None, b"")
+
+
+def _answered(answer: Answer) -> health.Answered:
+    return health.Answered(answer.url, answer.status,
+                           [(k.lower(), v) for k, v in answer.headers.multi_items()], answer.head)
+
+
+async def check_all(checker: Checker,
+                    urls: AsyncIterator[tuple[str, int]] | Iterable[tuple[str, int]],
+                    done: Callable[[Checked], Awaitable[None]], *,
+                    workers: int = WORKERS) -> int:
+    """Check each ``(url, 5xx answers in a row before)`` and await ``done`` with its verdict,
+    ``workers`` at a time; return how many were checked."""
+    queue: asyncio.Queue[tuple[str, int] | None] = asyncio.Queue(maxsize=workers * 2)
+    count = 0
+
+    async def work() -> None:
+        nonlocal count
+        while (item := await queue.get()) is not None:
+            result = await checker.check(item[0], server_errors=item[1])
+            count += 1
+            await done(result)
+
+    async def feed() -> None:
+        if isinstance(urls, AsyncIterator):
+            async for item in urls:
+                await queue.put(item)
+        else:
+            for item in urls:
+                await queue.put(item)
+        for _ in range(workers):
+            await queue.put(None)
+
+    tasks = [asyncio.create_task(work()) for _ in range(workers)]
+    tasks.append(asyncio.create_task(feed()))
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return count
+
+
+SAVE_BATCH = 200
+EXAMPLES = 20
+
+
+@dataclass(slots=True)
+class Round:
+    """What one round of URL checks of one target did and found."""
+
+    checked: int = 0
+    transitions: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)  # verdict state -> checks
+    states: dict[str, int] = field(default_factory=dict)  # listed URLs per state, after
+    rules: dict[str, int] = field(default_factory=dict)  # listed URLs per rule id, after
+    listed: int = 0
+    covered: int = 0  # listed URLs checked within ``recheck``
+    broken: list[dict[str, Any]] = field(default_factory=list)  # the first problems found
+    seconds: float = 0.0
+
+    def rule_counts(self) -> dict[str, int]:
+        return self.rules
+
+    def as_json(self) -> dict[str, Any]:
+        return {"checked": self.checked, "transitions": self.transitions,
+                "seconds": round(self.seconds, 3), "listed": self.listed,
+                "covered": self.covered}
+
+
+class _Saver:
+    """Collects verdicts and writes them ``SAVE_BATCH`` at a time."""
+
+    def __init__(self, engine: Engine, target_id: int, snapshot_id: int, recheck: float,
+                 now: Callable[[], datetime], result: Round, *, final: bool) -> None:
+        self._engine = engine
+        self._ids = (target_id, snapshot_id)
+        self._recheck = recheck
+        self._now = now
+        self._round = result
+        self._pending: list[tuple[store.Due, Checked]] = []
+        self._final = final  # no later round: a removed URL gets its reason now
+
+    async def add(self, due: store.Due, checked: Checked) -> None:
+        verdict = checked.verdict
+        r = self._round
+        r.checked += 1
+        r.outcomes[verdict.state] = r.outcomes.get(verdict.state, 0) + 1
+        if due.listed and verdict.broken and len(r.broken) < EXAMPLES:
+            r.broken.append(_example(due.loc, verdict))
+        self._pending.append((due, checked))
+        if len(self._pending) >= SAVE_BATCH:
+            await self.flush()
+
+    async def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        target_id, snapshot_id = self._ids
+        finals = [c.verdict.final_url for d, c in pending
+                  if not d.listed and c.verdict.final_url is not None]
+        now_listed = (await asyncio.to_thread(store.listed, self._engine, target_id, finals)
+                      if finals else set())
+        saved = [_saved(d, c, now_listed, self._final) for d, c in pending]
+        self._round.transitions += await asyncio.to_thread(
+            store.save, self._engine, target_id, snapshot_id, saved, self._now(),
+            self._recheck)
+
+
+def _example(loc: str, verdict: health.Verdict) -> dict[str, Any]:
+    return {"loc": loc, "state": verdict.state, "rule": verdict.rule,
+            "http_status": verdict.status, "final_url": verdict.final_url,
+            "detail": verdict.detail}
+
+
+def _saved(due: store.Due, checked: Checked, now_listed: set[str], final: bool,
+           ) -> store.Saved:
+    v = checked.verdict
+    reason = None
+    if not due.listed and (final or not v.transient or due.attempts + 1 >= store.UNKNOWN_AFTER):
+        reason = health.removal_reason(v, now_listed.__contains__)
+    return store.Saved(due, v.state, v.rule, v.status, v.final_url, v.hops, v.detail, v.transient,
+                       checked.retry_after, reason)
+
+
+def _next_batch(batches: Iterator[list[store.Due]]) -> list[store.Due]:
+    return next(batches, [])
+
+
+def _server_error(checked: Checked) -> bool:
+    """A 5xx that counts towards server-error (not 503 with Retry-After)."""
+    v = checked.verdict
+    return (v.transient and v.status is not None and v.status >= 500
+            and checked.retry_after is None)
+
+
+async def run_round(
+    target: Target, *, engine: Engine, fetcher: Fetcher, budget: Budget,
+    now: Callable[[], datetime], limit: int | None = None,
+) -> Round | None:
+    """One round of URL checks of ``target``: the ``limit`` URLs that are due, or with
+    ``limit`` None every URL it lists now, each 5xx tried again up to three times in a row
+    (``check --urls``). None when the target has no snapshot yet."""
+    started = time.monotonic()
+    synced = await asyncio.to_thread(store.sync, engine, target.name)
+    if synced is None:
+        return None
+    target_id, snapshot_id = synced
+    result = Round()
+    checker = Checker(target, fetcher, budget)
+    checker.allow_private = checker.allow_private or await is_private_target(target.url)
+    recheck = target.settings.url_checks.recheck
+    saver = _Saver(engine, target_id, snapshot_id, recheck, now, result, final=limit is None)
+    if limit is not None:
+        batch = await asyncio.to_thread(store.due, engine, target_id, now(), limit)
+        by_loc = {d.loc: d for d in batch}
+
+        async def done(checked: Checked) -> None:
+            await saver.add(by_loc[checked.loc], checked)
+
+        await check_all(checker, [(d.loc, d.attempts) for d in batch], done)
+    else:
+        pending: dict[str, tuple[store.Due, int]] = {}  # loc -> (row, 5xx answers in a row)
+        retry: dict[str, tuple[store.Due, int]] = {}
+
+        async def done_all(checked: Checked) -> None:
+            due, errors = pending.pop(checked.loc)
+            if _server_error(checked) and errors + 1 < health.SERVER_ERROR_ATTEMPTS:
+                retry[checked.loc] = (due, errors + 1)
+            else:
+                await saver.add(due, checked)
+
+        batches = store.every(engine, target_id)
+        while batch := await asyncio.to_thread(_next_batch, batches):
+            pending.update((d.loc, (d, 0)) for d in batch)
+            await check_all(checker, [(d.loc, 0) for d in batch], done_all)
+        while retry:
+            pending, retry = retry, {}
+            await check_all(checker, [(loc, n) for loc, (_, n) in pending.items()], done_all)
+    await saver.flush()
+    result.states, result.rules, result.listed, result.covered = await asyncio.to_thread(
+        store.counts, engine, target_id, now(), recheck)
+    result.seconds = time.monotonic() - started
+    return result

@@ -1,0 +1,281 @@
+"""The health of listed URLs (SPEC 11) through ``check --urls``: a real local site with every
+state, on both databases; politeness measured from the server's request log."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from httpserver import Reply, TestServer
+from site_fixture import Site, urlset
+from sqlalchemy import select
+
+from monitor.cli import main
+from monitor.store.db import make_engine
+from monitor.store.schema import changes, url_states
+
+PAGE = (b"<!doctype html><html><head><title>p</title>%s</head><body>"
+        + b"x" * 2000 + b"</body></html>")
+
+
+def page(head: bytes = b"", headers: dict[str, str] | None = None, status: int = 200) -> Reply:
+    return Reply(status, PAGE % head, headers={"Content-Type": "text/html; charset=utf-8",
+                                               **(headers or {})})
+
+
+def config(tmp_path: Path, site: Site, *, rate: float = 1000, name: str = "t") -> str:
+    path = tmp_path / "monitor.yaml"
+    path.write_text(
+        "defaults:\n  url_checks: {{enabled: true, rate: {}}}\n"
+        "targets:\n  - {{name: {}, url: '{}'}}\n".format(rate, name, site.url("/sitemap.xml")))
+    return str(path)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    found = capsys.readouterr()
+    return code, found.out, found.err
+
+
+def check_urls(capsys: pytest.CaptureFixture[str], cfg: str, db: str, *extra: str,
+               ) -> tuple[int, dict[str, Any]]:
+    code, out, err = run(capsys, "check", "t", "--config", cfg, "--database-url", db,
+                         "--urls", "--json", *extra)
+    assert out, err
+    return code, json.loads(out)
+
+
+def states(db: str) -> dict[str, tuple[str, str | None]]:
+    engine = make_engine(db)
+    try:
+        with engine.connect() as conn:
+            u = url_states.c
+            return {r.loc: (r.state, r.rule) for r in conn.execute(
+                select(u.loc, u.state, u.rule).where(u.listed.is_(True)))}
+    finally:
+        engine.dispose()
+
+
+def recorded(db: str, kind: str) -> list[Any]:
+    engine = make_engine(db)
+    try:
+        with engine.connect() as conn:
+            c = changes.c
+            return list(conn.execute(select(c.loc, c.before, c.after, c.reason)
+                                     .where(c.kind == kind).order_by(c.id)))
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def every_state(site: Site, http_server: TestServer) -> dict[str, str]:
+    """A site whose sitemap lists one URL in each state, and a few that must not count."""
+    s = http_server
+    s.route("/robots.txt", Reply(body=b"User-agent: *\nDisallow: /private/\nAllow: /private/ok$\n"))
+    expected = {
+        "/ok": "ok", "/private/ok": "ok", "/moved": "redirect", "/loop-a": "redirect",
+        "/to-metadata": "unknown", "/missing": "not-found", "/gone": "gone",
+        "/secret": "forbidden", "/teapot": "client-error", "/broken": "server-error",
+        "/busy": "unknown", "/slow-down": "unknown", "/meta-noindex": "noindex",
+        "/header-noindex": "noindex", "/googlebot-noindex": "noindex",
+        "/other-bot-noindex": "ok", "/canonical-elsewhere": "canonicalized",
+        "/canonical-self": "ok", "/canonical-header": "canonicalized",
+        "/private/page": "disallowed",
+    }
+    s.route("/ok", page())
+    s.route("/private/ok", page())
+    s.route("/moved", Reply(301, headers={"Location": "/moved-2"}))
+    s.route("/moved-2", Reply(302, headers={"Location": s.url("/ok")}))
+    s.route("/loop-a", Reply(301, headers={"Location": "/loop-b"}))
+    s.route("/loop-b", Reply(301, headers={"Location": "/loop-a"}))
+    s.route("/to-metadata", Reply(302, headers={"Location": "http://169.254.169.254/latest/"}))
+    s.route("/missing", page(status=404))
+    s.route("/gone", page(status=410))
+    s.route("/secret", page(status=403))
+    s.route("/teapot", page(status=418))
+    s.route("/broken", page(status=500))
+    s.route("/busy", page(status=503, headers={"Retry-After": "3600"}))
+    s.route("/slow-down", page(status=429))
+    s.route("/meta-noindex", page(b'<meta name="robots" content="noindex, follow">'))
+    s.route("/header-noindex", page(headers={"X-Robots-Tag": "noindex"}))
+    s.route("/googlebot-noindex", page(b'<meta name="googlebot" content="NOINDEX">'))
+    s.route("/other-bot-noindex", page(headers={"X-Robots-Tag": "otherbot: noindex"}))
+    s.route("/canonical-elsewhere", page(b'<link rel="canonical" href="/ok">'))
+    s.route("/canonical-self", page(b'<link rel="canonical" href="%s">'
+                                    % s.url("/canonical-self").encode()))
+    s.route("/canonical-header", page(headers={"Link": f'<{s.url("/ok")}>; rel="canonical"'}))
+    s.route("/private/page", page())
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in expected}))
+    return expected
+
+
+def test_every_state_is_found_and_stored(
+    every_state: dict[str, str], site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cfg = config(tmp_path, site)
+    code, result = check_urls(capsys, cfg, db)
+    assert code == 0
+    expected: dict[str, int] = {}
+    for state in every_state.values():
+        expected[state] = expected.get(state, 0) + 1
+    assert result["url_health"] == expected
+    assert result["url_checks"]["checked"] == len(every_state)
+    found = states(db)
+    assert {loc.removeprefix(site.url("")): s for loc, (s, _) in found.items()} == {
+        p: s for p, s in every_state.items()}
+    assert found[site.url("/loop-a")][1] == "url-redirect-loop"
+    assert found[site.url("/moved")][1] == "url-redirect"
+    # A disallowed URL is never requested; robots.txt is read once.
+    assert not http_server.requests_to("/private/page")
+    assert len(http_server.requests_to("/robots.txt")) == 1
+    # A 5xx is tried three times before it is a server-error; a 503 with Retry-After and a
+    # 429 are asked once and are never broken.
+    assert len(http_server.requests_to("/broken")) == 3
+    assert len(http_server.requests_to("/busy")) == 1
+    assert len(http_server.requests_to("/slow-down")) == 1
+    problems = {p["loc"].removeprefix(site.url("")): p for p in result["url_problems"]}
+    assert "/busy" not in problems
+    assert "/slow-down" not in problems
+    assert problems["/missing"]["rule"] == "url-not-found"
+    # The first check writes a transition for each problem found, none for the ok ones.
+    first = {loc.removeprefix(site.url("")): json.loads(after)["state"]
+             for loc, _, after, _ in recorded(db, "health")}
+    assert first == {p: s for p, s in every_state.items() if s not in ("ok", "unknown")}
+
+
+def test_a_redirect_to_the_metadata_address_is_not_followed(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    http_server.route("/to-metadata",
+                      Reply(302, headers={"Location": "http://169.254.169.254/latest/"}))
+    site.set("/sitemap.xml", urlset({site.url("/to-metadata"): None}))
+    check_urls(capsys, config(tmp_path, site), db)
+    engine = make_engine(db)
+    with engine.connect() as conn:
+        row = conn.execute(select(url_states.c.state, url_states.c.detail)).one()
+    engine.dispose()
+    assert row.state == "unknown"
+    assert "169.254.169.254" in row.detail
+    assert "address" in row.detail
+
+
+def test_fail_on_url_rules_exits_3_for_ci_pipelines(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    http_server.route("/ok", page())
+    http_server.route("/missing", page(status=404))
+    site.set("/sitemap.xml", urlset({site.url("/ok"): None, site.url("/missing"): None}))
+    cfg = config(tmp_path, site)
+    code, _ = check_urls(capsys, cfg, db, "--fail-on", "url-noindex,url-gone")
+    assert code == 0
+    code, result = check_urls(capsys, cfg, db, "--fail-on", "url-not-found,url-noindex")
+    assert code == 3
+    assert result["url_health"] == {"ok": 1, "not-found": 1}
+    code, out, err = run(capsys, "check", "t", "--config", cfg, "--database-url", db,
+                         "--fail-on", "url-not-found")
+    assert code == 2
+    assert err.strip().splitlines()[-1] == (
+        "sitemap-monitor: --fail-on: unknown kind 'url-not-found' (URL rule ids need --urls)")
+    code, out, err = run(capsys, "check", "t", "--config", cfg, "--database-url", db,
+                         "--urls")
+    assert code == 0
+    assert "url health: 2 listed, 2 checked" in out
+    assert "not-found  404" in out.replace("   ", "  ")
+
+
+def test_only_transitions_are_written(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for i in range(5):
+        http_server.route(f"/p{i}", page())
+    site.set("/sitemap.xml", urlset({site.url(f"/p{i}"): None for i in range(5)}))
+    cfg = config(tmp_path, site)
+    check_urls(capsys, cfg, db)
+    check_urls(capsys, cfg, db)
+    assert recorded(db, "health") == []  # all ok twice: nothing written
+    http_server.route("/p3", page(status=404))
+    check_urls(capsys, cfg, db)
+    check_urls(capsys, cfg, db)
+    found = recorded(db, "health")
+    assert [(loc, json.loads(b)["state"], json.loads(a)["state"]) for loc, b, a, _ in found] == [
+        (site.url("/p3"), "ok", "not-found")]
+    http_server.route("/p3", page())
+    check_urls(capsys, cfg, db)
+    assert [json.loads(a)["state"] for _, _, a, _ in recorded(db, "health")] == [
+        "not-found", "ok"]
+
+
+def test_removed_urls_get_a_reason(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    paths = ["/stays", "/new-home", "/moved", "/deleted", "/still-live", "/flaky"]
+    http_server.route("/stays", page())
+    http_server.route("/new-home", page())
+    for p in paths[2:]:
+        http_server.route(p, page())
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in paths}))
+    cfg = config(tmp_path, site)
+    check_urls(capsys, cfg, db)
+    # The deploy: four URLs leave the sitemap.
+    http_server.route("/moved", Reply(301, headers={"Location": site.url("/new-home")}))
+    http_server.route("/deleted", page(status=404))
+    http_server.route("/flaky", Reply(503, headers={"Retry-After": "120"}))
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in ("/stays", "/new-home")}))
+    _code, result = check_urls(capsys, cfg, db)
+    assert result["removed"] == 4
+    reasons = {loc.removeprefix(site.url("")): reason
+               for loc, _, _, reason in recorded(db, "removed")}
+    assert reasons == {"/moved": "moved", "/deleted": "gone", "/still-live": "live",
+                       "/flaky": "unknown"}
+    assert set(states(db)) == {site.url("/stays"), site.url("/new-home")}
+    engine = make_engine(db)
+    with engine.connect() as conn:  # the dropped URLs' rows went with their triage
+        assert conn.execute(select(url_states.c.loc).where(
+            url_states.c.listed.is_(False))).all() == []
+    engine.dispose()
+
+
+def test_the_rate_per_host_is_kept_and_a_429_slows_the_host(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    paths = [f"/p{i}" for i in range(12)]
+    for p in paths:
+        http_server.route(p, page())
+    http_server.route("/p5", Reply(429, headers={"Retry-After": "2"}))
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in paths}))
+    check_urls(capsys, config(tmp_path, site, rate=5), db)
+    times = [r.time for r in http_server.requests
+             if r.route.startswith("/p") or r.route == "/robots.txt"]
+    assert len(times) == 13
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    # 5 a second: 0.2 s apart at least (a little slack for the clock of the server's threads).
+    assert min(gaps) >= 0.18, gaps
+    # The 429 said Retry-After 2: the host's next request waited that long.
+    after_429 = [r.time for r in http_server.requests if r.route.startswith("/p")]
+    p5 = next(i for i, r in enumerate(
+        [r for r in http_server.requests if r.route.startswith("/p")]) if r.route == "/p5")
+    if p5 + 1 < len(after_429):
+        assert after_429[p5 + 1] - after_429[p5] >= 1.9
+
+
+def test_a_check_without_urls_fetches_no_page(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    http_server.route("/p", page())
+    site.set("/sitemap.xml", urlset({site.url("/p"): None}))
+    code, out, _ = run(capsys, "check", "t", "--config", config(tmp_path, site),
+                       "--database-url", db, "--json")
+    assert code == 0
+    assert "url_health" not in json.loads(out)
+    assert not http_server.requests_to("/p")
+    assert not http_server.requests_to("/robots.txt")

@@ -1,0 +1,122 @@
+"""The health stage's pure rules (SPEC 11), table by table: answers -> state, robots.txt
+matching by Google's rules, a removal's reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor import health
+from monitor.health import Answered, Verdict, judge
+
+HTML = [("content-type", "text/html; charset=utf-8")]
+U = "https://example.com/page"
+
+
+def answer(status: int = 200, head: bytes = b"", headers: list[tuple[str, str]] | None = None,
+           url: str = U) -> Answered:
+    return Answered(url, status, HTML + (headers or []), head)
+
+
+@pytest.mark.parametrize(("answers", "state", "rule"), [
+    ([answer()], "ok", None),
+    ([answer(404)], "not-found", "url-not-found"),
+    ([answer(410)], "gone", "url-gone"),
+    ([answer(401)], "forbidden", "url-forbidden"),
+    ([answer(403)], "forbidden", "url-forbidden"),
+    ([answer(400)], "client-error", "url-client-error"),
+    ([answer(451)], "client-error", "url-client-error"),
+    ([answer(408)], "unknown", None),
+    ([answer(429)], "unknown", None),
+    ([answer(301, url=U), answer(200, url=U + "/new")], "redirect", "url-redirect"),
+    ([answer(301)], "redirect", "url-redirect"),  # no Location
+    ([answer(head=b'<html><head><meta name="robots" content="noindex"></head>')],
+     "noindex", "url-noindex"),
+    ([answer(head=b'<html><head><META NAME="GoogleBot" CONTENT="none"></head>')],
+     "noindex", "url-noindex"),
+    ([answer(head=b'<html><head><meta name="bingbot" content="noindex"></head>')], "ok", None),
+    ([answer(headers=[("x-robots-tag", "noindex, nofollow")])], "noindex", "url-noindex"),
+    ([answer(headers=[("x-robots-tag", "googlebot: noindex")])], "noindex", "url-noindex"),
+    ([answer(headers=[("x-robots-tag", "otherbot: noindex")])], "ok", None),
+    ([answer(headers=[("x-robots-tag", "unavailable_after: 25 Jun 2010 15:00:00 PST")])],
+     "ok", None),
+    # a meta after the head (in the body) is not read
+    ([answer(head=b'<html><head></head><body><meta name="robots" content="noindex">')],
+     "ok", None),
+    ([answer(head=b'<html><head><link rel="canonical" href="/other"></head>')],
+     "canonicalized", "url-canonicalized"),
+    ([answer(head=b'<html><head><link rel="canonical" href="HTTPS://Example.com:443/page#x">')],
+     "ok", None),
+    ([answer(headers=[("link", '<https://example.com/other>; rel="canonical"')])],
+     "canonicalized", "url-canonicalized"),
+    ([answer(headers=[("link", '<https://example.com/style.css>; rel=preload')])], "ok", None),
+    # not HTML: its body is not read for a head
+    ([Answered(U, 200, [("content-type", "application/pdf")],
+               b'<head><meta name="robots" content="noindex">')], "ok", None),
+])
+def test_answers_give_a_state(answers: list[Answered], state: str, rule: str | None) -> None:
+    verdict = judge(answers, listed_url=U)
+    assert (verdict.state, verdict.rule) == (state, rule)
+    assert verdict.broken == (rule is not None)
+
+
+def test_a_loop_is_a_redirect_with_its_own_rule() -> None:
+    verdict = judge([answer(301), answer(301, url=U + "/b")], listed_url=U, loop=True)
+    assert (verdict.state, verdict.rule, verdict.severity) == (
+        "redirect", "url-redirect-loop", "error")
+
+
+@pytest.mark.parametrize(("status", "errors", "state"), [
+    (500, 1, "unknown"), (500, 2, "unknown"), (500, 3, "server-error"),
+    (502, 3, "server-error"), (503, 3, "server-error"),
+])
+def test_a_5xx_is_a_server_error_on_its_third_time(status: int, errors: int,
+                                                    state: str) -> None:
+    verdict = judge([answer(status)], listed_url=U, server_errors=errors)
+    assert verdict.state == state
+    assert verdict.transient == (state == "unknown")
+
+
+def test_a_503_with_retry_after_is_never_a_server_error() -> None:
+    busy = answer(503, headers=[("retry-after", "120")])
+    verdict = judge([busy], listed_url=U, server_errors=10)
+    assert (verdict.state, verdict.transient) == ("unknown", True)
+
+
+@pytest.mark.parametrize(("robots", "path", "allowed"), [
+    ("User-agent: *\nDisallow: /private/", "/private/x", False),
+    ("User-agent: *\nDisallow: /private/", "/public", True),
+    # the longest match wins
+    ("User-agent: *\nDisallow: /a\nAllow: /a/b", "/a/b/c", True),
+    ("User-agent: *\nAllow: /a\nDisallow: /a/b", "/a/b/c", False),
+    # * and $
+    ("User-agent: *\nDisallow: /*.pdf$", "/files/x.pdf", False),
+    ("User-agent: *\nDisallow: /*.pdf$", "/files/x.pdf?download=1", True),
+    # Allow wins a tie
+    ("User-agent: *\nDisallow: /page\nAllow: /page", "/page", True),
+    # the most specific group for the agent
+    ("User-agent: *\nDisallow: /\n\nUser-agent: sitemap-monitor\nAllow: /", "/x", True),
+    ("", "/anything", True),
+])
+def test_robots_txt_by_googles_rules(robots: str, path: str, allowed: bool) -> None:
+    rules = health.robots_rules(200, robots.encode())
+    assert rules.allows("https://example.com" + path, "sitemap-monitor/1.0 (+x)") is allowed
+
+
+def test_a_robots_txt_that_did_not_answer_allows_everything() -> None:
+    assert health.robots_rules(404, b"User-agent: *\nDisallow: /").allows(U, "x")
+    assert health.robots_rules(None, b"").allows(U, "x")
+
+
+@pytest.mark.parametrize(("verdict", "reason"), [
+    (Verdict("redirect", 200, "https://example.com/new", 1), "moved"),
+    (Verdict("redirect", 200, "https://example.com/elsewhere", 1), "unknown"),
+    (Verdict("canonicalized", 200, "https://example.com/new"), "moved"),
+    (Verdict("not-found", 404), "gone"),
+    (Verdict("gone", 410), "gone"),
+    (Verdict("ok", 200), "live"),
+    (Verdict("noindex", 200), "unknown"),
+    (Verdict("unknown", 503, transient=True), "unknown"),
+])
+def test_removal_reasons(verdict: Verdict, reason: str) -> None:
+    listed = {"https://example.com/new"}
+    assert health.removal_reason(verdict, listed.__contains__) == reason
