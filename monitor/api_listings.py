@@ -88,7 +88,8 @@ def _open(request: Request, name: str, suffix: str, now: datetime) -> Callable[[
         rules = listing.parse_rules(params.getlist("rule"), RULES)
         return lambda engine: store.open_issues(engine, name, at, rules, after,
                                                 validate.describe)
-    kinds = listing.parse_kinds(params.getlist("kind"))
+    known = listing.DIFF_KINDS if suffix == "diff" else listing.KINDS
+    kinds = listing.parse_kinds(params.getlist("kind"), known=known)
     if suffix == "diff":
         start = listing.parse_snapshot(_text(request, "from"), "from", now)
         if start is None:

@@ -557,7 +557,8 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
         rules = listing.parse_rules(args.rule, RULES, "--rule")
         return store.open_issues(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
                                  rules, args.cursor, validate.describe)
-    kinds = listing.parse_kinds(args.kind, "--kind")
+    known = listing.DIFF_KINDS if args.command == "diff" else listing.KINDS
+    kinds = listing.parse_kinds(args.kind, "--kind", known)
     if args.command == "diff":
         start = listing.parse_snapshot(args.start, "--from", now)
         if start is None:

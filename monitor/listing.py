@@ -23,13 +23,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from monitor.config import parse_duration
-from monitor.model import CHANGE_KINDS
+from monitor.model import CHANGE_KINDS, URL_STATES
 
 __all__ = [
+    "DIFF_KINDS",
     "FORMATS",
+    "HEALTH",
     "KINDS",
     "MAX_ID",
     "STATUSES",
+    "VALIDITY",
     "BadParameter",
     "Listing",
     "NotFound",
@@ -46,8 +49,14 @@ __all__ = [
 ]
 
 FORMATS = ("table", "json", "ndjson", "csv")
-STATUSES = ("valid", "invalid")
-KINDS = CHANGE_KINDS
+# An entry's validity, or (SPEC 11) a URL's health, which is current only.
+VALIDITY = ("valid", "invalid")
+HEALTH = tuple(URL_STATES)
+STATUSES = VALIDITY + HEALTH
+# The kinds a check records, and the URL checks' transitions (``changes`` lists them; a diff
+# compares URL sets, which they are not part of).
+DIFF_KINDS = CHANGE_KINDS
+KINDS = (*CHANGE_KINDS, "health")
 MAX_ID = 2**62  # ids and positions past this are no one's: a 400, not a database error
 
 
@@ -140,14 +149,15 @@ def parse_snapshot(raw: str | None, param: str, now: datetime) -> SnapshotRef | 
     return SnapshotRef(time=parse_time(text, param, now), text=text)
 
 
-def parse_kinds(values: Iterable[str], param: str = "kind") -> tuple[str, ...]:
-    """Change kinds, given as one or more comma-separated lists."""
+def parse_kinds(values: Iterable[str], param: str = "kind",
+                known: Sequence[str] = KINDS) -> tuple[str, ...]:
+    """Change kinds, given as one or more comma-separated lists (of ``known``)."""
     kinds = {k.strip() for value in values for k in value.split(",") if k.strip()}
-    unknown = kinds - set(KINDS)
+    unknown = kinds - set(known)
     if unknown:
         raise BadParameter(f"{param}: unknown {', '.join(sorted(unknown))} "
-                           f"(one of {', '.join(KINDS)})")
-    return tuple(k for k in KINDS if k in kinds)
+                           f"(one of {', '.join(known)})")
+    return tuple(k for k in known if k in kinds)
 
 
 def parse_rules(values: Iterable[str], known: Iterable[str], param: str = "rule",

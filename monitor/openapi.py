@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitor import __version__, api_listings, listing
-from monitor.model import RULES
+from monitor.model import REMOVAL_REASONS, RULES
 
 __all__ = ["body", "document"]
 
@@ -92,12 +92,17 @@ _SCHEMAS: dict[str, Any] = {
     },
     "Url": {
         "type": "object",
-        "required": ["loc", "document", "status"],
+        "description": "A listed URL: its entry (status valid or invalid), or, when the "
+                       "status asked is a health state, its health now (SPEC 11).",
+        "required": ["loc", "status"],
         "properties": {
             "loc": {"type": "string"},
             "document": {"type": "string"},
             "status": {"type": "string", "enum": list(listing.STATUSES)},
             "lastmod": _ANY, "changefreq": _ANY, "priority": _ANY, "extensions": _ANY,
+            "rule": _nullable("string"), "http_status": _nullable("integer"),
+            "final_url": _nullable("string"), "hops": {"type": "integer"},
+            "detail": _nullable("string"), "since": _ANY, "checked_at": _ANY,
         },
     },
     "Issue": {
@@ -114,7 +119,7 @@ _SCHEMAS: dict[str, Any] = {
     "DiffRow": {
         "type": "object",
         "required": ["kind", "loc", "before", "after"],
-        "properties": {"kind": {"type": "string", "enum": list(listing.KINDS)},
+        "properties": {"kind": {"type": "string", "enum": list(listing.DIFF_KINDS)},
                        "loc": {"type": "string"}, "before": _ANY, "after": _ANY},
     },
     "Change": {
@@ -122,7 +127,11 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["id", "snapshot_id", "at", "kind", "loc", "before", "after"],
         "properties": {"id": {"type": "integer"}, "snapshot_id": {"type": "integer"},
                        "at": _TIME, "kind": {"type": "string", "enum": list(listing.KINDS)},
-                       "loc": {"type": "string"}, "before": _ANY, "after": _ANY},
+                       "loc": {"type": "string"}, "before": _ANY, "after": _ANY,
+                       "reason": {"oneOf": [
+                           {"type": "null"},
+                           {"type": "string", "enum": list(REMOVAL_REASONS)}],
+                           "description": "A removed URL's fate once checked (SPEC 11)."}},
     },
 }
 
@@ -160,6 +169,8 @@ _PAGING = [
 ]
 _KIND = _query("kind", "Change kinds to keep (repeated, or comma-separated); all by default.",
                {"type": "string", "enum": [*listing.KINDS, ""]}, many=True)
+_DIFF_KIND = _query("kind", "Change kinds to keep (repeated, or comma-separated); all by "
+                    "default.", {"type": "string", "enum": [*listing.DIFF_KINDS, ""]}, many=True)
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -292,7 +303,7 @@ def document() -> dict[str, Any]:
             "DiffRow",
             [{**_query("from", f"The first snapshot: {_WHEN}.", _WHEN_SCHEMA), "required": True},
              _query("to", f"The second snapshot: {_WHEN}; the latest by default.",
-                    _WHEN_SCHEMA), _KIND],
+                    _WHEN_SCHEMA), _DIFF_KIND],
             "The net difference between two snapshots."),
         f"{_TARGET}/changes": _listing(
             "changes", _HEAD, "Change",

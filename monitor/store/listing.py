@@ -31,6 +31,7 @@ from sqlalchemy.orm import aliased
 
 from monitor import entryset
 from monitor.listing import (
+    HEALTH,
     BadParameter,
     Listing,
     NotFound,
@@ -39,7 +40,7 @@ from monitor.listing import (
     read_cursor,
 )
 from monitor.model import RULES, Entry
-from monitor.store.schema import changes, entry_sets, snapshots, targets
+from monitor.store.schema import changes, entry_sets, snapshots, targets, url_states
 from monitor.store.sql import read_sets, transaction
 
 __all__ = ["open_changes", "open_diff", "open_issues", "open_urls"]
@@ -119,7 +120,12 @@ URL_COLUMNS = ("loc", "document", "status", "lastmod", "changefreq", "priority",
 def open_urls(engine: Engine, name: str, at: SnapshotRef | None, status: str | None,
               after: str | None) -> Listing:
     """The URL set at a snapshot (the latest by default), valid and invalid entries alike
-    unless ``status`` says which."""
+    unless ``status`` says which; a health state (SPEC 11) lists the URLs in it now."""
+    if status in HEALTH:
+        if at is not None:
+            raise BadParameter(f"status: {status!r} is a URL's health now, which has no "
+                               "history: leave out at")
+        return _open_health(engine, name, status, after)
 
     def resolve(conn: Connection) -> tuple[int, int]:
         target_id = _target_id(conn, name)
@@ -163,6 +169,41 @@ def _set_urls(set_id: int, document: str, data: bytes, start: int, status: str |
         yield ({"loc": locs[i], "document": document, "status": state,
                 "lastmod": lastmods[i], "changefreq": changefreqs[i],
                 "priority": priorities[i], "extensions": extensions[i]}, (set_id, i + 1))
+
+
+HEALTH_COLUMNS = ("loc", "status", "rule", "http_status", "final_url", "hops", "detail", "since",
+                  "checked_at")
+
+
+def _open_health(engine: Engine, name: str, state: str, after: str | None) -> Listing:
+    """The URLs a target lists that are in ``state`` now, in the order of their locs."""
+    query = ["", state]
+    start = "" if after is None else read_cursor(after, "urls", query, (str,))[0]
+
+    def resolve(conn: Connection) -> tuple[int, int]:
+        target_id = _target_id(conn, name)
+        return target_id, _snapshot(conn, target_id, name, None, "at")
+
+    target_id, snapshot_id = transaction(engine, resolve)
+    return Listing({"target": name, "snapshot_id": snapshot_id, "status": state}, "urls",
+                   HEALTH_COLUMNS,
+                   _health_rows(engine, target_id, state, start), ("urls", query),
+                   table=("status", "http_status", "loc", "detail"))
+
+
+def _health_rows(engine: Engine, target_id: int, state: str, after: str) -> _ROWS:
+    from monitor.store.daemon import _iso
+
+    u = url_states.c
+    statement = (select(u.loc, u.rule, u.http_status, u.final_url, u.hops, u.detail, u.since,
+                        u.checked_at)
+                 .where(u.target_id == target_id, u.listed.is_(True), u.state == state,
+                        u.loc > after).order_by(u.loc))
+    for row in _stream(engine, statement):
+        yield ({"loc": row.loc, "status": state, "rule": row.rule,
+                "http_status": row.http_status, "final_url": row.final_url, "hops": row.hops,
+                "detail": row.detail, "since": _iso(row.since),
+                "checked_at": _iso(row.checked_at)}, (row.loc,))
 
 
 # ---- issues --------------------------------------------------------------------------------
@@ -335,8 +376,8 @@ def _stream(engine: Engine, statement: Any) -> Iterator[Any]:
 def _recorded_rows(engine: Engine, snapshot_id: int, kinds: Sequence[str], after_id: int,
                    ) -> _ROWS:
     c = changes.c
-    statement = select(c.id, c.loc, c.before, c.after).where(c.snapshot_id == snapshot_id,
-                                                               c.id > after_id)
+    statement = select(c.id, c.loc, c.before, c.after).where(
+        c.snapshot_id == snapshot_id, c.id > after_id, c.kind != "health")
     for change_id, loc, raw_before, raw_after in _stream(engine, statement.order_by(c.id)):
         before = None if raw_before is None else json.loads(raw_before)
         after = None if raw_after is None else json.loads(raw_after)
@@ -351,7 +392,7 @@ def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Seq
     grouped = (
         select(c.loc, func.min(c.id).label("first"), func.max(c.id).label("last"))
         .where(c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last,
-               c.loc > after_loc)
+               c.loc > after_loc, c.kind != "health")
         .group_by(c.loc).subquery()
     )
     opening, closing = aliased(changes), aliased(changes)
@@ -371,7 +412,7 @@ def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Seq
 
 # ---- changes -------------------------------------------------------------------------------
 
-CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after")
+CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after", "reason")
 
 
 def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Sequence[str],
@@ -415,7 +456,7 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
     c, s = changes.c, snapshots.c
 
     def statement(kind: str | None) -> Any:
-        query = select(c.id, c.snapshot_id, c.kind, c.loc, c.before, c.after).where(
+        query = select(c.id, c.snapshot_id, c.kind, c.loc, c.before, c.after, c.reason).where(
             c.target_id == target_id)
         if kind is not None:
             query = query.where(c.kind == kind)
@@ -431,12 +472,13 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
     with _streaming(engine, [statement(kind) for kind in wanted]) as (conn, results):
         merged = results[0] if len(results) == 1 else heapq.merge(
             *results, key=lambda row: (row.snapshot_id, row.id), reverse=True)
-        for change_id, snapshot_id, kind, loc, before_text, after_text in merged:
+        for change_id, snapshot_id, kind, loc, before_text, after_text, reason in merged:
             if snapshot_id not in times:  # a time per snapshot, not per row
                 times[snapshot_id] = _iso(conn.execute(
                     select(s.started_at).where(s.id == snapshot_id)).scalar())
             yield ({"id": change_id, "snapshot_id": snapshot_id, "at": times[snapshot_id],
                     "kind": kind, "loc": loc,
                     "before": None if before_text is None else loads(before_text),
-                    "after": None if after_text is None else loads(after_text)},
+                    "after": None if after_text is None else loads(after_text),
+                    "reason": reason},
                    (snapshot_id, change_id))

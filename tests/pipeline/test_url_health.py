@@ -279,3 +279,42 @@ def test_a_check_without_urls_fetches_no_page(
     assert "url_health" not in json.loads(out)
     assert not http_server.requests_to("/p")
     assert not http_server.requests_to("/robots.txt")
+
+
+def test_listings_show_health_transitions_and_reasons(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for p in ("/a", "/b", "/c"):
+        http_server.route(p, page())
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in ("/a", "/b", "/c")}))
+    cfg = config(tmp_path, site)
+    check_urls(capsys, cfg, db)
+    http_server.route("/b", page(status=404))
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in ("/a", "/b")}))
+    check_urls(capsys, cfg, db)
+
+    def listed(*argv: str) -> Any:
+        code, out, err = run(capsys, *argv, "--config", cfg, "--database-url", db, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+    broken = listed("urls", "t", "--status", "not-found")
+    assert [(u["loc"], u["status"], u["rule"], u["http_status"]) for u in broken["urls"]] == [
+        (site.url("/b"), "not-found", "url-not-found", 404)]
+    assert [u["loc"] for u in listed("urls", "t", "--status", "ok")["urls"]] == [site.url("/a")]
+    found = listed("changes", "t")["changes"]
+    assert sorted((c["kind"], c["loc"], c["reason"]) for c in found) == [
+        ("health", site.url("/b"), None), ("removed", site.url("/c"), "live")]
+    health = listed("changes", "t", "--kind", "health")["changes"]
+    assert [(c["before"]["state"], c["after"]["state"]) for c in health] == [("ok", "not-found")]
+    # a diff compares URL sets: the health of a URL is not part of it
+    assert [(c["kind"], c["loc"]) for c in listed("diff", "t", "--from", "1")["changes"]] == [
+        ("removed", site.url("/c"))]
+    code, _, err = run(capsys, "diff", "t", "--from", "1", "--kind", "health",
+                       "--database-url", db)
+    assert code == 2
+    assert "--kind: unknown health" in err
+    code, _, err = run(capsys, "urls", "t", "--status", "ok", "--at", "1", "--database-url", db)
+    assert code == 2
+    assert "status: 'ok' is a URL's health now, which has no history" in err
