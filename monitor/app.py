@@ -38,6 +38,7 @@ from monitor.scheduler import InTransaction, Scheduler, utcnow
 from monitor.store import daemon as store
 from monitor.store import db
 from monitor.store.outbox import SqlOutbox
+from monitor.urlschedule import UrlChecks
 
 __all__ = ["parse_listen", "run"]
 
@@ -132,6 +133,7 @@ class _State:
 
     cfg: config.Config
     config_path: str | None
+    url_checks: UrlChecks | None = None
 
 
 class _Delivery:
@@ -339,6 +341,10 @@ async def _serve(
         if count % 200 == 0:
             await asyncio.sleep(0)
     await scheduler.start(targets)
+    url_checks = UrlChecks(engine=engine, fetcher=fetcher, metrics=metrics, owner=owner,
+                           lease=cfg.scheduler.lease, alerts=cfg.alerts)
+    url_checks.start(targets)
+    state.url_checks = url_checks
 
     host, port = sock.getsockname()[:2]
     shown = "localhost" if host in ("0.0.0.0", "::") else host  # noqa: S104
@@ -356,6 +362,7 @@ async def _serve(
     stopped_by.cancel()
 
     cancelled = await scheduler.stop(cfg.scheduler.shutdown_grace)
+    await url_checks.stop(cfg.scheduler.shutdown_grace)
     await delivery.stop()
     server.should_exit = True
     with contextlib.suppress(asyncio.CancelledError):
@@ -403,6 +410,9 @@ async def _apply(
         await delivery.stop()
         delivery.start(new.alerts)
     state.cfg = new
+    if state.url_checks is not None:
+        state.url_checks.alerts = new.alerts
+        state.url_checks.update(targets)
     for channel in new.alerts.channels:
         metrics.add_channel(channel.name)
     metrics.config_reloaded(True, datetime.now().astimezone())

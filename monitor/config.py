@@ -224,6 +224,13 @@ RuleWhen = Literal[
 ]
 
 
+UrlState = Literal[
+    "ok", "redirect", "not-found", "gone", "forbidden", "client-error", "server-error",
+    "noindex", "canonicalized", "disallowed", "unknown",
+]
+RemovalReason = Literal["moved", "gone", "live", "unknown"]
+
+
 class Channel(_Frozen):
     """One alert destination (SPEC 9)."""
 
@@ -277,6 +284,10 @@ class Rule(_Frozen):
     count: int | None = Field(None, ge=0)
     # when: issues: the rule ids whose current issues count, as globs ("lastmod-*")
     rule: list[str] | None = Field(None, min_length=1)
+    # when: url_health: the states whose listed URLs count (default: every state with a rule)
+    state: list[UrlState] | None = Field(None, min_length=1)
+    # when: removed: only removals the URL checks found to be one of these (SPEC 11)
+    reason: list[RemovalReason] | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _needs(self) -> Rule:
@@ -288,6 +299,10 @@ class Rule(_Frozen):
             raise ValueError("rule: is for when: issues")
         if self.when == "url_count_below" and self.count is None:
             raise ValueError("a url_count_below rule needs count")
+        if self.state and self.when != "url_health":
+            raise ValueError("state: is for when: url_health")
+        if self.reason and self.when != "removed":
+            raise ValueError("reason: is for when: removed")
         return self
 
 

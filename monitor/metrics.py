@@ -29,7 +29,7 @@ from prometheus_client.metrics_core import Metric
 
 from monitor import __version__
 from monitor.metrics_targets import Targets, TargetSeries
-from monitor.model import CheckResult
+from monitor.model import URL_STATES, CheckResult
 
 __all__ = ["ALERT_OUTCOMES", "HTTP_LANES", "PREFIX", "Metrics"]
 
@@ -91,8 +91,21 @@ class Metrics:
         self.http_refused = Counter(
             f"{p}_http_requests_refused", "HTTP requests answered 503 beyond their bound, by lane.",
             ["lane"], registry=r)
+        # The URL checks (SPEC 11), for the targets that enable them only (opt-in).
+        self.url_health = Gauge(
+            f"{p}_url_health", "Listed URLs in each health state (SPEC 11).",
+            ["target", "state"], registry=r)
+        self.url_checks = Counter(
+            f"{p}_url_checks", "URL checks, by the state each found (unknown: no answer to "
+            "trust, such as a timeout, 429 or 503).", ["target", "outcome"], registry=r)
+        self.url_coverage = Gauge(
+            f"{p}_url_check_coverage_ratio",
+            "Share of the listed URLs checked within url_checks.recheck.", ["target"],
+            registry=r)
+        self._url_targets: set[str] = set()
         self._plain = (self.leases_lost, self.alerts, self.alerts_pending, self.build_info,
-                       self.reload_ok, self.reload_time, self.http_refused)
+                       self.reload_ok, self.reload_time, self.http_refused, self.url_health,
+                       self.url_checks, self.url_coverage)
         registry.register(self.targets)
         self.build_info.labels(__version__).set(1)
         for lane in HTTP_LANES:
@@ -207,6 +220,33 @@ class Metrics:
     def _set_documents(self, series: TargetSeries, counts: Mapping[str, int]) -> None:
         for outcome in series.documents:
             series.documents[outcome] = float(counts.get(outcome, 0))
+
+    def set_url_targets(self, names: Iterable[str]) -> None:
+        """The targets whose URLs are checked: their label sets at zero; others' dropped."""
+        wanted = set(names)
+        for name in self._url_targets - wanted:
+            for state in URL_STATES:
+                self.url_health.remove(name, state)
+                self.url_checks.remove(name, state)
+            self.url_coverage.remove(name)
+        for name in wanted - self._url_targets:
+            for state in URL_STATES:
+                self.url_health.labels(name, state)
+                self.url_checks.labels(name, state)
+            self.url_coverage.labels(name)
+        self._url_targets = wanted
+
+    def observe_urls(self, name: str, outcomes: Mapping[str, int], states: Mapping[str, int],
+                     listed: int, covered: int) -> None:
+        """Record a round of URL checks: the states each check found, and the target's
+        listed URLs per state and coverage after it."""
+        if name not in self._url_targets:
+            return
+        for state, count in outcomes.items():
+            self.url_checks.labels(name, state).inc(count)
+        for state in URL_STATES:
+            self.url_health.labels(name, state).set(states.get(state, 0))
+        self.url_coverage.labels(name).set(covered / listed if listed else 0.0)
 
     def alert_result(self, channel: str, outcome: str) -> None:
         """Count one delivery attempt of a notification (the outbox's ``on_result``)."""

@@ -21,14 +21,17 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from monitor import health
 from monitor.addresses import is_private_target
-from monitor.config import Target
+from monitor.alerts import rules
+from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.fetch import Answer, Fetcher, retry_after_seconds
 from monitor.store import health as store
+from monitor.store import outbox
+from monitor.store.sql import transaction
 
 __all__ = ["Budget", "Checker", "Round", "check_all", "run_round"]
 
@@ -202,6 +205,7 @@ async def check_all(checker: Checker,
 
 SAVE_BATCH = 200
 EXAMPLES = 20
+EXAMPLES_KEPT = 1000  # the alerts' examples (delivery.examples is at most 1000)
 
 
 @dataclass(slots=True)
@@ -216,6 +220,9 @@ class Round:
     listed: int = 0
     covered: int = 0  # listed URLs checked within ``recheck``
     broken: list[dict[str, Any]] = field(default_factory=list)  # the first problems found
+    reasons: dict[str, int] = field(default_factory=dict)  # removals given each reason
+    # URLs per state found (and "removed:<reason>"), the first few: the alerts' examples
+    examples: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def rule_counts(self) -> dict[str, int]:
@@ -247,6 +254,8 @@ class _Saver:
         r.outcomes[verdict.state] = r.outcomes.get(verdict.state, 0) + 1
         if due.listed and verdict.broken and len(r.broken) < EXAMPLES:
             r.broken.append(_example(due.loc, verdict))
+        if due.listed and verdict.broken:
+            _keep(r.examples, verdict.state, due.loc)
         self._pending.append((due, checked))
         if len(self._pending) >= SAVE_BATCH:
             await self.flush()
@@ -261,9 +270,20 @@ class _Saver:
         now_listed = (await asyncio.to_thread(store.listed, self._engine, target_id, finals)
                       if finals else set())
         saved = [_saved(d, c, now_listed, self._final) for d, c in pending]
+        for item in saved:
+            if item.reason is not None and item.due.removed_snapshot_id is not None:
+                reasons = self._round.reasons
+                reasons[item.reason] = reasons.get(item.reason, 0) + 1
+                _keep(self._round.examples, f"removed:{item.reason}", item.due.loc)
         self._round.transitions += await asyncio.to_thread(
             store.save, self._engine, target_id, snapshot_id, saved, self._now(),
             self._recheck)
+
+
+def _keep(examples: dict[str, list[str]], key: str, loc: str) -> None:
+    kept = examples.setdefault(key, [])
+    if len(kept) < EXAMPLES_KEPT:
+        kept.append(loc)
 
 
 def _example(loc: str, verdict: health.Verdict) -> dict[str, Any]:
@@ -295,7 +315,7 @@ def _server_error(checked: Checked) -> bool:
 
 async def run_round(
     target: Target, *, engine: Engine, fetcher: Fetcher, budget: Budget,
-    now: Callable[[], datetime], limit: int | None = None,
+    now: Callable[[], datetime], limit: int | None = None, alerts: Alerts | None = None,
 ) -> Round | None:
     """One round of URL checks of ``target``: the ``limit`` URLs that are due, or with
     ``limit`` None every URL it lists now, each 5xx tried again up to three times in a row
@@ -340,4 +360,22 @@ async def run_round(
     result.states, result.rules, result.listed, result.covered = await asyncio.to_thread(
         store.counts, engine, target_id, now(), recheck)
     result.seconds = time.monotonic() - started
+    if alerts is not None and any(rules.for_url_checks(r) and rules.matches(r, target.name)
+                                  for r in alerts.rules):
+        await asyncio.to_thread(_raise_alerts, engine, alerts, target, snapshot_id, result,
+                                now())
     return result
+
+
+def _raise_alerts(engine: Engine, alerts: Alerts, target: Target, snapshot_id: int,
+                  found: Round, now: datetime) -> None:
+    """The URL checks' alert rules on this round, written to the outbox in one transaction."""
+    summary = rules.UrlRound(target.url, snapshot_id, found.listed, found.states,
+                             found.reasons, found.examples, now)
+
+    def write(conn: Connection) -> None:
+        notifications = rules.evaluate_urls(alerts, target.name, summary,
+                                            store.firing(conn, target.name), now)
+        outbox.write(conn, snapshot_id, notifications, now)
+
+    transaction(engine, write)

@@ -43,13 +43,14 @@ from monitor.alerts.payload import (
 from monitor.config import Alerts, Channel, Delivery, Rule
 from monitor.model import (
     CHANGE_KINDS,
+    URL_STATES,
     CheckResult,
     Notification,
     NotificationState,
     RuleContext,
 )
 
-__all__ = ["EVENTS", "evaluate", "matches"]
+__all__ = ["EVENTS", "UrlRound", "evaluate", "evaluate_urls", "for_url_checks", "matches"]
 
 # Rules that notify once for what happened and have nothing to resolve (SPEC 9).
 EVENTS = frozenset({"added", "removed", "changed", "invalid", "issues", "recovered"})
@@ -166,7 +167,7 @@ def evaluate(alerts_cfg: Alerts, target_name: str, result: CheckResult, context:
     channels = {c.name: c for c in alerts_cfg.channels}
     out: list[Notification] = []
     for rule in alerts_cfg.rules:
-        if not matches(rule, target_name):
+        if not matches(rule, target_name) or for_url_checks(rule):
             continue
         verdict = judge(rule, result, context, now)
         started = context.firing.get(rule.name)
@@ -260,3 +261,92 @@ def _examples(result: CheckResult, limit: int) -> tuple[dict[str, list[str]], bo
     totals = result.change_counts()
     truncated = any(totals[k] > len(examples.get(k, [])) for k in CHANGE_KINDS)
     return {k: examples[k] for k in CHANGE_KINDS if examples.get(k)}, truncated
+
+
+# ---- the URL checks' rules (SPEC 11) ---------------------------------------------------------
+
+_BROKEN_STATES = tuple(state for state, rule in URL_STATES.items() if rule is not None)
+
+
+def for_url_checks(rule: Rule) -> bool:
+    """Whether the URL checks judge this rule (``url_health``, or ``removed`` by ``reason``),
+    not a check of the sitemap."""
+    return rule.when == "url_health" or bool(rule.reason)
+
+
+@dataclass(frozen=True, slots=True)
+class UrlRound:
+    """What a round of URL checks leaves for the alert rules."""
+
+    url: str
+    snapshot_id: int
+    listed: int
+    states: Mapping[str, int]  # listed URLs per state, after the round
+    reasons: Mapping[str, int]  # removals given each reason in this round
+    examples: Mapping[str, list[str]]  # URLs per state (and "removed:<reason>") found in it
+    at: datetime
+
+
+def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
+                  firing: Mapping[str, datetime], now: datetime) -> list[Notification]:
+    """The notifications a round of URL checks raises: ``url_health`` is a state (fires once,
+    resolves once, Alertmanager re-sent while firing), a ``removed`` rule with ``reason`` an
+    event of the removals the round gave those reasons."""
+    channels = {c.name: c for c in alerts_cfg.channels}
+    out: list[Notification] = []
+    for rule in alerts_cfg.rules:
+        if not matches(rule, target_name) or not for_url_checks(rule):
+            continue
+        targets = [channels[name] for name in rule.channels if name in channels]
+        started = firing.get(rule.name)
+        state: NotificationState
+        if rule.when == "url_health":
+            states: list[str] = list(rule.state or _BROKEN_STATES)
+            count = sum(found.states.get(s, 0) for s in states)
+            holds = count >= (rule.threshold or 1)
+            if rule.ratio is not None:
+                holds = holds and found.listed > 0 and count / found.listed >= rule.ratio
+            share = f" ({count / found.listed:.1%} of {found.listed})" if found.listed else ""
+            detail = f"{count} listed URLs {'/'.join(states)}{share}"
+            examples: dict[str, list[str]] = {
+                s: list(found.examples.get(s, []))[:alerts_cfg.delivery.examples]
+                        for s in states if found.examples.get(s)}
+            if holds:
+                state, since = "firing", started or now
+                to = targets if started is None else [
+                    c for c in targets if c.type == "alertmanager"]
+            elif started is not None:
+                state, since, to, examples = "resolved", started, targets, {}
+            else:
+                continue
+        else:
+            reasons = rule.reason or []
+            count = sum(found.reasons.get(r, 0) for r in reasons)
+            if count < (rule.threshold or 1):
+                continue
+            detail = f"{count} removed URLs found {'/'.join(reasons)}"
+            examples = {f"removed:{r}": list(found.examples.get(f"removed:{r}", []))[
+                :alerts_cfg.delivery.examples] for r in reasons
+                if found.examples.get(f"removed:{r}")}
+            state, since, to = "firing", now, targets
+        payload = {
+            "version": PAYLOAD_VERSION, "target": target_name, "url": found.url,
+            "rule": rule.name, "when": rule.when, "severity": rule.severity, "state": state,
+            "event": rule.when != "url_health", "snapshot_id": found.snapshot_id,
+            "checked_at": iso(now), "since": iso(since),
+            "summary": (f"{target_name}: {detail}" if state == "firing"
+                        else f"{target_name}: {rule.name} resolved: {detail}"),
+            "counts": {"urls": found.listed, "url_health": dict(found.states),
+                       "reasons": dict(found.reasons)},
+            "examples": examples, "examples_truncated": False, "error": None,
+            "link": None,
+        }
+        round_key = f"{found.snapshot_id}@{iso(found.at)}"
+        out.extend(Notification(
+            target_name=target_name, rule=rule.name, channel=channel.name, state=state,
+            severity=rule.severity,
+            idempotency_key=idempotency_key(target_name, rule.name, channel.name, None,
+                                            f"{state}@{round_key}"),
+            payload=payload, send=state != "resolved" or channel.send_resolved,
+        ) for channel in to)
+    return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -23,11 +23,20 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor import entryset
-from monitor.store.schema import changes, entry_sets, snapshots, targets, url_checks, url_states
+from monitor.store.schema import (
+    alert_states,
+    changes,
+    entry_sets,
+    snapshots,
+    targets,
+    url_checks,
+    url_states,
+)
 from monitor.store.sql import read_sets, transaction
 
 __all__ = [
-    "Due", "Saved", "claim", "counts", "due", "listed", "release", "save", "sync",
+    "Due", "Saved", "claim", "counts", "due", "every", "firing", "listed", "release", "save",
+    "sync", "target_id",
 ]
 
 _BATCH = 5000
@@ -69,6 +78,19 @@ def _target_id(conn: Connection, name: str) -> int | None:
     found: int | None = conn.execute(
         select(targets.c.id).where(targets.c.name == name)).scalar_one_or_none()
     return found
+
+
+def target_id(engine: Engine, name: str) -> int | None:
+    """The id of the target of that name, or None."""
+    return transaction(engine, lambda conn: _target_id(conn, name))
+
+
+def firing(conn: Connection, name: str) -> dict[str, datetime]:
+    """The alert rules firing for the target now, and since when."""
+    a = alert_states.c
+    return {row.rule: row.since if row.since.tzinfo else row.since.replace(tzinfo=UTC)
+            for row in conn.execute(select(a.rule, a.since).where(
+                a.target_name == name, a.firing.is_(True)))}
 
 
 def _insert_ignore(conn: Connection) -> Any:
@@ -315,7 +337,14 @@ def claim(engine: Engine, target_id: int, owner: str, now: datetime, lease: floa
         k.target_id == target_id,
         k.lease_until.is_(None) | (k.lease_until < now) | (k.lease_owner == owner),
     ).values(lease_owner=owner, lease_until=now + timedelta(seconds=lease))
-    return transaction(engine, lambda conn: conn.execute(statement).rowcount == 1)
+
+    def take(conn: Connection) -> bool:
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        conn.execute(dialect.insert(url_checks).values(target_id=target_id)
+                     .on_conflict_do_nothing())
+        return bool(conn.execute(statement).rowcount == 1)
+
+    return transaction(engine, take)
 
 
 def release(engine: Engine, target_id: int, owner: str) -> None:
