@@ -2,7 +2,8 @@
 
 Everything stays on 127.0.0.1 and in a temporary folder: a small HTTP server serves a sitemap
 that changes every few seconds (URLs added and removed, a lastmod moved, now and then an
-invalid date), and ``app.run`` checks it every few seconds, so a newcomer sees changes in the
+invalid date; a few of its pages answer 404, 410 or say noindex), and ``app.run`` checks it
+every few seconds, its pages too (SPEC 11), so a newcomer sees changes and broken pages in the
 log, the JSON API and the metrics within a minute, without internet access.
 """
 
@@ -77,6 +78,19 @@ class DemoSite:
         return body, f'"v{version}"'
 
 
+def page(path: str) -> tuple[int, bytes, str, None]:
+    """A product page: every 5th is missing (404), every 7th gone (410), every 6th says
+    noindex; the others are fine."""
+    number = int(path.rsplit("/", 1)[-1]) if path.rsplit("/", 1)[-1].isdigit() else 1
+    if number % 5 == 0:
+        return 404, b"<html><body>not found</body></html>", "text/html", None
+    if number % 7 == 0:
+        return 410, b"<html><body>gone</body></html>", "text/html", None
+    head = '<meta name="robots" content="noindex">' if number % 6 == 0 else ""
+    body = f"<html><head><title>demo</title>{head}</head><body>demo page</body></html>"
+    return 200, body.encode(), "text/html", None
+
+
 def _handler(site: DemoSite) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -93,7 +107,7 @@ def _handler(site: DemoSite) -> type[BaseHTTPRequestHandler]:
                 else:
                     self._send(200, body, "application/xml", etag)
             else:
-                self._send(200, b"<html><body>demo page</body></html>", "text/html", None)
+                self._send(*page(self.path))
 
         def _send(self, status: int, body: bytes, kind: str | None, etag: str | None) -> None:
             self.send_response(status)
@@ -124,7 +138,8 @@ def _free_port(preferred: int) -> int:
 def _config(site_url: str, port: int) -> str:
     return (
         f"listen: 127.0.0.1:{port}\n"
-        f"defaults: {{interval: {CHECK_EVERY}, jitter: 0}}\n"
+        f"defaults: {{interval: {CHECK_EVERY}, jitter: 0,"
+        " url_checks: {enabled: true, rate: 5, recheck: 1m}}\n"
         "scheduler: {shutdown_grace: 5s}\n"
         "targets:\n"
         f"  - {{name: demo, url: \"{site_url}/sitemap.xml\"}}\n"
@@ -158,8 +173,9 @@ def run() -> int:
             f"{CHANGE_EVERY:g} s, checked every {CHECK_EVERY}.\n"
             f"  site      {site_url}/sitemap.xml\n"
             f"  changes   curl -s {api}/api/v1/targets/demo/changes\n"
+            f"  broken    curl -s '{api}/api/v1/targets/demo/urls?status=not-found'\n"
             f"  targets   curl -s {api}/api/v1/targets\n"
-            f"  metrics   curl -s {api}/metrics | grep ^sitemap_monitor_urls\n"
+            f"  metrics   curl -s {api}/metrics | grep -E '^sitemap_monitor_(urls|url_health)'\n"
             "Press Ctrl-C to stop; everything is kept in a temporary folder and removed.\n",
             file=sys.stderr,
             flush=True,
