@@ -20,6 +20,7 @@ PSS every 60 ms: about 0.9 ms per sample.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -169,13 +170,19 @@ def run(
     env: dict[str, str] | None = None,
     timeout: float = 1800.0,
     cwd: str | None = None,
+    stdin: Path | None = None,
 ) -> Measurement:
-    """Run ``argv`` to completion and measure it; stdout/stderr are captured to temp files."""
+    """Run ``argv`` to completion and measure it; stdout/stderr are captured to temp files,
+    and stdin comes from the file ``stdin`` if given (else it is inherited)."""
     out_path = Path(f"/tmp/bench-{os.getpid()}-{name.replace(' ', '_')}.out")
     err_path = out_path.with_suffix(".err")
-    with out_path.open("wb") as out, err_path.open("wb") as err:
+    with (
+        out_path.open("wb") as out,
+        err_path.open("wb") as err,
+        stdin.open("rb") if stdin else contextlib.nullcontext() as source,
+    ):
         started = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd)
+        proc = subprocess.Popen(argv, stdin=source, stdout=out, stderr=err, env=env, cwd=cwd)
         deadline = started + timeout
         tree = _Tree(proc.pid)
         while True:
