@@ -8,7 +8,7 @@ import pytest
 
 from monitor import __version__
 from monitor.cli import main
-from monitor.config import ConfigError, load, parse_duration, parse_ratio, parse_size
+from monitor.config import ConfigError, load, parse, parse_duration, parse_ratio, parse_size
 
 DATA = Path(__file__).parent / "data" / "config"
 INVALID = sorted(DATA.glob("invalid-*.yaml"))
@@ -80,3 +80,25 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "not-configured"]) == 2
     assert "is not configured" in capsys.readouterr().err
     assert main(["check", "https://example.test/s.xml", "--fail-on", "exploded"]) == 2
+
+
+def test_url_checks_merge_key_by_key_over_the_defaults() -> None:
+    cfg = parse({"defaults": {"url_checks": {"enabled": True, "recheck": "1d"}},
+                 "targets": [{"name": "a", "url": "https://example.com/s.xml",
+                              "url_checks": {"rate": 5}},
+                             {"name": "b", "url": "https://example.com/t.xml"}]})
+    a, b = cfg.resolved_targets()
+    assert (a.settings.url_checks.enabled, a.settings.url_checks.rate,
+            a.settings.url_checks.recheck) == (True, 5.0, 86400.0)
+    assert (b.settings.url_checks.rate, b.settings.url_checks.body_limit) == (1.0, 256 * 1024)
+    assert not parse({}).defaults.url_checks.enabled  # opt-in
+
+
+def test_the_config_knows_the_url_states_and_reasons_of_the_model() -> None:
+    from typing import get_args
+
+    from monitor.config import RemovalReason, UrlState
+    from monitor.model import REMOVAL_REASONS, URL_STATES
+
+    assert set(get_args(UrlState)) == set(URL_STATES)
+    assert set(get_args(RemovalReason)) == set(REMOVAL_REASONS)

@@ -314,3 +314,48 @@ def test_issues_fire_once_when_the_cms_starts_writing_bad_dates(engine: Engine) 
     assert fired == [[], [("hook", "firing")], [], [], [("hook", "firing")]]
     assert summaries[0] == ("shop: 900 current issues of lastmod-invalid (90.0% of 1000 URLs) "
                             "(previous check: 0)")
+
+
+# ---- the URL checks' rules (SPEC 11) ----------------------------------------------------------
+
+def url_round(states: dict[str, int], reasons: dict[str, int] | None = None) -> Any:
+    from monitor.alerts.rules import UrlRound
+
+    listed = sum(states.values())
+    return UrlRound("http://127.0.0.1/s.xml", 7, listed, states, reasons or {},
+                    {"not-found": ["http://127.0.0.1/a"], "removed:live": ["http://127.0.0.1/b"]},
+                    T0)
+
+
+@pytest.mark.parametrize(("rule", "states", "firing", "expected"), [
+    ({"when": "url_health"}, {"ok": 99, "not-found": 1}, {}, [("hook", "firing")]),
+    ({"when": "url_health"}, {"ok": 99, "unknown": 1}, {}, []),  # unknown is never broken
+    ({"when": "url_health", "state": ["noindex"]}, {"ok": 9, "not-found": 1}, {}, []),
+    ({"when": "url_health", "ratio": "5%"}, {"ok": 96, "gone": 4}, {}, []),
+    ({"when": "url_health", "ratio": "5%"}, {"ok": 95, "gone": 5}, {}, [("hook", "firing")]),
+    ({"when": "url_health", "threshold": 2}, {"ok": 9, "gone": 1}, FIRING_R,
+     [("hook", "resolved")]),
+    # still firing: only Alertmanager hears it again
+    ({"when": "url_health", "channels": ["hook", "am"]}, {"gone": 1}, FIRING_R,
+     [("am", "firing")]),
+])
+def test_url_health_is_a_state(rule: dict[str, Any], states: dict[str, int],
+                               firing: dict[str, Any], expected: list[tuple[str, str]]) -> None:
+    from monitor.alerts.rules import evaluate_urls
+
+    found = evaluate_urls(alerts(rule), "shop", url_round(states), firing, T0)
+    assert [(n.channel, n.state) for n in found] == expected
+
+
+def test_removals_by_reason_fire_from_the_url_checks_only() -> None:
+    from monitor.alerts.rules import evaluate_urls
+
+    cfg = alerts({"when": "removed", "reason": ["live"]})
+    found = evaluate_urls(cfg, "shop", url_round({"ok": 5}, {"live": 1, "gone": 3}), {}, T0)
+    assert [(n.channel, n.state, n.payload["event"]) for n in found] == [
+        ("hook", "firing", True)]
+    assert found[0].payload["examples"] == {"removed:live": ["http://127.0.0.1/b"]}
+    assert evaluate_urls(cfg, "shop", url_round({"ok": 5}, {"gone": 3}), {}, T0) == []
+    # the check itself does not judge it: its removals have no reason yet
+    assert evaluate(cfg, "shop", result(removed=5, snapshot_id=3), RuleContext(
+        previous_urls=10), T0) == []
