@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor import entryset
@@ -236,63 +236,99 @@ def _state_json(state: str, status: int | None, final_url: str | None, hops: int
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+_ANSWERED = ("state", "rule", "http_status", "final_url", "hops", "detail", "attempts",
+             "checked_at", "due_at")
+
+
+def _by_loc(*columns: str) -> Any:
+    """``UPDATE url_states SET column = :b_column, ... WHERE target_id = :b_t AND loc = :b_l``,
+    run once for a batch of parameter sets (executemany: no statement built per URL)."""
+    u = url_states.c
+    return (update(url_states)
+            .where(u.target_id == bindparam("b_t"), u.loc == bindparam("b_l"))
+            .values({name: bindparam(f"b_{name}") for name in columns}))
+
+
+_STATEMENTS = {
+    "retry": _by_loc("attempts", "due_at", "detail"),
+    "answered": _by_loc(*_ANSWERED),
+    "moved": _by_loc(*_ANSWERED, "since"),
+    "unknown": _by_loc("state", "rule", "attempts", "due_at", "detail"),
+    "to-unknown": _by_loc("state", "rule", "attempts", "due_at", "detail", "since"),
+}
+
+
 def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved],
          now: datetime, recheck: float) -> int:
-    """Write a batch of verdicts in one transaction; return how many ``health`` changes
-    (transitions) it wrote."""
+    """Write a batch of verdicts in one transaction, each kind of row write as one
+    executemany; return how many ``health`` changes (transitions) it wrote."""
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in _STATEMENTS}
+    gone: list[dict[str, Any]] = []
+    transitions: list[dict[str, Any]] = []
+    reasons: list[dict[str, Any]] = []
+    due_next = now + timedelta(seconds=recheck)
+    for s in saved:
+        key = {"b_t": target_id, "b_l": s.due.loc}
+        if not s.due.listed:
+            if s.reason is None:  # no answer yet: try again later
+                rows["retry"].append({**key, "b_attempts": s.due.attempts + 1,
+                                      "b_due_at": _retry_at(now, s, recheck),
+                                      "b_detail": s.detail or None})
+                continue
+            if s.due.removed_snapshot_id is not None:
+                reasons.append({"b_t": target_id, "b_s": s.due.removed_snapshot_id,
+                                "b_l": s.due.loc, "b_reason": s.reason})
+            gone.append(key)
+            continue
+        if s.transient and s.due.attempts + 1 < UNKNOWN_AFTER:
+            rows["retry"].append({**key, "b_attempts": s.due.attempts + 1,
+                                  "b_due_at": _retry_at(now, s, recheck),
+                                  "b_detail": s.detail or None})
+            continue
+        if s.transient:  # no answer to trust, UNKNOWN_AFTER times in a row: unknown
+            state = "unknown"
+            moved = s.due.state != state
+            values = {**key, "b_state": state, "b_rule": None,
+                      "b_attempts": s.due.attempts + 1, "b_due_at": _retry_at(now, s, recheck),
+                      "b_detail": s.detail or None}
+            if moved:
+                values["b_since"] = now
+            rows["to-unknown" if moved else "unknown"].append(values)
+        else:
+            state = s.state
+            moved = s.due.state != state
+            values = {**key, "b_state": state, "b_rule": s.rule, "b_http_status": s.http_status,
+                      "b_final_url": s.final_url, "b_hops": s.hops, "b_detail": s.detail or None,
+                      "b_attempts": 0, "b_checked_at": now, "b_due_at": due_next}
+            if moved:
+                values["b_since"] = now
+            rows["moved" if moved else "answered"].append(values)
+        # A transition: from a state an answer gave, or a first answer that is a problem.
+        if moved and (s.due.checked or state != "ok"):
+            transitions.append({
+                "snapshot_id": snapshot_id, "target_id": target_id, "kind": "health",
+                "loc": s.due.loc, "before": _state_json(s.due.state, None, None, 0, None),
+                "after": _state_json(state, s.http_status, s.final_url, s.hops, s.detail),
+            })
 
     def write(conn: Connection) -> int:
-        u = url_states.c
-        transitions: list[dict[str, Any]] = []
-        reasons: list[tuple[int, str, str]] = []
-        for s in saved:
-            mine = (u.target_id == target_id) & (u.loc == s.due.loc)
-            if not s.due.listed:
-                if s.reason is None:  # no answer yet: try again later
-                    conn.execute(update(url_states).where(mine).values(
-                        attempts=s.due.attempts + 1, due_at=_retry_at(now, s, recheck)))
-                    continue
-                if s.due.removed_snapshot_id is not None:
-                    reasons.append((s.due.removed_snapshot_id, s.due.loc, s.reason))
-                conn.execute(delete(url_states).where(mine, u.listed.is_(False)))
-                continue
-            if s.transient and s.due.attempts + 1 < UNKNOWN_AFTER:
-                conn.execute(update(url_states).where(mine).values(
-                    attempts=s.due.attempts + 1, due_at=_retry_at(now, s, recheck),
-                    detail=s.detail))
-                continue
-            moved = s.state != s.due.state
-            values: dict[str, Any] = {
-                "state": s.state, "rule": s.rule, "http_status": s.http_status,
-                "final_url": s.final_url, "hops": s.hops, "detail": s.detail or None,
-                "attempts": 0, "checked_at": now, "due_at": now + timedelta(seconds=recheck),
-            }
-            if s.transient:  # no answer to trust, UNKNOWN_AFTER times in a row: unknown
-                values.update(state="unknown", rule=None, attempts=s.due.attempts + 1,
-                              due_at=_retry_at(now, s, recheck))
-                del values["checked_at"]
-                moved = s.due.state != "unknown"
-            if moved:
-                values["since"] = now
-            conn.execute(update(url_states).where(mine).values(**values))
-            # A transition: from a state an answer gave, or a first answer that is a problem.
-            if moved and (s.due.checked or s.state != "ok"):
-                transitions.append({
-                    "snapshot_id": snapshot_id, "target_id": target_id, "kind": "health",
-                    "loc": s.due.loc,
-                    "before": _state_json(s.due.state, None, None, 0, None),
-                    "after": _state_json(s.state, s.http_status, s.final_url, s.hops,
-                                         s.detail),
-                })
+        u, c = url_states.c, changes.c
+        for name, params in rows.items():
+            if params:
+                conn.execute(_STATEMENTS[name], params)
+        if gone:
+            conn.execute(delete(url_states).where(
+                u.target_id == bindparam("b_t"), u.loc == bindparam("b_l"),
+                u.listed.is_(False)), gone)
         if transitions:
             conn.execute(insert(changes), transitions)
             conn.execute(update(targets).where(targets.c.id == target_id).values(
                 change_count=targets.c.change_count + len(transitions)))
-        c = changes.c
-        for removed_in, loc, reason in reasons:
+        if reasons:
             conn.execute(update(changes).where(
-                c.target_id == target_id, c.kind == "removed", c.snapshot_id == removed_in,
-                c.loc == loc).values(reason=reason))
+                c.target_id == bindparam("b_t"), c.kind == "removed",
+                c.snapshot_id == bindparam("b_s"), c.loc == bindparam("b_l"),
+            ).values(reason=bindparam("b_reason")), reasons)
         return len(transitions)
 
     return transaction(engine, write)
