@@ -34,6 +34,7 @@ from monitor.addresses import (
 )
 from monitor.errors import FetchError
 from monitor.inflate import CHUNK_SIZE, Body, layers
+from monitor.pages import Pages
 
 __all__ = [
     "CHUNK_SIZE", "Answer", "Fetcher", "Response", "is_blocked_address", "is_private_address",
@@ -149,14 +150,18 @@ class Answer:
 
     url: str
     status: int
-    headers: httpx.Headers
+    headers: list[tuple[str, str]]  # names in lower case, in order, repeats kept
     # The first ``body_limit`` bytes of the decompressed body of a 2xx answer; b"" otherwise.
     head: bytes
+
+    def header(self, name: str) -> str | None:
+        """The first value of a header (``name`` in lower case), or None."""
+        return next((value for key, value in self.headers if key == name), None)
 
     @property
     def location(self) -> str | None:
         """Where a redirect points, resolved against ``url``; None if not a redirect."""
-        value = self.headers.get("location")
+        value = self.header("location")
         if self.status not in REDIRECT_STATUSES or not value:
             return None
         try:
@@ -193,9 +198,11 @@ class Fetcher:
         # callgrind; issue 5, W2).
         self._http: httpx.AsyncBaseTransport = transport or _http_transport(limits, _NO_TLS)
         self._https: httpx.AsyncBaseTransport = transport or _TLSTransport(limits)
+        self._pages = Pages(httpx.create_ssl_context)
 
     async def aclose(self) -> None:
         """Close the transports and their connections."""
+        await self._pages.aclose()
         await self._http.aclose()
         if self._https is not self._http:
             await self._https.aclose()
@@ -228,35 +235,36 @@ class Fetcher:
     async def probe(self, url: str, settings: config.Defaults, *, body_limit: int,
                     allow_private: bool = False) -> Answer:
         """GET ``url`` once, in one of its host's slots: the status, the headers and the first
-        ``body_limit`` bytes of a 2xx body. Redirects are the caller's to follow (each hop is
-        judged by the address policy here). Raises ``FetchError`` when no answer came."""
+        ``body_limit`` bytes of a 2xx body (``monitor.pages``: kept-alive connections, no
+        httpx). Redirects are the caller's to follow (each hop is judged by the address
+        policy here). Raises ``FetchError`` when no answer came."""
         parsed = _parse_url(url, url)
-        key = f"{parsed.host}:{parsed.port or _default_port(parsed)}"
+        port = parsed.port or _default_port(parsed)
+        host = parsed.host
         headers = self._headers(settings, None, None)
         headers["Accept"] = _ACCEPT_PAGE
-        timeouts = httpx.Timeout(
-            connect=settings.connect_timeout, read=settings.read_timeout,
-            write=settings.read_timeout, pool=settings.timeout,
-        )
-        async with self._slot(key):
-            deadline = asyncio.get_running_loop().time() + settings.timeout
-            raw = await self._send(url, headers, timeouts, allow_private, deadline, settings)
+        default = (parsed.scheme, port) in (("http", 80), ("https", 443))
+        authority = f"[{host}]" if ":" in host else host
+        fields = [("Host", authority if default else f"{authority}:{port}"), *headers.items()]
+        target = parsed.raw_path or b"/"
+
+        def check_peer(ip: str) -> None:
+            check_address(ip, url=url, allow_private=allow_private)
+
+        async with self._slot(f"{host}:{port}"):
             try:
-                head = b""
-                if 200 <= raw.status_code < 300:
-                    response = Response(raw, url=url, settings=settings, deadline=deadline,
-                                        not_modified=False)
-                    parts: list[bytes] = []
-                    size = 0
-                    async for chunk in response.chunks():
-                        parts.append(chunk)
-                        size += len(chunk)
-                        if size >= body_limit:
-                            break
-                    head = b"".join(parts)[:body_limit]
-                return Answer(url=url, status=raw.status_code, headers=raw.headers, head=head)
-            finally:
-                await raw.aclose()
+                async with asyncio.timeout(settings.timeout):
+                    await check_host(host, port, url=url, allow_private=allow_private,
+                                     resolver=self._resolver)
+                    got = await self._pages.get(
+                        url, parsed.scheme, host, port, target, fields,
+                        connect_timeout=settings.connect_timeout,
+                        read_timeout=settings.read_timeout, body_limit=body_limit,
+                        check_peer=check_peer)
+            except TimeoutError:
+                raise FetchError("timeout", f"fetching {url} took longer than "
+                                 f"{settings.timeout:g}s in total") from None
+        return Answer(url=url, status=got.status, headers=got.headers, head=got.head)
 
     @asynccontextmanager
     async def _slot(self, key: str) -> AsyncIterator[None]:

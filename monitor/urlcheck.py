@@ -135,7 +135,7 @@ class Checker:
         ``retry_after_max``); a 503's ``Retry-After`` defers that URL only (the caller's)."""
         if answer.status not in (429, 503):
             return None
-        retry_after = retry_after_seconds(answer.headers.get("retry-after"))
+        retry_after = retry_after_seconds(answer.header("retry-after"))
         if answer.status == 429:
             hold = None if retry_after is None else min(
                 retry_after, self._target.settings.retry_after_max)
@@ -163,8 +163,7 @@ class Checker:
 
 
 def _answered(answer: Answer) -> health.Answered:
-    return health.Answered(answer.url, answer.status,
-                           [(k.lower(), v) for k, v in answer.headers.multi_items()], answer.head)
+    return health.Answered(answer.url, answer.status, answer.headers, answer.head)
 
 
 async def check_all(checker: Checker,
@@ -275,9 +274,9 @@ class _Saver:
                 reasons = self._round.reasons
                 reasons[item.reason] = reasons.get(item.reason, 0) + 1
                 _keep(self._round.examples, f"removed:{item.reason}", item.due.loc)
-        self._round.transitions += await asyncio.to_thread(
-            store.save, self._engine, target_id, snapshot_id, saved, self._now(),
-            self._recheck)
+        written = await asyncio.to_thread(store.save, self._engine, target_id, snapshot_id,
+                                          saved, self._now(), self._recheck)
+        self._round.transitions += written  # not `+= await`: it would read the count first
 
 
 def _keep(examples: dict[str, list[str]], key: str, loc: str) -> None:

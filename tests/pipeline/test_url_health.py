@@ -124,6 +124,8 @@ def test_every_state_is_found_and_stored(
         expected[state] = expected.get(state, 0) + 1
     assert result["url_health"] == expected
     assert result["url_checks"]["checked"] == len(every_state)
+    broken = sum(1 for s in every_state.values() if s not in ("ok", "unknown"))
+    assert result["url_checks"]["transitions"] == broken  # counted across concurrent saves
     found = states(db)
     assert {loc.removeprefix(site.url("")): s for loc, (s, _) in found.items()} == every_state
     assert found[site.url("/loop-a")][1] == "url-redirect-loop"
@@ -317,3 +319,19 @@ def test_listings_show_health_transitions_and_reasons(
     code, _, err = run(capsys, "urls", "t", "--status", "ok", "--at", "1", "--database-url", db)
     assert code == 2
     assert "status: 'ok' is a URL's health now, which has no history" in err
+
+
+def test_urls_over_several_batches_are_all_saved_and_counted(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Verdicts saved in several batches (SAVE_BATCH each): none lost, every one counted."""
+    paths = [f"/p{i}" for i in range(450)]
+    for i, p in enumerate(paths):
+        http_server.route(p, page(status=404 if i % 2 else 200))
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in paths}))
+    _, result = check_urls(capsys, config(tmp_path, site), db)
+    assert result["url_health"] == {"ok": 225, "not-found": 225}
+    assert result["url_checks"]["checked"] == 450
+    assert result["url_checks"]["transitions"] == 225
+    assert len(recorded(db, "health")) == 225
