@@ -125,7 +125,7 @@ def sync(engine: Engine, name: str) -> tuple[int, int] | None:
     if synced is None:
         _load(engine, target_id, last)
     else:
-        transaction(engine, lambda conn: _follow(conn, target_id, synced, last))
+        _follow(engine, target_id, synced, last)
     return target_id, last
 
 
@@ -150,28 +150,44 @@ def _load(engine: Engine, target_id: int, last: int) -> None:
         .values(synced_snapshot_id=last)))
 
 
-def _follow(conn: Connection, target_id: int, synced: int, last: int) -> None:
-    """Apply the ``added`` and ``removed`` changes of the snapshots after ``synced``."""
+def _follow(engine: Engine, target_id: int, synced: int, last: int) -> None:
+    """Apply the ``added`` and ``removed`` changes of the snapshots after ``synced``, ``_BATCH``
+    at a time, each batch in a transaction of its own (applying one twice changes nothing, so
+    a sync cut short is taken up again), then mark the URL states as of ``last``."""
     c, u = changes.c, url_states.c
-    rows = conn.execute(
-        select(c.snapshot_id, c.kind, c.loc)
-        .where(c.target_id == target_id, c.snapshot_id > synced, c.snapshot_id <= last,
-               c.kind.in_(("added", "removed")))
-        .order_by(c.snapshot_id, c.id)
-    ).all()
-    for snapshot_id, kind, loc in rows:
-        if not loc.startswith(_HTTP):
-            continue
-        mine = (u.target_id == target_id) & (u.loc == loc)
-        if kind == "added":
-            conn.execute(_insert_ignore(conn).values(target_id=target_id, loc=loc))
-            conn.execute(update(url_states).where(mine, u.listed.is_(False))
-                         .values(listed=True, removed_snapshot_id=None))
-        else:
-            conn.execute(update(url_states).where(mine).values(
-                listed=False, removed_snapshot_id=snapshot_id, due_at=None))
-    conn.execute(update(url_checks).where(url_checks.c.target_id == target_id)
-                 .values(synced_snapshot_id=last))
+    relist = (update(url_states)
+              .where(u.target_id == bindparam("b_t"), u.loc == bindparam("b_l"),
+                     u.listed.is_(False))
+              .values(listed=True, removed_snapshot_id=None))
+    drop = (update(url_states)
+            .where(u.target_id == bindparam("b_t"), u.loc == bindparam("b_l"))
+            .values(listed=False, removed_snapshot_id=bindparam("b_s"), due_at=None))
+    after = 0
+
+    def apply(conn: Connection) -> int:
+        rows = conn.execute(
+            select(c.id, c.snapshot_id, c.kind, c.loc)
+            .where(c.target_id == target_id, c.snapshot_id > synced, c.snapshot_id <= last,
+                   c.kind.in_(("added", "removed")), c.id > after)
+            .order_by(c.id).limit(_BATCH)
+        ).all()
+        final = {r.loc: r for r in rows if r.loc.startswith(_HTTP)}  # a loc's last change wins
+        added = [{"target_id": target_id, "loc": r.loc} for r in final.values()
+                 if r.kind == "added"]
+        removed = [{"b_t": target_id, "b_l": r.loc, "b_s": r.snapshot_id}
+                   for r in final.values() if r.kind == "removed"]
+        if added:
+            conn.execute(_insert_ignore(conn), added)
+            conn.execute(relist, [{"b_t": target_id, "b_l": a["loc"]} for a in added])
+        if removed:
+            conn.execute(drop, removed)
+        return int(rows[-1].id) if len(rows) == _BATCH else 0
+
+    while after := transaction(engine, apply):
+        pass
+    transaction(engine, lambda conn: conn.execute(
+        update(url_checks).where(url_checks.c.target_id == target_id)
+        .values(synced_snapshot_id=last)))
 
 
 def _due_row(row: Any) -> Due:

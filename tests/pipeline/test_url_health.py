@@ -335,3 +335,33 @@ def test_urls_over_several_batches_are_all_saved_and_counted(
     assert result["url_checks"]["checked"] == 450
     assert result["url_checks"]["transitions"] == 225
     assert len(recorded(db, "health")) == 225
+
+
+def test_url_states_follow_the_snapshots_in_order(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Checks without --urls in between: the URL checks catch up on their changes in order,
+    a few at a time (a batch of 3 here), a URL dropped and listed again being listed."""
+    from monitor.store import health as store_health
+
+    monkeypatch.setattr(store_health, "_BATCH", 3)
+    paths = [f"/p{i}" for i in range(8)]
+    for p in paths:
+        http_server.route(p, page())
+    cfg = config(tmp_path, site)
+
+    def publish(listed: list[str]) -> None:
+        site.set("/sitemap.xml", urlset({site.url(p): None for p in listed}))
+        code, out, _ = run(capsys, "check", "t", "--config", cfg, "--database-url", db)
+        assert code == 0, out
+
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in paths[:4]}))
+    check_urls(capsys, cfg, db)
+    publish(paths[1:8])  # /p0 dropped, /p4../p7 added
+    publish(paths[:3] + paths[4:])  # /p0 back, /p3 dropped
+    code, result = check_urls(capsys, cfg, db)
+    assert set(states(db)) == {site.url(p) for p in paths if p != "/p3"}
+    assert result["url_health"] == {"ok": 7}
+    reasons = {loc: reason for loc, _, _, reason in recorded(db, "removed")}
+    assert reasons == {site.url("/p0"): None, site.url("/p3"): "live"}
