@@ -360,7 +360,7 @@ def test_url_states_follow_the_snapshots_in_order(
     check_urls(capsys, cfg, db)
     publish(paths[1:8])  # /p0 dropped, /p4../p7 added
     publish(paths[:3] + paths[4:])  # /p0 back, /p3 dropped
-    code, result = check_urls(capsys, cfg, db)
+    _, result = check_urls(capsys, cfg, db)
     assert set(states(db)) == {site.url(p) for p in paths if p != "/p3"}
     assert result["url_health"] == {"ok": 7}
     reasons = {loc: reason for loc, _, _, reason in recorded(db, "removed")}
