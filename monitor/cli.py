@@ -350,7 +350,7 @@ async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int,
             return result, None
         from monitor import urlcheck
 
-        budget = urlcheck.Budget(target.settings.url_checks.rate)
+        budget = urlcheck.Budget()
         found = await urlcheck.run_round(target, engine=engine, fetcher=fetcher, budget=budget,
                                          now=utcnow)
         return result, found

@@ -42,23 +42,23 @@ WORKERS = 32
 
 
 class Budget:
-    """Requests per second per host: each host's next request waits its turn, ``1/rate``
-    after the previous one (a 429 doubles the wait, up to ``SLOWEST`` times; ``Retry-After``
-    holds the host until then)."""
+    """Requests per second per host, for every target whose URLs are checked on it: each
+    request to a host waits its turn, ``1/rate`` (the asking target's rate) after the previous
+    one; a 429 doubles the wait, up to ``SLOWEST`` times, and ``Retry-After`` holds the host
+    until then. The daemon keeps one for all its targets."""
 
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._interval = 1.0 / rate
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._next: dict[str, float] = {}
         self._slow: dict[str, float] = {}
         self._held: dict[str, float] = {}
 
-    async def take(self, host: str) -> None:
+    async def take(self, host: str, rate: float) -> None:
         """Wait for ``host``'s next turn (a turn that falls in a hold is taken again after)."""
         while True:
             now = self._clock()
             turn = max(now, self._next.get(host, now))
-            self._next[host] = turn + self._interval * self._slow.get(host, 1.0)
+            self._next[host] = turn + self._slow.get(host, 1.0) / rate
             if turn > now:
                 await asyncio.sleep(turn - now)
             if self._clock() >= self._held.get(host, 0.0):
@@ -71,6 +71,13 @@ class Budget:
             until = self._clock() + retry_after
             self._held[host] = until
             self._next[host] = max(self._next.get(host, 0.0), until)
+
+    def forget(self, before: float) -> None:
+        """Drop the hosts whose last turn is older than ``before`` (the map stays small)."""
+        for host in [h for h, at in self._next.items() if at < before]:
+            self._next.pop(host, None)
+            self._slow.pop(host, None)
+            self._held.pop(host, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +133,7 @@ class Checker:
 
     async def _get(self, url: str, body_limit: int) -> Answer:
         host = urlsplit(url).netloc
-        await self._budget.take(host)
+        await self._budget.take(host, self._target.settings.url_checks.rate)
         return await self._fetcher.probe(url, self._target.settings, body_limit=body_limit,
                                          allow_private=self.allow_private)
 

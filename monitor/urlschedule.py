@@ -58,7 +58,9 @@ class UrlChecks:
         self._slots = asyncio.Semaphore(concurrency)
         self.alerts = alerts
         self._targets: dict[str, config.Target] = {}
-        self._budgets: dict[str, tuple[float, urlcheck.Budget]] = {}
+        # one for every target: two targets on one host share its rate (the slower one's
+        # turns are the longer ones)
+        self._budget = urlcheck.Budget()
         self._next: dict[str, float] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.Task[None] | None = None
@@ -68,8 +70,6 @@ class UrlChecks:
         """Apply a (re)loaded target list: the enabled targets are checked from now on."""
         self._targets = {t.name: t for t in targets if t.settings.url_checks.enabled}
         self._metrics.set_url_targets(self._targets)
-        for name in set(self._budgets) - set(self._targets):
-            del self._budgets[name]
 
     def start(self, targets: Iterable[config.Target]) -> None:
         self.update(targets)
@@ -98,18 +98,11 @@ class UrlChecks:
                 task = asyncio.create_task(self._round(target))
                 self._running[name] = task
                 task.add_done_callback(partial(self._done, name))
+            self._budget.forget(time.monotonic() - 3600)
             await asyncio.sleep(TICK)
 
     def _done(self, name: str, _task: asyncio.Task[None]) -> None:
         self._running.pop(name, None)
-
-    def _budget(self, target: config.Target) -> urlcheck.Budget:
-        rate = target.settings.url_checks.rate
-        kept = self._budgets.get(target.name)
-        if kept is None or kept[0] != rate:
-            kept = (rate, urlcheck.Budget(rate))
-            self._budgets[target.name] = kept
-        return kept[1]
 
     async def _round(self, target: config.Target) -> None:
         name = target.name
@@ -142,7 +135,7 @@ class UrlChecks:
             with structlog.contextvars.bound_contextvars(target=name):
                 found = await urlcheck.run_round(
                     target, engine=self._engine, fetcher=self._fetcher,
-                    budget=self._budget(target), now=utcnow,
+                    budget=self._budget, now=utcnow,
                     limit=batch_size(target, self._lease), alerts=self.alerts)
         finally:
             await asyncio.shield(asyncio.to_thread(store.release, self._engine, target_id,

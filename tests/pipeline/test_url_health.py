@@ -365,3 +365,27 @@ def test_url_states_follow_the_snapshots_in_order(
     assert result["url_health"] == {"ok": 7}
     reasons = {loc: reason for loc, _, _, reason in recorded(db, "removed")}
     assert reasons == {site.url("/p0"): None, site.url("/p3"): "live"}
+
+
+def test_targets_on_one_host_share_its_rate() -> None:
+    """The daemon's one Budget: two targets' requests to one host take turns at its rate."""
+    import asyncio
+
+    from monitor.urlcheck import Budget
+
+    budget = Budget()
+    times: list[float] = []
+
+    async def target(host: str, n: int) -> None:
+        for _ in range(n):
+            await budget.take(host, 20.0)
+            times.append(asyncio.get_running_loop().time())
+
+    async def go() -> float:
+        start = asyncio.get_running_loop().time()
+        await asyncio.gather(target("a", 5), target("a", 5), target("b", 5))
+        return asyncio.get_running_loop().time() - start
+
+    elapsed = asyncio.run(go())
+    assert len(times) == 15
+    assert 0.45 - 0.02 <= elapsed < 0.9  # 10 turns of host a at 20/s; host b alongside
