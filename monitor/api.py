@@ -39,10 +39,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from monitor import api_listings, listing, openapi
 from monitor.api_listings import error
-from monitor.config import Http
+from monitor.config import Http, Web
 from monitor.errors import MonitorError, StoreError
 from monitor.store import daemon as store
 from monitor.store import db
+from monitor.webauth import BasicAuth
 
 __all__ = ["Admission", "ApiReads", "create_app"]
 
@@ -212,6 +213,7 @@ def create_app(
     open_connections: Callable[[], int] = lambda: 0,
     on_refused: Callable[[str], None] = lambda _lane: None,
     exposition: Callable[[], bytes] | None = None,
+    web: Web | None = None,
 ) -> Admission:
     """The ASGI application of the daemon's HTTP port, behind its admission gate.
 
@@ -317,4 +319,7 @@ def create_app(
         exception_handlers={HTTPException: http_error, StoreError: internal_error,
                             Exception: internal_error},
     )
-    return Admission(routes, limits, open_connections=open_connections, on_refused=on_refused)
+    guarded: ASGIApp = routes
+    if web is not None and web.basic_auth_users:
+        guarded = BasicAuth(routes, web.basic_auth_users, protect_metrics=web.protect_metrics)
+    return Admission(guarded, limits, open_connections=open_connections, on_refused=on_refused)

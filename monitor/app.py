@@ -306,10 +306,12 @@ async def _serve(
         limits=cfg.http,
         open_connections=lambda: len(server.server_state.connections),
         on_refused=metrics.http_request_refused,
+        web=cfg.web,
     )
     server = _Server(uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3,
-        backlog=_BACKLOG, http=_Protocol, proxy_headers=False))
+        backlog=_BACKLOG, http=_Protocol, proxy_headers=False,
+        ssl_certfile=cfg.web.tls_cert_file, ssl_keyfile=cfg.web.tls_key_file))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
 
     stop = asyncio.Event()
@@ -348,7 +350,8 @@ async def _serve(
 
     host, port = sock.getsockname()[:2]
     shown = "localhost" if host in ("0.0.0.0", "::") else host  # noqa: S104
-    base = f"http://{shown}:{port}"
+    scheme = "https" if cfg.web.tls_cert_file else "http"
+    base = f"{scheme}://{shown}:{port}"
     logger.info(
         "started", version=__version__, replica=owner, targets=len(targets),
         database=db.redact(url), listen=f"{host}:{port}",
@@ -452,6 +455,7 @@ def _needs_restart(old: config.Config, new: config.Config) -> list[str]:
         "listen": (old.listen, new.listen),
         "scheduler": (old.scheduler, new.scheduler),
         "http": (old.http, new.http),
+        "web": (old.web, new.web),
         "defaults.user_agent": (old.defaults.user_agent, new.defaults.user_agent),
     }
     return [key for key, (a, b) in keys.items() if a != b]

@@ -97,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
     test = alert_commands.add_parser("test", help="send a test notification")
     test.add_argument("channel")
     with_config(test)
+
+    web = commands.add_parser("web", help="access to the daemon's port")
+    web_commands = web.add_subparsers(dest="web_command", required=True, parser_class=_Parser)
+    web_commands.add_parser(
+        "hash-password", help="read a password (stdin, or a prompt) and print its bcrypt hash"
+                              " for web.basic_auth_users")
     return root
 
 
@@ -235,7 +241,27 @@ def _dispatch(args: argparse.Namespace) -> int:
         _out(f"{path}: ok: {len(cfg.targets)} targets, {len(cfg.alerts.channels)} channels, "
               f"{len(cfg.alerts.rules)} rules")
         return EXIT_OK
+    if command == "web":
+        return _hash_password()
     return _alerts_test(args)
+
+
+def _hash_password() -> int:
+    """``web hash-password``: a bcrypt hash of a password read without echo (or from stdin)."""
+    import getpass
+
+    from monitor.webauth import hash_password
+
+    if sys.stdin.isatty():
+        password = getpass.getpass("password: ")
+        if getpass.getpass("again: ") != password:
+            raise ConfigError("web hash-password: the two passwords differ")
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        raise ConfigError("web hash-password: an empty password")
+    _out(hash_password(password))
+    return EXIT_OK
 
 
 def _config_path(args: argparse.Namespace) -> str | None:

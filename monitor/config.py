@@ -359,6 +359,56 @@ class Http(_Frozen):
     max_connections: int = Field(10_000, ge=1)
 
 
+_BCRYPT = re.compile(r"^\$2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}$")
+
+
+class Web(_Frozen):
+    """Who may read the daemon's port (SPEC 14), as Prometheus' exporter-toolkit has it: basic
+    auth with bcrypt-hashed passwords and TLS. With users set, the JSON API and the pages need
+    them, ``/metrics`` too when ``protect_metrics`` is true; ``/healthz`` and ``/readyz`` stay
+    open (probes carry no credentials)."""
+
+    basic_auth_users: dict[str, str] = Field(default_factory=dict, repr=False)
+    protect_metrics: bool = False
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+
+    @field_validator("basic_auth_users", mode="before")
+    @classmethod
+    def _from_file(cls, users: object) -> object:
+        """``basic_auth_users_file`` (a Kubernetes Secret) holds ``name: hash`` lines: YAML."""
+        if isinstance(users, str):
+            import yaml
+
+            loaded = yaml.safe_load(users) if users.strip() else {}
+            if not isinstance(loaded, dict):
+                raise ValueError("the users file holds no `name: bcrypt hash` lines")
+            return {str(k): str(v) for k, v in loaded.items()}
+        return users
+
+    @field_validator("basic_auth_users")
+    @classmethod
+    def _hashed(cls, users: dict[str, str]) -> dict[str, str]:
+        for name, hashed in users.items():
+            if not name or ":" in name:
+                raise ValueError(f"user {name!r}: a name without ':'")
+            if not _BCRYPT.match(hashed):
+                raise ValueError(
+                    f"user {name!r}: not a bcrypt hash (a plain-text password?); make one with "
+                    "`sitemap-monitor web hash-password`")
+        return users
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Web:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        for key, path in (("tls_cert_file", self.tls_cert_file),
+                          ("tls_key_file", self.tls_key_file)):
+            if path is not None and not os.path.isfile(path):
+                raise ValueError(f"{key}: no such file {path}")
+        return self
+
+
 class Config(_Frozen):
     """The whole configuration file."""
 
@@ -367,6 +417,7 @@ class Config(_Frozen):
     defaults: Defaults = Defaults()
     scheduler: Scheduler = Scheduler()
     http: Http = Http()
+    web: Web = Web()
     targets: list[TargetSpec] = Field(default_factory=list)
     alerts: Alerts = Alerts()
 
@@ -391,8 +442,13 @@ class Config(_Frozen):
         return None
 
 
+# Keys that name a file the daemon opens itself (a CA bundle, a certificate): kept as paths,
+# relative to the configuration's folder, not read as ``X_file`` secrets.
+PATH_KEYS = frozenset({"smtp_ca_file", "tls_cert_file", "tls_key_file"})
+
+
 def _expand(value: Any, where: str, env: Mapping[str, str], base: Path) -> Any:
-    """Expand ``${ENV}`` in strings and ``X_file`` keys, recursively."""
+    """Expand ``${ENV}`` in strings and ``X_file`` keys (but ``PATH_KEYS``), recursively."""
     if isinstance(value, str):
         def sub(match: re.Match[str]) -> str:
             name = match.group(1)
@@ -407,7 +463,9 @@ def _expand(value: Any, where: str, env: Mapping[str, str], base: Path) -> Any:
         for key, item in value.items():
             key = str(key)
             path = f"{where}.{key}" if where else key
-            if key.endswith("_file") and isinstance(item, str):
+            if key in PATH_KEYS and isinstance(item, str):  # a path the daemon opens itself
+                out[key] = str((base / _expand(item, path, env, base)).expanduser())
+            elif key.endswith("_file") and isinstance(item, str):
                 plain = key[: -len("_file")]
                 if plain in value:
                     raise ConfigError(f"{path}: set either {plain} or {key}, not both")

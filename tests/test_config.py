@@ -102,3 +102,35 @@ def test_the_config_knows_the_url_states_and_reasons_of_the_model() -> None:
 
     assert set(get_args(UrlState)) == set(URL_STATES)
     assert set(get_args(RemovalReason)) == set(REMOVAL_REASONS)
+
+
+def test_file_paths_are_kept_as_paths_not_read(tmp_path: Path) -> None:
+    """smtp_ca_file, tls_cert_file and tls_key_file name files the daemon opens: not ``X_file``
+    secrets (smtp_ca_file was read into an unknown key ``smtp_ca`` before)."""
+    (tmp_path / "ca.pem").write_text("not read")
+    (tmp_path / "cert.pem").write_text("not read")
+    (tmp_path / "key.pem").write_text("not read")
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "web: {tls_cert_file: cert.pem, tls_key_file: key.pem}\n"
+        "alerts:\n  channels:\n    - {name: mail, type: email, smtp_host: smtp.example,"
+        " from: a@example.com, to: [b@example.com], smtp_ca_file: ca.pem}\n")
+    cfg = load(path, env={})
+    assert cfg.web.tls_cert_file == str(tmp_path / "cert.pem")
+    assert cfg.web.tls_key_file == str(tmp_path / "key.pem")
+    assert cfg.alerts.channels[0].smtp_ca_file == str(tmp_path / "ca.pem")
+
+
+def test_basic_auth_users_from_a_file(tmp_path: Path) -> None:
+    from monitor.webauth import hash_password
+
+    hashed = hash_password("pw", rounds=4)
+    (tmp_path / "users.yaml").write_text(f"seo: '{hashed}'\nops: '{hashed}'\n")
+    path = tmp_path / "c.yaml"
+    path.write_text("web: {basic_auth_users_file: users.yaml, protect_metrics: true}\n")
+    cfg = load(path, env={})
+    assert cfg.web.basic_auth_users == {"seo": hashed, "ops": hashed}
+    assert cfg.web.protect_metrics
+    (tmp_path / "users.yaml").write_text("seo: hunter2\n")
+    with pytest.raises(ConfigError, match="user 'seo': not a bcrypt hash"):
+        load(path, env={})

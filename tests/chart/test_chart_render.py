@@ -159,9 +159,21 @@ def test_rendered_config_is_accepted_by_the_daemon(tmp_path: Path) -> None:
     """The ConfigMap of every scenario loads with monitor.config (unknown keys are errors)."""
     from monitor import config as monitor_config
 
+    from monitor.webauth import hash_password
+
+    # The web scenario's files, where its Secrets would be mounted.
+    mounted = {"/etc/sitemap-monitor-web/": tmp_path / "web", "/etc/sitemap-monitor-tls/":
+               tmp_path / "tls"}
+    for folder in mounted.values():
+        folder.mkdir()
+    (tmp_path / "web" / "users.yaml").write_text(f"seo: '{hash_password('pw', rounds=4)}'\n")
+    (tmp_path / "tls" / "tls.crt").write_text("a certificate")
+    (tmp_path / "tls" / "tls.key").write_text("a key")
     for scenario in SCENARIOS:
         docs = render(scenario)
         text = one(docs, "ConfigMap", "sm-sitemap-monitor")["data"]["config.yaml"]
+        for mount, folder in mounted.items():
+            text = text.replace(mount, f"{folder}/")
         file = tmp_path / f"{scenario}.yaml"
         file.write_text(text, encoding="utf-8")
         env = {"SLACK_WEBHOOK_URL": "https://hooks.invalid/x", "HOOK_SECRET": "s"}
@@ -444,3 +456,35 @@ def test_values_schema_config_keys_match_the_daemon() -> None:
     assert set(props["scheduler"]["properties"]) == set(monitor_config.Scheduler.model_fields)
     assert set(props["http"]["properties"]) == set(monitor_config.Http.model_fields)
     assert set(props["alerts"]["properties"]) == set(monitor_config.Alerts.model_fields)
+
+
+def test_web_access_from_secrets() -> None:
+    """web.usersSecret and web.tlsSecret: the Secrets mounted, the config pointing at them,
+    the probes and the ServiceMonitor over HTTPS, the scrape with basic auth."""
+    docs = render("web-values.yaml", apis=MONITORING_APIS)
+    config = yaml.safe_load(one(docs, "ConfigMap", "sm-sitemap-monitor")["data"]["config.yaml"])
+    assert config["web"] == {
+        "basic_auth_users_file": "/etc/sitemap-monitor-web/users.yaml", "protect_metrics": True,
+        "tls_cert_file": "/etc/sitemap-monitor-tls/tls.crt",
+        "tls_key_file": "/etc/sitemap-monitor-tls/tls.key"}
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["web-users"]["secret"]["secretName"] == "sitemap-monitor-web-users"
+    assert volumes["web-tls"]["secret"]["secretName"] == "sitemap-monitor-tls"
+    container = pod["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["web-users"] == "/etc/sitemap-monitor-web"
+    assert mounts["web-tls"] == "/etc/sitemap-monitor-tls"
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS", probe
+    endpoint = one(docs, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["basicAuth"]["password"] == {"name": "sitemap-monitor-scrape",
+                                                 "key": "password"}
+    assert endpoint["tlsConfig"]["serverName"] == "sitemap-monitor"
+    # without web: nothing of it
+    plain = render("default-values.yaml", apis=MONITORING_APIS)
+    container = one(plain, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "scheme" not in container["livenessProbe"]["httpGet"]
+    assert "web" not in yaml.safe_load(one(plain, "ConfigMap", "sm-sitemap-monitor")["data"][
+        "config.yaml"])

@@ -144,7 +144,31 @@ container port so the probes and the Service always agree with the daemon.
 {{- define "sitemap-monitor.config" -}}
 {{- $config := deepCopy .Values.config }}
 {{- $_ := set $config "listen" (printf "0.0.0.0:%d" (int .Values.containerPort)) }}
+{{- $web := dict }}
+{{- if .Values.web.usersSecret }}
+{{- $_ := set $web "basic_auth_users_file" "/etc/sitemap-monitor-web/users.yaml" }}
+{{- $_ := set $web "protect_metrics" .Values.web.protectMetrics }}
+{{- end }}
+{{- if .Values.web.tlsSecret }}
+{{- $_ := set $web "tls_cert_file" "/etc/sitemap-monitor-tls/tls.crt" }}
+{{- $_ := set $web "tls_key_file" "/etc/sitemap-monitor-tls/tls.key" }}
+{{- end }}
+{{- if $web }}
+{{- $_ := set $config "web" $web }}
+{{- end }}
 {{- toYaml $config }}
+{{- end }}
+
+{{/*
+A probe of the values, over HTTPS when web.tlsSecret is set. Call with (list $ probe).
+*/}}
+{{- define "sitemap-monitor.probe" -}}
+{{- $root := index . 0 }}
+{{- $probe := deepCopy (index . 1) }}
+{{- if and $root.Values.web.tlsSecret $probe.httpGet }}
+{{- $_ := set $probe.httpGet "scheme" "HTTPS" }}
+{{- end }}
+{{- toYaml $probe }}
 {{- end }}
 
 {{/*
