@@ -38,6 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from monitor import api_listings, listing, openapi
+from monitor import web as pages
 from monitor.api_listings import error
 from monitor.config import Http, Web
 from monitor.errors import MonitorError, StoreError
@@ -313,6 +314,7 @@ def create_app(
             Route("/api/v1/openapi.json", openapi_json),
             Route("/api/v1/targets", targets),
             Route("/api/v1/targets/{rest:path}", target_routes),
+            *pages.routes(read, configured, clock),
         ],
         # StoreError is answered here; any other exception is a bug, answered by Starlette's
         # outermost layer, which also raises it again for the server to log.

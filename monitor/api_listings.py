@@ -23,7 +23,7 @@ from monitor import listing, validate
 from monitor.model import RULES
 from monitor.store import listing as store
 
-__all__ = ["MAX_LIMIT", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "error", "one", "respond"]
+__all__ = ["MAX_LIMIT", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "error", "one", "opening", "respond"]
 
 ROUTES = ("urls", "issues", "diff", "changes")
 MAX_LIMIT = 10_000  # rows of one page: what is read whole before it is sent
@@ -71,7 +71,7 @@ def _text(request: Request, key: str) -> str | None:
     return raw or None
 
 
-def _open(request: Request, name: str, suffix: str, now: datetime) -> Callable[[Any], Any]:
+def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable[[Any], Any]:
     """The listing's opening, to run in a database thread: ``open(engine) -> Listing``. Its
     parameters are read here, so that a bad one is a 400 before the database is asked."""
     after = _text(request, "cursor")
@@ -121,15 +121,15 @@ async def respond(request: Request, name: str, suffix: str, read: Read, now: dat
     try:
         fmt = _format(request)
         limit = _limit(request, fmt)
-        opening = _open(request, name, suffix, now)
+        opener = opening(request, name, suffix, now)
         if limit is None:  # every row, streamed: opened here, read as the client takes it
-            opened = await read(opening)
+            opened = await read(opener)
             return StreamingResponse(listing.render(opened, fmt), media_type=_MEDIA[fmt],
                                      headers=_download(name, suffix, fmt))
         link = _link(request)
 
         def page(engine: Any) -> tuple[str, str | None]:
-            found = opening(engine)
+            found = opener(engine)
             try:
                 body = "".join(listing.render(found, fmt, limit=limit, link=link))
             finally:

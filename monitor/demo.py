@@ -172,6 +172,7 @@ def run() -> int:
             "sitemap-monitor demo: a local site whose sitemap changes every "
             f"{CHANGE_EVERY:g} s, checked every {CHECK_EVERY}.\n"
             f"  site      {site_url}/sitemap.xml\n"
+            f"  pages     {api}/\n"
             f"  changes   curl -s {api}/api/v1/targets/demo/changes\n"
             f"  broken    curl -s '{api}/api/v1/targets/demo/urls?status=not-found'\n"
             f"  targets   curl -s {api}/api/v1/targets\n"

@@ -46,6 +46,7 @@ __all__ = [
     "parse_time",
     "read_cursor",
     "render",
+    "take",
 ]
 
 FORMATS = ("table", "json", "ndjson", "csv")
@@ -241,6 +242,21 @@ def render(listing: Listing, fmt: str, *, limit: int | None = None,
     writer.end(listing.next_cursor, None if listing.next_cursor is None or link is None
                else link(listing.next_cursor))
     yield "".join(pending)
+
+
+def take(listing: Listing, limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` rows as they are (a web page's), ``listing.next_cursor`` set when
+    more follow, as ``render`` sets it."""
+    taken: list[dict[str, Any]] = []
+    last: tuple[Any, ...] = ()
+    for row, after in listing.rows:
+        if len(taken) >= limit:
+            listing.next_cursor = cursor(*listing.where, last)
+            break
+        taken.append(row)
+        last = after
+    listing.count = len(taken)
+    return taken
 
 
 def _chain_one(first: tuple[dict[str, Any], tuple[Any, ...]], rest: Rows) -> Rows:

@@ -66,6 +66,18 @@ def changes_link(api_base_url: str | None, target: str, since: datetime,
             f"{urlencode(query)}")
 
 
+def page_link(api_base_url: str | None, target: str, since: datetime,
+              kind: str | None = None) -> str | None:
+    """The web page (SPEC 14) of a target's changes since a time (None without a base)."""
+    if not api_base_url:
+        return None
+    query: dict[str, str] = {"since": iso(since.replace(microsecond=0))}
+    if kind is not None:
+        query["kind"] = kind
+    return (f"{api_base_url.rstrip('/')}/targets/{quote(target, safe='')}/changes?"
+            f"{urlencode(query)}")
+
+
 def describe_duration(seconds: float) -> str:
     """``3d 4h``, ``2h 5m``, ``45s``: for people reading a message."""
     seconds = int(max(seconds, 0))

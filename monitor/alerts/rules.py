@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any
+from urllib.parse import quote
 
 from monitor.alerts.payload import (
     PAYLOAD_VERSION,
@@ -39,6 +40,7 @@ from monitor.alerts.payload import (
     describe_duration,
     idempotency_key,
     iso,
+    page_link,
 )
 from monitor.config import Alerts, Channel, Delivery, Rule
 from monitor.model import (
@@ -248,6 +250,7 @@ def _payload(delivery: Delivery, rule: Rule, target_name: str, result: CheckResu
         "error": (None if result.error_kind is None
                   else {"kind": result.error_kind, "message": result.error_message}),
         "link": changes_link(delivery.api_base_url, target_name, started, kind),
+        "page": page_link(delivery.api_base_url, target_name, started, kind),
     }
 
 
@@ -339,7 +342,7 @@ def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
             "counts": {"urls": found.listed, "url_health": dict(found.states),
                        "reasons": dict(found.reasons)},
             "examples": examples, "examples_truncated": False, "error": None,
-            "link": None,
+            "link": None, "page": _health_page(alerts_cfg.delivery, target_name, rule),
         }
         round_key = f"{found.snapshot_id}@{iso(found.at)}"
         out.extend(Notification(
@@ -350,3 +353,15 @@ def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
             payload=payload, send=state != "resolved" or channel.send_resolved,
         ) for channel in to)
     return out
+
+
+def _health_page(delivery: Delivery, target_name: str, rule: Rule) -> str | None:
+    """The page that lists what a URL-check rule counted: the URLs of its (first) state, or
+    the target's removals."""
+    if not delivery.api_base_url:
+        return None
+    base = f"{delivery.api_base_url.rstrip('/')}/targets/{quote(target_name, safe='')}"
+    if rule.when == "url_health":
+        states: list[str] = list(rule.state or _BROKEN_STATES)
+        return f"{base}/urls?status={states[0]}"
+    return f"{base}/changes?kind=removed"

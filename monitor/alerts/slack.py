@@ -49,6 +49,8 @@ def message(payload: dict[str, Any]) -> dict[str, Any]:
             text = text[:_BLOCK_TEXT].rsplit("\n", 1)[0] + "\n…"
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
     context = [f"target `{payload.get('target')}`", f"rule `{payload.get('rule')}`"]
+    if payload.get("page"):
+        context.append(f"<{payload['page']}|open the page>")
     if payload.get("link"):
         context.append(f"<{payload['link']}|full list>")
     blocks.append({"type": "context",

@@ -380,3 +380,29 @@ def list_snapshots(
         return [_snapshot_json(row) for row in rows]
 
     return transaction(engine, work)
+
+
+def url_series(engine: Engine, names: Sequence[str], count: int = 30) -> dict[str, list[int]]:
+    """The URL counts of each target's last ``count`` completed snapshots, oldest first (the
+    pages' sparklines): one windowed query for the targets asked, not one per target."""
+    if not names:
+        return {}
+    s, t = snapshots.c, targets.c
+    ranked = (
+        select(t.name, s.id, s.urls,
+               func.row_number().over(partition_by=s.target_id, order_by=s.id.desc())
+               .label("n"))
+        .join(targets, targets.c.id == s.target_id)
+        .where(t.name.in_(list(names)), s.outcome != "failed")
+        .subquery()
+    )
+    query = select(ranked.c.name, ranked.c.urls).where(ranked.c.n <= count).order_by(
+        ranked.c.name, ranked.c.id)
+
+    def read(conn: Connection) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = {}
+        for name, urls in conn.execute(query):
+            found.setdefault(name, []).append(int(urls))
+        return found
+
+    return transaction(engine, read)

@@ -404,3 +404,22 @@ def release(engine: Engine, target_id: int, owner: str) -> None:
     transaction(engine, lambda conn: conn.execute(
         update(url_checks).where(k.target_id == target_id, k.lease_owner == owner)
         .values(lease_owner=None, lease_until=None)))
+
+
+def states_by_target(engine: Engine, names: Sequence[str]) -> dict[str, dict[str, int]]:
+    """The listed URLs per health state of each of these targets (the pages)."""
+    if not names:
+        return {}
+    u, t = url_states.c, targets.c
+    query = (select(t.name, u.state, func.count())
+             .join(targets, targets.c.id == u.target_id)
+             .where(t.name.in_(list(names)), u.listed.is_(True))
+             .group_by(t.name, u.state))
+
+    def read(conn: Connection) -> dict[str, dict[str, int]]:
+        found: dict[str, dict[str, int]] = {}
+        for name, state, n in conn.execute(query):
+            found.setdefault(name, {})[state] = int(n)
+        return found
+
+    return transaction(engine, read)

@@ -180,6 +180,9 @@ def test_payload_names_target_rule_counts_examples_and_link() -> None:
     assert "30 URLs removed (3.0% of 1000)" in p["summary"]
     assert p["link"] == ("https://monitor.example/api/v1/targets/shop%2Feu/changes"
                          "?since=2025-01-06T11%3A59%3A57Z&kind=removed")
+    # the web page of the same changes (SPEC 14)
+    assert p["page"] == ("https://monitor.example/targets/shop%2Feu/changes"
+                         "?since=2025-01-06T11%3A59%3A57Z&kind=removed")
 
 
 def test_snapshot_id_is_required() -> None:
@@ -195,6 +198,7 @@ def test_link_is_omitted_without_api_base_url() -> None:
     [note] = evaluate(alerts({"when": "removed"}), "shop", check, RuleContext(previous_urls=3),
                       T0)
     assert note.payload["link"] is None
+    assert note.payload["page"] is None
 
 
 def test_sequence_fires_once_and_resolves(engine: Engine) -> None:

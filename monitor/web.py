@@ -1,0 +1,176 @@
+"""The web pages of the daemon's port (SPEC 14): server-rendered HTML for the people who get
+the alerts, over the same reads as the JSON API.
+
+``/`` lists the targets (state, URL count with a sparkline of the last snapshots as inline
+SVG, last change, current issues, URL health); ``/targets/{name}`` is one target (snapshots,
+changes by kind, URL health by state, issues by rule, a diff between two snapshots); and
+``/targets/{name}/{changes,urls,issues,diff}`` are the listings of SPEC 5, a page of rows at a
+time with the cursor that goes on, their filters as a plain form, and the CSV and NDJSON
+export links of the API. Jinja2 templates and a stylesheet in the package: no JavaScript, no
+asset from elsewhere. Every page reads a bounded number of rows, whatever a target's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+from monitor import api_listings, listing
+from monitor.model import RULES, URL_STATES
+from monitor.store import daemon as store
+from monitor.store import health as health_store
+
+__all__ = ["PAGE_ROWS", "routes"]
+
+PAGE_ROWS = 100  # rows of a listing page
+INDEX_TARGETS = 200  # targets on a page of the index
+SPARK_POINTS = 30
+_TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
+
+
+def _when(iso: str | None) -> str:
+    """``2026-11-25T18:57:06.885484Z`` as ``2026-11-25 18:57:06 UTC``."""
+    if not iso:
+        return ""
+    return iso[:19].replace("T", " ") + " UTC"
+
+
+_TEMPLATES.env.filters["when"] = _when
+_BROKEN = [state for state, rule in URL_STATES.items() if rule is not None]
+_TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff"}
+
+
+def sparkline(values: Sequence[int], width: int = 120, height: int = 24) -> str:
+    """An inline SVG polyline of the values (the URL counts of the last snapshots)."""
+    if len(values) < 2:
+        return ""
+    low, high = min(values), max(values)
+    span = (high - low) or 1
+    step = width / (len(values) - 1)
+    points = " ".join(f"{i * step:.1f},{height - 2 - (v - low) / span * (height - 4):.1f}"
+                      for i, v in enumerate(values))
+    return (f'<svg class="spark" width="{width}" height="{height}" role="img" '
+            f'aria-label="URLs over the last {len(values)} snapshots: {values[0]} to '
+            f'{values[-1]}"><polyline fill="none" stroke="currentColor" stroke-width="1.5" '
+            f'points="{points}"/></svg>')
+
+
+def _target_path(name: str) -> str:
+    return f"/targets/{quote(name, safe='')}"
+
+
+def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
+           clock: Callable[[], datetime]) -> list[Route]:
+    """The pages, reading through ``read`` (the API's own database threads)."""
+
+    def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+        context.setdefault("target_path", _target_path)
+        return _TEMPLATES.TemplateResponse(request, template, context, status_code=status)
+
+    def not_found(request: Request, message: str) -> Response:
+        return render(request, "error.html", 404, title="Not found", message=message)
+
+    async def index(request: Request) -> Response:
+        every = await read(store.list_targets)
+        after = request.query_params.get("after", "")
+        shown = [t for t in every if t["name"] > after][:INDEX_TARGETS]
+        names = [t["name"] for t in shown]
+        series = await read(store.url_series, names, SPARK_POINTS)
+        health = await read(health_store.states_by_target, names)
+        wanted = set(configured())
+        for target in shown:
+            target["spark"] = sparkline(series.get(target["name"], []))
+            target["health"] = health.get(target["name"], {})
+            target["broken"] = sum(target["health"].get(s, 0) for s in _BROKEN)
+            target["configured"] = target["name"] in wanted
+            last = target["last_snapshot"] or {}
+            target["open_issues"] = sum(last.get("issues", {}).values())
+        more = len([t for t in every if t["name"] > after]) > len(shown)
+        return render(request, "index.html", title="Targets", targets=shown,
+                      next_after=shown[-1]["name"] if more and shown else None,
+                      total=len(every))
+
+    async def target_routes(request: Request) -> Response:
+        path: str = request.path_params["rest"]
+        if "\x00" in path:
+            return not_found(request, "no such target")
+        name, _, suffix = path.rpartition("/")
+        whole = await read(store.get_target, path)
+        if whole is not None or suffix not in _TITLES or not name:
+            if whole is None:
+                return not_found(request, f"no target named {path!r}")
+            return await target_page(request, whole)
+        return await listing_page(request, name, suffix)
+
+    async def target_page(request: Request, target: dict[str, Any]) -> Response:
+        name = target["name"]
+        snapshots = await read(store.list_snapshots, name, limit=20) or []
+        series = (await read(store.url_series, [name], 90)).get(name, [])
+        health = (await read(health_store.states_by_target, [name])).get(name, {})
+        last = target["last_snapshot"] or {}
+        issues = sorted(last.get("issues", {}).items(), key=lambda kv: (-kv[1], kv[0]))
+        return render(request, "target.html", title=name, target=target,
+                      snapshots=snapshots, spark=sparkline(series, 360, 48), health=health,
+                      states=list(URL_STATES), broken=_BROKEN, issues=issues,
+                      severity=RULES, kinds=listing.KINDS)
+
+    async def listing_page(request: Request, name: str, suffix: str) -> Response:
+        params = {k: v for k, v in request.query_params.multi_items() if v != ""}
+        try:
+            opening = api_listings.opening(request, name, suffix, clock())
+        except listing.BadParameter as exc:
+            return render(request, "error.html", 400, title="Bad parameter", message=str(exc))
+
+        def page(engine: Any) -> tuple[listing.Listing, list[dict[str, Any]]]:
+            found = opening(engine)
+            try:
+                return found, listing.take(found, PAGE_ROWS)
+            finally:
+                listing.close(found)
+
+        try:
+            found, rows = await read(page)
+        except listing.NotFound as exc:
+            return not_found(request, str(exc))
+        except listing.BadParameter as exc:
+            return render(request, "error.html", 400, title="Bad parameter", message=str(exc))
+        columns = list(found.table or found.columns)
+        if suffix == "changes":
+            columns = ["at", "kind", "loc", "reason", "detail"]
+            for row in rows:
+                row["detail"] = _change_detail(row)
+        here = f"{_target_path(name)}/{suffix}"
+        query = {k: v for k, v in params.items() if k not in ("cursor", "format", "limit")}
+        api = f"/api/v1/targets/{quote(name, safe='')}/{suffix}"
+        exports = {fmt: f"{api}?{urlencode({**query, 'format': fmt})}"
+                   for fmt in ("csv", "ndjson")}
+        next_page = (None if found.next_cursor is None
+                     else f"{here}?{urlencode({**query, 'cursor': found.next_cursor})}")
+        return render(request, "listing.html", title=f"{_TITLES[suffix]} of {name}", name=name,
+                      suffix=suffix, rows=rows, columns=columns, head=found.head,
+                      params=query, exports=exports, next_page=next_page,
+                      first_page=f"{here}?{urlencode(query)}" if "cursor" in params else None,
+                      kinds=listing.KINDS, diff_kinds=listing.DIFF_KINDS,
+                      statuses=listing.STATUSES)
+
+    return [Route("/", index), Route("/targets/{rest:path}", target_routes)]
+
+
+def _change_detail(row: dict[str, Any]) -> str:
+    """One line for a change: what moved (a lastmod, a health state)."""
+    before, after = row.get("before") or {}, row.get("after") or {}
+    if row.get("kind") == "health":
+        return f"{before.get('state')} -> {after.get('state')}" + (
+            f" ({after.get('http_status')})" if after.get("http_status") else "")
+    moved = [f"{key}: {before.get(key)} -> {after.get(key)}"
+             for key in sorted(set(before) | set(after))
+             if before.get(key) != after.get(key) and key not in ("document",)]
+    return "; ".join(moved)[:200] if before and after else ""

@@ -1,0 +1,108 @@
+"""The web pages (SPEC 14) of a daemon watching a real local site: asked over HTTP here, and
+driven in a real browser (Debian's Chromium through Playwright) in test_web_browser.py."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from harness import Daemon, sitemap
+from httpserver import Reply, TestServer
+
+PAGE = b"<!doctype html><html><head><title>p</title></head><body>page</body></html>"
+
+
+def serve_site(s: TestServer, count: int) -> dict[str, str | None]:
+    for i in range(count):
+        s.route(f"/p{i}", Reply(404 if i == 1 else 200, PAGE, {"Content-Type": "text/html"}))
+    urls: dict[str, str | None] = {s.url(f"/p{i}"): None for i in range(count)}
+    s.route("/s.xml", Reply(body=sitemap(urls)))
+    return urls
+
+
+@pytest.fixture
+def watched(http_server: TestServer, tmp_path: Path) -> Iterator[tuple[Daemon, list[str]]]:
+    """A daemon that has seen 150 URLs, then the removal of 148 of them, and checked the
+    pages; yields it and the removed URLs."""
+    s = http_server
+    urls = serve_site(s, 150)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"database_url: sqlite:///{tmp_path}/m.db\nlisten: 127.0.0.1:0\n"
+        "defaults: {interval: 1s, jitter: 0, timeout: 10s,"
+        " url_checks: {enabled: true, rate: 200}}\n"
+        f'targets:\n  - {{name: shop, url: "{s.url("/s.xml")}"}}\n', encoding="utf-8")
+    daemon = Daemon(config)
+    try:
+        daemon.started()
+        daemon.event("check", target="shop", outcome="ok")
+        kept = {loc: urls[loc] for loc in list(urls)[:2]}
+        removed = [loc for loc in urls if loc not in kept]
+        mark = len(daemon.lines)
+        s.route("/s.xml", Reply(body=sitemap(kept)))
+        daemon.wait_for(lambda line: line.get("event") == "check"
+                        and line.get("removed") == 148, after=mark)
+        daemon._until(lambda: daemon.metric("sitemap_monitor_url_health", target="shop",
+                                            state="not-found") == 1 or None, 30, "url health")
+        yield daemon, removed
+    finally:
+        daemon.stop()
+
+
+def test_the_pages_show_targets_changes_health_and_exports(
+    watched: tuple[Daemon, list[str]],
+) -> None:
+    daemon, removed = watched
+    index = daemon.get("/")
+    assert index.status_code == 200
+    assert index.headers["content-type"].startswith("text/html")
+    assert '<a href="/targets/shop">shop</a>' in index.text
+    assert '<svg class="spark"' in index.text
+    assert "1 broken" in index.text
+    assert "<script" not in index.text  # usable without JavaScript
+    assert not re.search(r'(src|href)="https?://(?!127\.0\.0\.1)', index.text)  # nothing external
+
+    target = daemon.get("/targets/shop")
+    assert target.status_code == 200
+    assert 'href="/targets/shop/urls?status=not-found">not-found 1</a>' in target.text
+    assert 'href="/targets/shop/changes?kind=removed"' in target.text
+
+    first = daemon.get("/targets/shop/changes?kind=removed")
+    assert first.status_code == 200
+    shown = re.findall(r'<td class="loc"><a href="([^"]+)"', first.text)
+    assert len(shown) == 100
+    more = re.search(r'<a href="([^"]+)" rel="next">', first.text)
+    assert more is not None
+    second = daemon.get(more.group(1).replace("&amp;", "&"))
+    rest = re.findall(r'<td class="loc"><a href="([^"]+)"', second.text)
+    assert sorted(shown + rest) == sorted(removed)
+    assert 'rel="next"' not in second.text
+
+    export = re.search(r'<a href="([^"]+)">CSV</a>', first.text)
+    assert export is not None
+    rows = list(csv.DictReader(io.StringIO(daemon.get(export.group(1).replace("&amp;", "&"))
+                                           .text)))
+    assert sorted(r["loc"] for r in rows) == sorted(removed)
+    assert {r["kind"] for r in rows} == {"removed"}
+
+    health = daemon.get("/targets/shop/urls?status=not-found")
+    assert re.findall(r'<td class="loc"><a href="([^"]+)"', health.text) == [
+        removed[0].rsplit("/", 1)[0] + "/p1"]
+    diff = daemon.get("/targets/shop/diff?from=1&kind=removed")
+    assert len(re.findall(r'<td class="loc">', diff.text)) == 100
+
+
+def test_bad_requests_are_pages_that_say_why(watched: tuple[Daemon, list[str]]) -> None:
+    daemon, _ = watched
+    missing = daemon.get("/targets/nope")
+    assert missing.status_code == 404
+    assert "no target named &#39;nope&#39;" in missing.text
+    bad = daemon.get("/targets/shop/changes?kind=bogus")
+    assert bad.status_code == 400
+    assert "kind: unknown bogus" in bad.text
+    assert httpx.get(daemon.base + "/targets/shop/diff", timeout=10).status_code == 400
