@@ -99,8 +99,9 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
         return lambda engine: store.open_diff(engine, name, start, end, kinds, after)
     raw_since = _text(request, "since")
     since = None if raw_since is None else listing.parse_time(raw_since, "since", now)
+    reasons = listing.parse_reasons(params.getlist("reason"))
     return lambda engine: store.open_changes(engine, name, since, kinds, after,
-                                             (raw_since or "").strip())
+                                             (raw_since or "").strip(), reasons)
 
 
 def _link(request: Request) -> Callable[[str], str]:

@@ -136,6 +136,8 @@ def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None])
     diff.add_argument("--kind", action="append", default=[], metavar="KINDS")
     changes = listing("changes", "every recorded change, newest first")
     changes.add_argument("--since", help="ISO time or a duration back from now, e.g. 24h")
+    changes.add_argument("--reason", action="append", default=[], metavar="REASONS",
+                         help="removals the URL checks found moved, gone, live or unknown")
     changes.add_argument("--kind", action="append", default=[], metavar="KINDS",
                          help=f"comma-separated: {', '.join(CHANGE_KINDS)}")
 
@@ -593,7 +595,8 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
                                listing.parse_snapshot(args.end, "--to", now), kinds, args.cursor)
     since = None if not args.since else listing.parse_time(args.since, "--since", now)
     return store.open_changes(engine, args.target, since, kinds, args.cursor,
-                              (args.since or "").strip())
+                              (args.since or "").strip(),
+                              listing.parse_reasons(args.reason, "--reason"))
 
 
 def _without_cursor(argv: list[str]) -> list[str]:

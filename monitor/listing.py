@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from monitor.config import parse_duration
-from monitor.model import CHANGE_KINDS, URL_STATES
+from monitor.model import CHANGE_KINDS, REMOVAL_REASONS, URL_STATES
 
 __all__ = [
     "DIFF_KINDS",
@@ -41,6 +41,7 @@ __all__ = [
     "cursor",
     "matches",
     "parse_kinds",
+    "parse_reasons",
     "parse_rules",
     "parse_snapshot",
     "parse_time",
@@ -159,6 +160,16 @@ def parse_kinds(values: Iterable[str], param: str = "kind",
         raise BadParameter(f"{param}: unknown {', '.join(sorted(unknown))} "
                            f"(one of {', '.join(known)})")
     return tuple(k for k in known if k in kinds)
+
+
+def parse_reasons(values: Iterable[str], param: str = "reason") -> tuple[str, ...]:
+    """Removal reasons (SPEC 11), given as one or more comma-separated lists."""
+    reasons = {r.strip() for value in values for r in value.split(",") if r.strip()}
+    unknown = reasons - set(REMOVAL_REASONS)
+    if unknown:
+        raise BadParameter(f"{param}: unknown {', '.join(sorted(unknown))} "
+                           f"(one of {', '.join(REMOVAL_REASONS)})")
+    return tuple(r for r in REMOVAL_REASONS if r in reasons)
 
 
 def parse_rules(values: Iterable[str], known: Iterable[str], param: str = "rule",

@@ -308,7 +308,10 @@ def document() -> dict[str, Any]:
         f"{_TARGET}/changes": _listing(
             "changes", _HEAD, "Change",
             [_query("since", "Changes recorded at or after this time: an ISO 8601 time or a "
-                    "duration back from now (90m, 6h, 2d).", _SINCE_SCHEMA), _KIND],
+                    "duration back from now (90m, 6h, 2d).", _SINCE_SCHEMA), _KIND,
+             _query("reason", "Removals the URL checks gave one of these reasons (repeated, "
+                    "or comma-separated): moved, gone, live, unknown.",
+                    {"type": "string", "enum": [*REMOVAL_REASONS, ""]}, many=True)],
             "The changes recorded by each check, newest first."),
     }
     for path, item in paths.items():

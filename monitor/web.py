@@ -24,7 +24,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from monitor import api_listings, listing
-from monitor.model import RULES, URL_STATES
+from monitor.model import REMOVAL_REASONS, RULES, URL_STATES
 from monitor.store import daemon as store
 from monitor.store import health as health_store
 
@@ -159,7 +159,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
                       params=query, exports=exports, next_page=next_page,
                       first_page=f"{here}?{urlencode(query)}" if "cursor" in params else None,
                       kinds=listing.KINDS, diff_kinds=listing.DIFF_KINDS,
-                      statuses=listing.STATUSES)
+                      statuses=listing.STATUSES, reasons=REMOVAL_REASONS)
 
     return [Route("/", index), Route("/targets/{rest:path}", target_routes)]
 

@@ -416,15 +416,20 @@ CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after", 
 
 
 def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Sequence[str],
-                 after: str | None, since_text: str = "") -> Listing:
+                 after: str | None, since_text: str = "",
+                 reasons: Sequence[str] = ()) -> Listing:
     """Every change recorded for a target, newest first.
 
     Read in the order of the indexes ``(target_id, snapshot_id, id)`` and ``(target_id, kind,
     snapshot_id, id)``, which for one target is the order the changes were recorded in (its
     checks run one at a time): a page costs the rows it lists, whatever the history; several
     kinds are one ordered read each, merged. ``since_text`` is ``since`` as given: a cursor
-    holds it, and the snapshot it resolved to."""
+    holds it, and the snapshot it resolved to. ``reasons`` keeps the removals the URL checks
+    gave one of those reasons (SPEC 11)."""
     query = [since_text or ("" if since is None else since.isoformat()), list(kinds)]
+    if reasons:
+        query.append(list(reasons))
+        kinds = ["removed"]
     pinned = None if after is None else read_cursor(after, "changes", query, (int, int, int))
 
     def resolve(conn: Connection) -> tuple[int, int]:
@@ -444,13 +449,13 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
 
     target_id, floor = transaction(engine, resolve)
     position = (0, 0) if pinned is None else (pinned[1], pinned[2])
-    rows = _pinned(_change_rows(engine, target_id, floor, kinds, position), floor)
+    rows = _pinned(_change_rows(engine, target_id, floor, kinds, position, reasons), floor)
     return Listing({"target": name}, "changes", CHANGES_COLUMNS, rows, ("changes", query),
                    table=("snapshot_id", "at", "kind", "loc"))
 
 
 def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str],
-                 before: tuple[int, int]) -> _ROWS:
+                 before: tuple[int, int], reasons: Sequence[str] = ()) -> _ROWS:
     from monitor.store.daemon import _iso
 
     c, s = changes.c, snapshots.c
@@ -460,6 +465,8 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
             c.target_id == target_id)
         if kind is not None:
             query = query.where(c.kind == kind)
+        if reasons:
+            query = query.where(c.reason.in_(list(reasons)))
         if floor:
             query = query.where(c.snapshot_id >= floor)
         if before != (0, 0):

@@ -389,3 +389,29 @@ def test_targets_on_one_host_share_its_rate() -> None:
     elapsed = asyncio.run(go())
     assert len(times) == 15
     assert 0.45 - 0.02 <= elapsed < 0.9  # 10 turns of host a at 20/s; host b alongside
+
+
+def test_changes_by_removal_reason(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for p in ("/a", "/b", "/c"):
+        http_server.route(p, page())
+    http_server.route("/c", page(status=404))
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in ("/a", "/b", "/c")}))
+    cfg = config(tmp_path, site)
+    check_urls(capsys, cfg, db)
+    site.set("/sitemap.xml", urlset({site.url("/a"): None}))
+    check_urls(capsys, cfg, db)
+    code, out, _ = run(capsys, "changes", "t", "--reason", "live", "--database-url", db,
+                       "--json")
+    assert code == 0
+    assert [(c["loc"], c["reason"]) for c in json.loads(out)["changes"]] == [
+        (site.url("/b"), "live")]
+    code, out, _ = run(capsys, "changes", "t", "--reason", "gone,live", "--database-url", db,
+                       "--format", "csv")
+    assert sorted(line.split(",")[4] for line in out.splitlines()[1:]) == [
+        site.url("/b"), site.url("/c")]
+    code, _, err = run(capsys, "changes", "t", "--reason", "vanished", "--database-url", db)
+    assert code == 2
+    assert "--reason: unknown vanished (one of moved, gone, live, unknown)" in err
