@@ -240,10 +240,17 @@ def test_links_open_the_api_listings() -> None:
     assert variables["api_url"]["query"].startswith("http")
     links = [link["url"] for link in _links(shipped)]
     assert links
-    listings = re.compile(r"^\$\{api_url\}/api/v1/targets(/\$\{__(data\.fields|field\.labels)"
-                          r"\.target:percentencode\}(/(changes|issues|urls|snapshots))?)?"
+    listings = re.compile(r"^\$\{api_url\}(/api/v1)?/targets(/\$\{__(data\.fields|field\."
+                          r"labels)\.target:percentencode\}(/(changes|issues|urls|snapshots))?)?"
                           r"(\?[^ ]*)?$")
-    assert [url for url in links if not listings.match(url)] == []
+    assert [url for url in links if not listings.match(url) and url != "${api_url}/"] == []
+    # each listing also opens as a web page (SPEC 14), with the same query
+    pages = {url.replace("/targets/", "/api/v1/targets/", 1) for url in links
+             if url.startswith("${api_url}/targets/")}
+    api = {url for url in links if url.startswith("${api_url}/api/v1/targets/")
+           and "format=" not in url}
+    assert pages == api
+    assert "${api_url}/" in [link["url"] for link in shipped["links"]]
     for listing in ("changes", "issues", "urls"):
         assert any(f"/{listing}" in url for url in links), listing
         assert any(f"/{listing}" in url and "format=csv" in url for url in links), listing
