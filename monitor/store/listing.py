@@ -319,10 +319,13 @@ def open_diff(engine: Engine, name: str, start: SnapshotRef, end: SnapshotRef | 
             first = _snapshot(conn, target_id, name, start, "from")
             last = _snapshot(conn, target_id, name, end, "to")
         c = changes.c
-        low, high = conn.execute(
-            select(func.min(c.snapshot_id), func.max(c.snapshot_id))
-            .where(c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last)
-        ).one()
+        # min and max as two subqueries: SQLite answers each with one index lookup, but both
+        # in one SELECT by scanning the range (42 ms at 500,000 changes, 0.05 ms so).
+        window = (c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last)
+        low, high = conn.execute(select(
+            select(func.min(c.snapshot_id)).where(*window).scalar_subquery(),
+            select(func.max(c.snapshot_id)).where(*window).scalar_subquery(),
+        )).one()
         return target_id, first, last, low if low == high else None
 
     target_id, first, last, single = transaction(engine, resolve)
@@ -332,7 +335,8 @@ def open_diff(engine: Engine, name: str, start: SnapshotRef, end: SnapshotRef | 
     if isinstance(position, int) != (single is not None):
         raise BadParameter(f"cursor: not a cursor of this listing: {after!r:.40}")
     if single is not None:
-        rows = _pinned(_recorded_rows(engine, single, kinds, int(position)), first, last)
+        rows = _pinned(_recorded_rows(engine, target_id, single, kinds, int(position)),
+                       first, last)
     else:
         rows = _pinned(_diff_rows(engine, target_id, first, last, kinds, str(position)),
                        first, last)
@@ -373,11 +377,15 @@ def _stream(engine: Engine, statement: Any) -> Iterator[Any]:
         yield from result
 
 
-def _recorded_rows(engine: Engine, snapshot_id: int, kinds: Sequence[str], after_id: int,
-                   ) -> _ROWS:
+def _recorded_rows(engine: Engine, target_id: int, snapshot_id: int, kinds: Sequence[str],
+                   after_id: int) -> _ROWS:
     c = changes.c
+    # The target named, so that the (target_id, snapshot_id, id) index gives the rows in
+    # order: without it PostgreSQL read and sorted all 500,000 of W1's removals before the
+    # first (420 ms a page).
     statement = select(c.id, c.loc, c.before, c.after).where(
-        c.snapshot_id == snapshot_id, c.id > after_id, c.kind != "health")
+        c.target_id == target_id, c.snapshot_id == snapshot_id, c.id > after_id,
+        c.kind != "health")
     for change_id, loc, raw_before, raw_after in _stream(engine, statement.order_by(c.id)):
         before = None if raw_before is None else json.loads(raw_before)
         after = None if raw_after is None else json.loads(raw_after)
