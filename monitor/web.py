@@ -79,9 +79,13 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         return render(request, "error.html", 404, title="Not found", message=message)
 
     async def index(request: Request) -> Response:
-        every = await read(store.list_targets)
         after = request.query_params.get("after", "")
-        shown = [t for t in every if t["name"] > after][:INDEX_TARGETS]
+        if "\x00" in after:
+            after = ""
+        # one more than shown: whether a next page exists
+        shown, total = await read(store.page_targets, after, INDEX_TARGETS + 1)
+        more = len(shown) > INDEX_TARGETS
+        shown = shown[:INDEX_TARGETS]
         names = [t["name"] for t in shown]
         series = await read(store.url_series, names, SPARK_POINTS)
         health = await read(health_store.states_by_target, names)
@@ -93,10 +97,8 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             target["configured"] = target["name"] in wanted
             last = target["last_snapshot"] or {}
             target["open_issues"] = sum(last.get("issues", {}).values())
-        more = len([t for t in every if t["name"] > after]) > len(shown)
         return render(request, "index.html", title="Targets", targets=shown,
-                      next_after=shown[-1]["name"] if more and shown else None,
-                      total=len(every))
+                      next_after=shown[-1]["name"] if more and shown else None, total=total)
 
     async def target_routes(request: Request) -> Response:
         path: str = request.path_params["rest"]

@@ -310,7 +310,8 @@ def _snapshot_json(row: Any) -> dict[str, Any]:
     }
 
 
-def _targets_json(conn: Connection, name: str | None) -> list[dict[str, Any]]:
+def _targets_json(conn: Connection, name: str | None, *, after: str | None = None,
+                  limit: int | None = None) -> list[dict[str, Any]]:
     t, s = targets.c, snapshots.c
     # The counts are kept by each snapshot's transaction: counting the rows here read every
     # change of every target at each call (issue 27); the last snapshot is one index lookup
@@ -325,6 +326,10 @@ def _targets_json(conn: Connection, name: str | None) -> list[dict[str, Any]]:
     )
     if name is not None:
         query = query.where(t.name == name)
+    if after is not None:
+        query = query.where(t.name > after)
+    if limit is not None:
+        query = query.limit(limit)
     rows = conn.execute(query).all()
     ids = [r.last_id for r in rows if r.last_id is not None]
     snaps: dict[int, dict[str, Any]] = {}
@@ -349,6 +354,16 @@ def _targets_json(conn: Connection, name: str | None) -> list[dict[str, Any]]:
 def list_targets(engine: Engine) -> list[dict[str, Any]]:
     """Every stored target with its last snapshot and its counts."""
     return transaction(engine, lambda conn: _targets_json(conn, None))
+
+
+def page_targets(engine: Engine, after: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The ``limit`` targets named after ``after`` (in name order), and how many there are."""
+
+    def read(conn: Connection) -> tuple[list[dict[str, Any]], int]:
+        total = conn.execute(select(func.count()).select_from(targets)).scalar_one()
+        return _targets_json(conn, None, after=after, limit=limit), int(total)
+
+    return transaction(engine, read)
 
 
 def get_target(engine: Engine, name: str) -> dict[str, Any] | None:

@@ -106,3 +106,30 @@ def test_bad_requests_are_pages_that_say_why(watched: tuple[Daemon, list[str]]) 
     assert bad.status_code == 400
     assert "kind: unknown bogus" in bad.text
     assert httpx.get(daemon.base + "/targets/shop/diff", timeout=10).status_code == 400
+
+
+def test_the_targets_page_is_paged(tmp_path: Path, daemons: list[Daemon]) -> None:
+    """205 stored targets: 200 on the first page, in name order, and a link to the rest."""
+    from conftest import add_target
+    from harness import write_config
+
+    from monitor.store import db
+
+    engine = db.make_engine(f"sqlite:///{tmp_path}/m.db")
+    db.upgrade(engine)
+    for i in range(205):
+        add_target(engine, f"t{i:03d}")
+    engine.dispose()
+    daemon = Daemon(write_config(tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db", []))
+    daemons.append(daemon)
+    daemon.started()
+    first = daemon.get("/")
+    names = re.findall(r'<a href="/targets/(t\d+)">', first.text)
+    assert names == [f"t{i:03d}" for i in range(200)]
+    assert "Targets <span class=\"muted\">(205)</span>" in first.text
+    more = re.search(r'<a href="(/\?after=[^"]+)">Next targets</a>', first.text)
+    assert more is not None
+    second = daemon.get(more.group(1))
+    assert re.findall(r'<a href="/targets/(t\d+)">', second.text) == [
+        f"t{i:03d}" for i in range(200, 205)]
+    assert "Next targets" not in second.text
