@@ -130,7 +130,13 @@ class UrlChecks:
         now: datetime = utcnow()
         if not await asyncio.to_thread(store.claim, self._engine, target_id, self._owner, now,
                                        self._lease):
-            return IDLE / 3  # another replica's round
+            # Another replica's round: this one's gauges follow the database all the same, so
+            # every replica's /metrics says the same.
+            states, _rules, listed, covered = await asyncio.to_thread(
+                store.counts, self._engine, target_id, now,
+                target.settings.url_checks.recheck)
+            self._metrics.observe_urls(name, {}, states, listed, covered)
+            return IDLE / 3
         try:
             with structlog.contextvars.bound_contextvars(target=name):
                 found = await urlcheck.run_round(

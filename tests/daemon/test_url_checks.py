@@ -129,6 +129,11 @@ def test_replicas_share_the_url_checks_without_checking_a_url_twice(
     assert counts == Counter(dict.fromkeys(paths, 1))
     rounds = [sum(1 for line in d.lines if line.get("event") == "url checks") for d in daemons]
     assert sum(rounds) >= 8
+    # each replica's gauges follow the database, whichever checked
+    for daemon in daemons:
+        daemon._until(lambda d=daemon: d.metric("sitemap_monitor_url_health", target="shop",
+                                                state="ok") == 40 or None, 30,
+                      "the url_health gauge on every replica")
     # No more than 5 a second across both replicas (the lease holds the host's rate).
     times = sorted(r.time for r in s.requests if r.route in paths)
     for i in range(len(times) - 6):
