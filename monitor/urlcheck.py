@@ -33,7 +33,7 @@ from monitor.store import health as store
 from monitor.store import outbox
 from monitor.store.sql import transaction
 
-__all__ = ["Budget", "Checker", "Round", "check_all", "run_round"]
+__all__ = ["Budget", "Checker", "RobotsCache", "Round", "check_all", "run_round"]
 
 ROBOTS_TTL = 86400.0  # Google caches a robots.txt up to a day
 ROBOTS_LIMIT = 500 * 1024  # and reads its first 500 KiB
@@ -80,6 +80,18 @@ class Budget:
             self._held.pop(host, None)
 
 
+class RobotsCache:
+    """The robots.txt rules of each host, a day each (the daemon keeps one across rounds)."""
+
+    def __init__(self) -> None:
+        self.fetched: dict[str, tuple[float, asyncio.Task[health.RobotsRules]]] = {}
+
+    def forget(self, now: float) -> None:
+        """Drop the rules past their day."""
+        for url in [u for u, (until, _task) in self.fetched.items() if until < now]:
+            del self.fetched[url]
+
+
 @dataclass(frozen=True, slots=True)
 class Checked:
     """A URL and its verdict; ``retry_after``: the server asked to wait that long."""
@@ -92,11 +104,12 @@ class Checked:
 class Checker:
     """Checks one target's URLs: robots.txt first (cached a day per host), then the page."""
 
-    def __init__(self, target: Target, fetcher: Fetcher, budget: Budget) -> None:
+    def __init__(self, target: Target, fetcher: Fetcher, budget: Budget,
+                 robots: RobotsCache | None = None) -> None:
         self._target = target
         self._fetcher = fetcher
         self._budget = budget
-        self._robots: dict[str, tuple[float, asyncio.Task[health.RobotsRules]]] = {}
+        self._robots = RobotsCache() if robots is None else robots
         self._agent = target.settings.user_agent
         self.allow_private = target.settings.allow_private  # or the target's URL is private
 
@@ -153,10 +166,10 @@ class Checker:
         """The robots.txt rules of ``url``'s host, fetched once a day (one fetch at a time)."""
         robots = health.robots_url(url)
         now = time.monotonic()
-        cached = self._robots.get(robots)
+        cached = self._robots.fetched.get(robots)
         if cached is None or cached[0] < now or (cached[1].done() and cached[1].exception()):
             cached = (now + ROBOTS_TTL, asyncio.ensure_future(self._fetch_robots(robots)))
-            self._robots[robots] = cached
+            self._robots.fetched[robots] = cached
         return await asyncio.shield(cached[1])
 
     async def _fetch_robots(self, robots: str) -> health.RobotsRules:
@@ -322,6 +335,7 @@ def _server_error(checked: Checked) -> bool:
 async def run_round(
     target: Target, *, engine: Engine, fetcher: Fetcher, budget: Budget,
     now: Callable[[], datetime], limit: int | None = None, alerts: Alerts | None = None,
+    robots: RobotsCache | None = None,
 ) -> Round | None:
     """One round of URL checks of ``target``: the ``limit`` URLs that are due, or with
     ``limit`` None every URL it lists now, each 5xx tried again up to three times in a row
@@ -332,7 +346,7 @@ async def run_round(
         return None
     target_id, snapshot_id = synced
     result = Round()
-    checker = Checker(target, fetcher, budget)
+    checker = Checker(target, fetcher, budget, robots)
     checker.allow_private = checker.allow_private or await is_private_target(target.url)
     recheck = target.settings.url_checks.recheck
     saver = _Saver(engine, target_id, snapshot_id, recheck, now, result, final=limit is None)

@@ -61,6 +61,8 @@ class UrlChecks:
         # one for every target: two targets on one host share its rate (the slower one's
         # turns are the longer ones)
         self._budget = urlcheck.Budget()
+        # robots.txt read once a day per host, not once a round
+        self._robots = urlcheck.RobotsCache()
         self._next: dict[str, float] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.Task[None] | None = None
@@ -99,6 +101,7 @@ class UrlChecks:
                 self._running[name] = task
                 task.add_done_callback(partial(self._done, name))
             self._budget.forget(time.monotonic() - 3600)
+            self._robots.forget(time.monotonic())
             await asyncio.sleep(TICK)
 
     def _done(self, name: str, _task: asyncio.Task[None]) -> None:
@@ -141,7 +144,7 @@ class UrlChecks:
             with structlog.contextvars.bound_contextvars(target=name):
                 found = await urlcheck.run_round(
                     target, engine=self._engine, fetcher=self._fetcher,
-                    budget=self._budget, now=utcnow,
+                    budget=self._budget, now=utcnow, robots=self._robots,
                     limit=batch_size(target, self._lease), alerts=self.alerts)
         finally:
             await asyncio.shield(asyncio.to_thread(store.release, self._engine, target_id,

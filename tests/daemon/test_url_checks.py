@@ -129,6 +129,8 @@ def test_replicas_share_the_url_checks_without_checking_a_url_twice(
     assert counts == Counter(dict.fromkeys(paths, 1))
     rounds = [sum(1 for line in d.lines if line.get("event") == "url checks") for d in daemons]
     assert sum(rounds) >= 8
+    # robots.txt once a day per host and replica, not once a round
+    assert 1 <= len(s.requests_to("/robots.txt")) <= 2
     # each replica's gauges follow the database, whichever checked
     for daemon in daemons:
         daemon._until(lambda d=daemon: d.metric("sitemap_monitor_url_health", target="shop",
