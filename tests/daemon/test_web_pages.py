@@ -110,15 +110,20 @@ def test_bad_requests_are_pages_that_say_why(watched: tuple[Daemon, list[str]]) 
 
 def test_the_targets_page_is_paged(tmp_path: Path, daemons: list[Daemon]) -> None:
     """205 stored targets: 200 on the first page, in name order, and a link to the rest."""
-    from conftest import add_target
+    from datetime import UTC, datetime
+
     from harness import write_config
+    from sqlalchemy import insert
 
     from monitor.store import db
+    from monitor.store.schema import targets
 
     engine = db.make_engine(f"sqlite:///{tmp_path}/m.db")
     db.upgrade(engine)
-    for i in range(205):
-        add_target(engine, f"t{i:03d}")
+    with engine.begin() as conn:  # rows as the daemon registers targets
+        conn.execute(insert(targets), [
+            {"name": f"t{i:03d}", "url": "http://127.0.0.1/s.xml",
+             "created_at": datetime.now(UTC)} for i in range(205)])
     engine.dispose()
     daemon = Daemon(write_config(tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db", []))
     daemons.append(daemon)
