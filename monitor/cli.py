@@ -345,7 +345,7 @@ def _check(args: argparse.Namespace) -> int:
     if result.outcome == "failed":
         return EXIT_FAILED
     counts = result.change_counts()
-    broken = {} if urls is None else urls.rule_counts()
+    broken = {} if urls is None else urls.rules
     return EXIT_FAIL_ON if any(counts.get(k) or broken.get(k) for k in kinds) else EXIT_OK
 
 

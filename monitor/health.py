@@ -199,19 +199,15 @@ def canonical_of(link_headers: Iterable[str], html: etree._Element | None,
         for match in _LINK.finditer(value):
             rels = _REL.findall(match.group(2))
             if any("canonical" in rel.lower().split() for rel in rels):
-                return _absolute(match.group(1).strip(), base)
+                return urljoin(base, str(match.group(1)).strip())
     if html is None:
         return None
     for link in html.iter("link"):
         rel = (link.get("rel") or "").lower().split()
         href = (link.get("href") or "").strip()
         if "canonical" in rel and href:
-            return _absolute(href, base)
+            return urljoin(base, href)
     return None
-
-
-def _absolute(href: str, base: str) -> str:
-    return urljoin(base, href)
 
 
 def _same_page(url: str) -> tuple[str, str, str, str]:

@@ -151,25 +151,25 @@ def parse_snapshot(raw: str | None, param: str, now: datetime) -> SnapshotRef | 
     return SnapshotRef(time=parse_time(text, param, now), text=text)
 
 
-def parse_kinds(values: Iterable[str], param: str = "kind",
-                known: Sequence[str] = KINDS) -> tuple[str, ...]:
-    """Change kinds, given as one or more comma-separated lists (of ``known``)."""
-    kinds = {k.strip() for value in values for k in value.split(",") if k.strip()}
-    unknown = kinds - set(known)
+def _choices(values: Iterable[str], param: str, known: Sequence[str]) -> tuple[str, ...]:
+    """Values of ``known``, given as one or more comma-separated lists, in ``known``'s order."""
+    chosen = {v.strip() for value in values for v in value.split(",") if v.strip()}
+    unknown = chosen - set(known)
     if unknown:
         raise BadParameter(f"{param}: unknown {', '.join(sorted(unknown))} "
                            f"(one of {', '.join(known)})")
-    return tuple(k for k in known if k in kinds)
+    return tuple(v for v in known if v in chosen)
+
+
+def parse_kinds(values: Iterable[str], param: str = "kind",
+                known: Sequence[str] = KINDS) -> tuple[str, ...]:
+    """Change kinds, given as one or more comma-separated lists (of ``known``)."""
+    return _choices(values, param, known)
 
 
 def parse_reasons(values: Iterable[str], param: str = "reason") -> tuple[str, ...]:
     """Removal reasons (SPEC 11), given as one or more comma-separated lists."""
-    reasons = {r.strip() for value in values for r in value.split(",") if r.strip()}
-    unknown = reasons - set(REMOVAL_REASONS)
-    if unknown:
-        raise BadParameter(f"{param}: unknown {', '.join(sorted(unknown))} "
-                           f"(one of {', '.join(REMOVAL_REASONS)})")
-    return tuple(r for r in REMOVAL_REASONS if r in reasons)
+    return _choices(values, param, REMOVAL_REASONS)
 
 
 def parse_rules(values: Iterable[str], known: Iterable[str], param: str = "rule",

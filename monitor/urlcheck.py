@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -186,8 +186,7 @@ def _answered(answer: Answer) -> health.Answered:
     return health.Answered(answer.url, answer.status, answer.headers, answer.head)
 
 
-async def check_all(checker: Checker,
-                    urls: AsyncIterator[tuple[str, int]] | Iterable[tuple[str, int]],
+async def check_all(checker: Checker, urls: Iterable[tuple[str, int]],
                     done: Callable[[Checked], Awaitable[None]], *,
                     workers: int = WORKERS) -> int:
     """Check each ``(url, 5xx answers in a row before)`` and await ``done`` with its verdict,
@@ -203,12 +202,8 @@ async def check_all(checker: Checker,
             await done(result)
 
     async def feed() -> None:
-        if isinstance(urls, AsyncIterator):
-            async for item in urls:
-                await queue.put(item)
-        else:
-            for item in urls:
-                await queue.put(item)
+        for item in urls:
+            await queue.put(item)
         for _ in range(workers):
             await queue.put(None)
 
@@ -243,9 +238,6 @@ class Round:
     # URLs per state found (and "removed:<reason>"), the first few: the alerts' examples
     examples: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
-
-    def rule_counts(self) -> dict[str, int]:
-        return self.rules
 
     def as_json(self) -> dict[str, Any]:
         return {"checked": self.checked, "transitions": self.transitions,
@@ -395,7 +387,7 @@ def _raise_alerts(engine: Engine, alerts: Alerts, target: Target, snapshot_id: i
 
     def write(conn: Connection) -> None:
         notifications = rules.evaluate_urls(alerts, target.name, summary,
-                                            store.firing(conn, target.name), now)
+                                            outbox.firing_rules(conn, target.name), now)
         outbox.write(conn, snapshot_id, notifications, now)
 
     transaction(engine, write)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import hashlib
 import json
 from collections import OrderedDict
@@ -28,7 +29,6 @@ __all__ = ["BasicAuth", "hash_password"]
 
 CACHE_SIZE = 1024
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
-_DUMMY = bcrypt.hashpw(b"sitemap-monitor", bcrypt.gensalt(rounds=10))
 _BODY = json.dumps({"error": {"status": 401, "message": "authentication required"}}).encode()
 
 
@@ -44,6 +44,8 @@ class BasicAuth:
                  protect_metrics: bool = False) -> None:
         self._app = app
         self._users = {name: hashed.encode() for name, hashed in users.items()}
+        # "$2b$12$...": the cost of the first user's hash, for the unknown users' dummy
+        self._rounds = int(next(iter(users.values()), "$2b$12$").split("$")[2])
         self._open = OPEN_PATHS if protect_metrics else OPEN_PATHS | {"/metrics"}
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
 
@@ -78,16 +80,23 @@ class BasicAuth:
         if known is not None:
             self._verdicts.move_to_end(key)
             return known
-        verdict = await asyncio.to_thread(_check, password, hashed)
+        verdict = await asyncio.to_thread(_check, password, hashed, self._rounds)
         self._verdicts[key] = verdict
         if len(self._verdicts) > CACHE_SIZE:
             self._verdicts.popitem(last=False)
         return verdict
 
 
-def _check(password: bytes, hashed: bytes | None) -> bool:
+@functools.cache
+def _dummy(rounds: int) -> bytes:
+    """A hash to check an unknown user's password against, of the configured users' cost;
+    made once, when first needed (not at every start of a daemon)."""
+    return bcrypt.hashpw(b"sitemap-monitor", bcrypt.gensalt(rounds=rounds))
+
+
+def _check(password: bytes, hashed: bytes | None, rounds: int) -> bool:
     if hashed is None:
-        bcrypt.checkpw(password, _DUMMY)  # as long as for a known user
+        bcrypt.checkpw(password, _dummy(rounds))  # as long as for a known user
         return False
     try:
         return bool(bcrypt.checkpw(password, hashed))

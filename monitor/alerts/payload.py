@@ -19,10 +19,13 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 __all__ = [
+    "changes_link",
     "describe_duration",
     "idempotency_key",
     "iso",
+    "page_link",
     "redact_url",
+    "target_link",
     "text_lines",
 ]
 
@@ -54,28 +57,34 @@ def redact_url(url: str | None) -> str:
     return f"{parts.scheme}://{host}{port}{tail}"
 
 
+def target_link(api_base_url: str | None, target: str, listing: str,
+                query: dict[str, str], *, page: bool = False) -> str | None:
+    """A listing of a target (``changes``, ``urls``, ...) under ``api_base_url``: the JSON
+    API's, or with ``page`` its web page (SPEC 14); None without a base."""
+    if not api_base_url:
+        return None
+    root = "" if page else "/api/v1"
+    return (f"{api_base_url.rstrip('/')}{root}/targets/{quote(target, safe='')}/{listing}?"
+            f"{urlencode(query)}")
+
+
+def _since(since: datetime, kind: str | None) -> dict[str, str]:
+    query = {"since": iso(since.replace(microsecond=0))}
+    if kind is not None:
+        query["kind"] = kind
+    return query
+
+
 def changes_link(api_base_url: str | None, target: str, since: datetime,
                  kind: str | None = None) -> str | None:
     """The JSON API URL listing the changes of a target since a time (None without a base)."""
-    if not api_base_url:
-        return None
-    query: dict[str, str] = {"since": iso(since.replace(microsecond=0))}
-    if kind is not None:
-        query["kind"] = kind
-    return (f"{api_base_url.rstrip('/')}/api/v1/targets/{quote(target, safe='')}/changes?"
-            f"{urlencode(query)}")
+    return target_link(api_base_url, target, "changes", _since(since, kind))
 
 
 def page_link(api_base_url: str | None, target: str, since: datetime,
               kind: str | None = None) -> str | None:
     """The web page (SPEC 14) of a target's changes since a time (None without a base)."""
-    if not api_base_url:
-        return None
-    query: dict[str, str] = {"since": iso(since.replace(microsecond=0))}
-    if kind is not None:
-        query["kind"] = kind
-    return (f"{api_base_url.rstrip('/')}/targets/{quote(target, safe='')}/changes?"
-            f"{urlencode(query)}")
+    return target_link(api_base_url, target, "changes", _since(since, kind), page=True)
 
 
 def describe_duration(seconds: float) -> str:

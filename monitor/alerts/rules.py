@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any
-from urllib.parse import quote
 
 from monitor.alerts.payload import (
     PAYLOAD_VERSION,
@@ -41,6 +40,7 @@ from monitor.alerts.payload import (
     idempotency_key,
     iso,
     page_link,
+    target_link,
 )
 from monitor.config import Alerts, Channel, Delivery, Rule
 from monitor.model import (
@@ -358,10 +358,9 @@ def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
 def _health_page(delivery: Delivery, target_name: str, rule: Rule) -> str | None:
     """The page that lists what a URL-check rule counted: the URLs of its (first) state, or
     the target's removals."""
-    if not delivery.api_base_url:
-        return None
-    base = f"{delivery.api_base_url.rstrip('/')}/targets/{quote(target_name, safe='')}"
     if rule.when == "url_health":
         states: list[str] = list(rule.state or _BROKEN_STATES)
-        return f"{base}/urls?status={states[0]}"
-    return f"{base}/changes?kind=removed"
+        return target_link(delivery.api_base_url, target_name, "urls", {"status": states[0]},
+                           page=True)
+    return target_link(delivery.api_base_url, target_name, "changes", {"kind": "removed"},
+                       page=True)

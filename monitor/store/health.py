@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -23,8 +23,8 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, sele
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor import entryset
+from monitor.store.daemon import _target_id
 from monitor.store.schema import (
-    alert_states,
     changes,
     entry_sets,
     snapshots,
@@ -35,8 +35,8 @@ from monitor.store.schema import (
 from monitor.store.sql import read_sets, transaction
 
 __all__ = [
-    "Due", "Saved", "claim", "counts", "due", "every", "firing", "listed", "release", "save",
-    "sync", "target_id",
+    "Due", "Saved", "claim", "counts", "due", "every", "listed", "release", "save", "sync",
+    "target_id",
 ]
 
 _BATCH = 5000
@@ -74,28 +74,15 @@ class Saved:
     reason: str | None = None  # a removed URL's, once known
 
 
-def _target_id(conn: Connection, name: str) -> int | None:
-    found: int | None = conn.execute(
-        select(targets.c.id).where(targets.c.name == name)).scalar_one_or_none()
-    return found
-
-
 def target_id(engine: Engine, name: str) -> int | None:
     """The id of the target of that name, or None."""
     return transaction(engine, lambda conn: _target_id(conn, name))
 
 
-def firing(conn: Connection, name: str) -> dict[str, datetime]:
-    """The alert rules firing for the target now, and since when."""
-    a = alert_states.c
-    return {row.rule: row.since if row.since.tzinfo else row.since.replace(tzinfo=UTC)
-            for row in conn.execute(select(a.rule, a.since).where(
-                a.target_name == name, a.firing.is_(True)))}
-
-
-def _insert_ignore(conn: Connection) -> Any:
+def _insert_ignore(conn: Connection, table: Any = url_states) -> Any:
+    """``INSERT`` that leaves a row already there alone (SQLite's and PostgreSQL's own)."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return dialect.insert(url_states).on_conflict_do_nothing()
+    return dialect.insert(table).on_conflict_do_nothing()
 
 
 def sync(engine: Engine, name: str) -> tuple[int, int] | None:
@@ -391,9 +378,7 @@ def claim(engine: Engine, target_id: int, owner: str, now: datetime, lease: floa
     ).values(lease_owner=owner, lease_until=now + timedelta(seconds=lease))
 
     def take(conn: Connection) -> bool:
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        conn.execute(dialect.insert(url_checks).values(target_id=target_id)
-                     .on_conflict_do_nothing())
+        conn.execute(_insert_ignore(conn, url_checks).values(target_id=target_id))
         return bool(conn.execute(statement).rowcount == 1)
 
     return transaction(engine, take)

@@ -23,13 +23,21 @@ from monitor.model import Notification, RuleContext
 from monitor.store.schema import alert_states, notifications, snapshots, targets
 from monitor.store.sql import transaction
 
-__all__ = ["OutboxRow", "SqlOutbox", "rule_context", "write"]
+__all__ = ["OutboxRow", "SqlOutbox", "firing_rules", "rule_context", "write"]
 
 
 def _aware(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is not None:
         return value
     return value.replace(tzinfo=UTC)
+
+
+def firing_rules(conn: Connection, target_name: str) -> dict[str, datetime]:
+    """The alert rules firing for a target now, and since when."""
+    a = alert_states.c
+    found = {row.rule: _aware(row.since) for row in conn.execute(
+        select(a.rule, a.since).where(a.target_name == target_name, a.firing.is_(True)))}
+    return {rule: since for rule, since in found.items() if since is not None}
 
 
 def rule_context(
@@ -50,16 +58,9 @@ def rule_context(
     target_id = conn.execute(
         select(targets.c.id).where(targets.c.name == target_name)
     ).scalar_one_or_none()
-    firing = {
-        row.rule: _aware(row.since)
-        for row in conn.execute(
-            select(alert_states.c.rule, alert_states.c.since).where(
-                alert_states.c.target_name == target_name, alert_states.c.firing.is_(True)
-            )
-        )
-    }
+    firing = firing_rules(conn, target_name)
     if target_id is None:
-        return RuleContext(firing={k: v for k, v in firing.items() if v is not None})
+        return RuleContext(firing=firing)
     if current_snapshot_id is None:
         current_snapshot_id = conn.execute(
             select(func.max(s.c.id)).where(s.c.target_id == target_id)
@@ -84,7 +85,7 @@ def rule_context(
         consecutive_failures=int(failures),
         last_content_change_at=_aware(last_change),
         first_check_at=_aware(first_check),
-        firing={k: v for k, v in firing.items() if v is not None},
+        firing=firing,
         previous_issue_counts=(
             {} if last_ok is None else json.loads(last_ok.issue_counts or "{}")),
     )
