@@ -62,8 +62,16 @@ class Server:
 @contextlib.contextmanager
 def serve(data_dir: Path, *prefixes: str) -> Iterator[Server]:
     """Start server.py on 127.0.0.1 for the given workload folders; stop it on exit."""
+    with serve_script("server.py", str(data_dir), *prefixes) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serve_script(script: str, *args: str) -> Iterator[Server]:
+    """Start a server script of this folder, which prints its port and serves until its
+    stdin closes; stop it on exit."""
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "server.py"), str(data_dir), *prefixes],
+        [sys.executable, str(HERE / script), *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=child_env(),
@@ -73,7 +81,7 @@ def serve(data_dir: Path, *prefixes: str) -> Iterator[Server]:
     line = proc.stdout.readline()
     if not line.strip():
         proc.kill()
-        raise RuntimeError("the sitemap server did not start")
+        raise RuntimeError(f"{script} did not start")
     try:
         yield Server(proc, int(line))
     finally:
@@ -83,6 +91,14 @@ def serve(data_dir: Path, *prefixes: str) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def commit() -> str:
+    """``git describe`` of the checkout measured (``-dirty`` with uncommitted changes)."""
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+        capture_output=True, text=True, check=False,
+    ).stdout.strip() or "?"  # fmt: skip
 
 
 @dataclass

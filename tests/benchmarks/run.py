@@ -13,7 +13,6 @@ import argparse
 import functools
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -411,12 +410,8 @@ def main() -> None:
         EXTRA_ENV["SITEMAP_MONITOR_PARSE_WORKERS"] = str(args.parse_workers)
     workload_names = args.workload or ["W1", "W2"]
     kinds = args.database or ["sqlite", "postgres"]
-    commit = subprocess.run(
-        ["git", "-C", str(harness.ROOT), "describe", "--always", "--dirty"],
-        capture_output=True, text=True, check=False,
-    ).stdout.strip()  # fmt: skip
     print(
-        f"sitemap-monitor at {commit or '?'}; machine: {os.cpu_count()} cores, "
+        f"sitemap-monitor at {harness.commit()}; machine: {os.cpu_count()} cores, "
         f"load {os.getloadavg()[0]:.2f}; python {sys.version.split()[0]}"
     )
     deadline = time.monotonic() + args.wait_for_cli

@@ -35,19 +35,17 @@ import csv
 import http.client
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import urllib.parse
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import harness
 import measure
 import url_site
-from harness import BIN, HERE, Server, child_env, monitor_cli
+from harness import BIN, Server, child_env, monitor_cli
 from measure import Measurement
 
 SIDES = ("sitemap-monitor", "linkchecker")
@@ -90,30 +88,9 @@ LINKCHECKER_CLASS = {
 }
 
 
-@contextlib.contextmanager
-def serve_site(n: int, seed: int) -> Iterator[Server]:
+def serve_site(n: int, seed: int) -> contextlib.AbstractContextManager[Server]:
     """Start url_site.py for N URLs on 127.0.0.1; stop it on exit."""
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "url_site.py"), str(n), str(seed)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=child_env(),
-    )
-    assert proc.stdout is not None
-    assert proc.stdin is not None
-    line = proc.stdout.readline()
-    if not line.strip():
-        proc.kill()
-        raise RuntimeError("the W3 site did not start")
-    try:
-        yield Server(proc, int(line))
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    return harness.serve_script("url_site.py", str(n), str(seed))
 
 
 def _get(conn: http.client.HTTPConnection, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -390,12 +367,8 @@ def main() -> int:
     n = args.urls
     pages = url_site.mix(n, args.seed)
     mix = url_site.counts(n)
-    commit = subprocess.run(
-        ["git", "-C", str(harness.ROOT), "describe", "--always", "--dirty"],
-        capture_output=True, text=True, check=False,
-    ).stdout.strip()  # fmt: skip
     print(
-        f"sitemap-monitor at {commit or '?'}; machine: {os.cpu_count()} cores, "
+        f"sitemap-monitor at {harness.commit()}; machine: {os.cpu_count()} cores, "
         f"load {os.getloadavg()[0]:.2f}; python {sys.version.split()[0]}\n"
         f"W3: {n:,} URLs of ~20 KB, seed {args.seed}: "
         + ", ".join(f"{kind} {count}" for kind, count in mix.items())

@@ -1,7 +1,7 @@
 """The daemon's web pages (SPEC 14) on a 500,000-URL target: time of each page over HTTP.
 
     .venv-bench/bin/python tests/benchmarks/web_pages.py [--database sqlite|postgres]
-        [--requests 20] [--warmups 2] [--nodelay] [--analyze]
+        [--requests 20] [--warmups 2] [--analyze]
 
 The database is prepared as listings.py prepares it (its W1 site and handler, imported): W1
 (10 x 50,000 URLs) checked once as target ``w1``, then again with its index listing one child
@@ -17,7 +17,6 @@ comparison. The latest snapshot lists one URL, so the URLs page is timed twice: 
 and a listing must show its rows (counted as ``<td class="loc"><a`` cells, one a row: the
 URLs page gives its document column the class too). Printed: a Markdown table of median, p90
 and max ms, PASS/FAIL of the changes pages against the issue's 200 ms, and the commit.
-``--nodelay`` sets TCP_NODELAY on the daemon's listening socket (see _NODELAY_MAIN);
 ``--analyze`` runs ANALYZE once the checks are stored, as autovacuum would in a minute or so
 (without it PostgreSQL plans with the statistics of an empty table). Not a test: figures, to
 quote.
@@ -66,22 +65,6 @@ def _prepare(cli: str, config: Path, folder: Path, kind: str, db_url: str) -> No
         print(done.stdout.splitlines()[0])
 
 
-# The daemon as shipped, or (--nodelay) with TCP_NODELAY set on its listening socket, which
-# accepted connections inherit: app._bind makes it with proto 0, so asyncio's _set_nodelay
-# (proto == IPPROTO_TCP only) skips them, and uvicorn's two writes of a response (head, then
-# body) meet Nagle and the client's delayed ACK, ~40 ms on every kept-alive request after the
-# first. A diagnosis, not a change to monitor/: the patch lives in this process's argv only.
-_NODELAY_MAIN = (
-    "import socket, sys; from monitor import app; bind = app._bind\n"
-    "def nodelay(listen):\n"
-    "    sock = bind(listen)\n"
-    "    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)\n"
-    "    return sock\n"
-    "app._bind = nodelay\n"
-    "from monitor.cli import main; sys.exit(main())"
-)
-
-
 def _analyze(db: harness.Database) -> None:
     """Fresh planner statistics (autovacuum's ANALYZE, which may be off or not yet run)."""
     if db.kind == "sqlite":
@@ -96,12 +79,10 @@ def _analyze(db: harness.Database) -> None:
         conn.execute("ANALYZE")
 
 
-def _start(cli: str, config: Path, nodelay: bool,
-           ) -> tuple[subprocess.Popen[str], str, list[str]]:
+def _start(cli: str, config: Path) -> tuple[subprocess.Popen[str], str, list[str]]:
     """``sitemap-monitor run``, its ``http://HOST:PORT`` and the log lines it writes, once its
     first check (due at once: ``check`` sets no next check time) is logged."""
-    argv = [sys.executable, "-c", _NODELAY_MAIN] if nodelay else [cli]
-    proc = subprocess.Popen([*argv, "run", "--config", str(config)], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([cli, "run", "--config", str(config)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=child_env())
     assert proc.stderr is not None
     logged: list[str] = []
@@ -154,14 +135,11 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--warmups", type=int, default=2)
-    parser.add_argument("--nodelay", action="store_true",
-                        help="set TCP_NODELAY on the daemon's listening socket (a diagnosis)")
     parser.add_argument("--analyze", action="store_true",
                         help="ANALYZE the database before the daemon starts")
     args = parser.parse_args()
     workloads.ensure("W1", args.data_dir)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=harness.ROOT,
-                            capture_output=True, text=True, check=False).stdout.strip()
+    commit = harness.commit()
     cli = harness.monitor_cli()
     with tempfile.TemporaryDirectory(prefix="sm-web-") as tmp, database(args.database) as db:
         folder = Path(tmp)
@@ -179,7 +157,7 @@ def main() -> None:
         _prepare(cli, config, folder, args.database, db.url)
         if args.analyze:
             _analyze(db)
-        proc, base, logged = _start(cli, config, args.nodelay)
+        proc, base, logged = _start(cli, config)
         mark = len(logged)
         print(f"daemon pid {proc.pid} at {base}", flush=True)
         results: list[tuple[str, list[float]]] = []
@@ -211,7 +189,6 @@ def main() -> None:
         checks = sum('"event": "check"' in line for line in logged[mark:])
     print(f"\n{args.database}, commit {commit}, {args.requests} requests after "
           f"{args.warmups} warm-ups each, one kept-alive connection"
-          f"{', TCP_NODELAY on the daemon' if args.nodelay else ''}"
           f"{', ANALYZEd' if args.analyze else ''} "
           f"({checks} checks by the daemon meanwhile)\n")
     print(f"| page | median ms | p90 ms | max ms | < {GOAL_MS:.0f} ms |")
