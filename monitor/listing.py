@@ -233,41 +233,39 @@ def render(listing: Listing, fmt: str, *, limit: int | None = None,
     pending: list[str] = []
     writer = _WRITERS[fmt](listing, pending.append)
     size = 0
-    count = 0
-    rows = listing.rows
-    last: tuple[Any, ...] = ()
-    for row, after in rows:
-        if limit is not None and count >= limit:
-            listing.next_cursor = cursor(*listing.where, last)  # made once, not for every row
-            listing.rest = _chain_one((row, after), rows)
-            break
+    for row in _limited(listing, limit):
         writer.row(row)
-        last = after
-        count += 1
         size += len(pending[-1]) if pending else 0
         if size > 65536:
             yield "".join(pending)
             pending.clear()
             size = 0
-    listing.count = count
     writer.end(listing.next_cursor, None if listing.next_cursor is None or link is None
                else link(listing.next_cursor))
     yield "".join(pending)
 
 
 def take(listing: Listing, limit: int) -> list[dict[str, Any]]:
-    """The first ``limit`` rows as they are (a web page's), ``listing.next_cursor`` set when
-    more follow, as ``render`` sets it."""
-    taken: list[dict[str, Any]] = []
+    """The first ``limit`` rows as they are (a web page's), with ``listing.next_cursor`` set
+    when more follow, as ``render`` sets it."""
+    return list(_limited(listing, limit))
+
+
+def _limited(listing: Listing, limit: int | None) -> Iterator[dict[str, Any]]:
+    """The rows, up to ``limit``; where it stops them, ``next_cursor`` (made once, not for
+    every row) and ``rest`` are set; ``count`` once they are out."""
+    count = 0
+    rows = listing.rows
     last: tuple[Any, ...] = ()
-    for row, after in listing.rows:
-        if len(taken) >= limit:
+    for row, after in rows:
+        if limit is not None and count >= limit:
             listing.next_cursor = cursor(*listing.where, last)
+            listing.rest = _chain_one((row, after), rows)
             break
-        taken.append(row)
+        yield row
         last = after
-    listing.count = len(taken)
-    return taken
+        count += 1
+    listing.count = count
 
 
 def _chain_one(first: tuple[dict[str, Any], tuple[Any, ...]], rest: Rows) -> Rows:

@@ -89,7 +89,7 @@ def sync(engine: Engine, name: str) -> tuple[int, int] | None:
     """Bring the target's URL states up to its latest snapshot; return (target id, that
     snapshot's id), or None when the target has no snapshot yet."""
 
-    def latest(conn: Connection) -> tuple[int, int, int | None, bool] | None:
+    def latest(conn: Connection) -> tuple[int, int, int | None] | None:
         target_id = _target_id(conn, name)
         if target_id is None:
             return None
@@ -100,13 +100,13 @@ def sync(engine: Engine, name: str) -> tuple[int, int] | None:
         row = conn.execute(select(url_checks.c.synced_snapshot_id).where(
             url_checks.c.target_id == target_id)).first()
         if row is None:
-            conn.execute(insert(url_checks).values(target_id=target_id))
-        return target_id, last, None if row is None else row[0], row is not None
+            conn.execute(_insert_ignore(conn, url_checks).values(target_id=target_id))
+        return target_id, last, None if row is None else row[0]
 
     found = transaction(engine, latest)
     if found is None:
         return None
-    target_id, last, synced, _ = found
+    target_id, last, synced = found
     if synced == last:
         return target_id, last
     if synced is None:
@@ -197,7 +197,7 @@ def due(engine: Engine, target_id: int, now: datetime, limit: int) -> list[Due]:
     query = (select(*_DUE_COLUMNS)
              .where(u.target_id == target_id, u.due_at.is_(None) | (u.due_at <= now))
              .order_by(u.due_at.asc().nulls_first(), u.loc).limit(limit))
-    return transaction(engine, lambda conn: [_due_row(r) for r in conn.execute(query)])
+    return transaction(engine, partial(_due_rows, query=query))
 
 
 def every(engine: Engine, target_id: int) -> Iterator[list[Due]]:
