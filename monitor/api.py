@@ -258,10 +258,8 @@ def create_app(
         path: str = request.path_params["rest"]
         if "\x00" in path:  # no target has one, and a database refuses to compare with it
             return error(400, "name: holds a NUL character")
-        name, _, suffix = path.rpartition("/")
-        # A target's name may itself contain "/": the whole path wins if it names a target.
-        whole = await read(store.get_target, path)
-        if whole is not None or suffix not in _SUFFIXES or not name:
+        whole, name, suffix = await api_listings.split_path(read, path, _SUFFIXES)
+        if not suffix:
             if whole is None:
                 return error(404, f"no target named {path!r}")
             whole["configured"] = whole["name"] in set(configured())

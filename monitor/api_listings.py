@@ -11,7 +11,7 @@ thousand rows at a time, in constant memory.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -21,9 +21,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from monitor import listing, validate
 from monitor.model import RULES
+from monitor.store import daemon as store_daemon
 from monitor.store import listing as store
 
-__all__ = ["MAX_LIMIT", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "error", "one", "opening", "respond"]
+__all__ = [
+    "MAX_LIMIT", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "error", "one", "opening", "respond",
+    "split_path",
+]
 
 ROUTES = ("urls", "issues", "diff", "changes")
 MAX_LIMIT = 10_000  # rows of one page: what is read whole before it is sent
@@ -35,6 +39,18 @@ _ACCEPT = (("text/csv", "csv"), ("application/x-ndjson", "ndjson"),
            ("application/ndjson", "ndjson"))
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 Read = Callable[..., Awaitable[Any]]
+
+
+async def split_path(read: Read, path: str, suffixes: Collection[str],
+                     ) -> tuple[dict[str, Any] | None, str, str]:
+    """``NAME`` or ``NAME/SUFFIX`` of a target route: (the target the whole path names, or
+    None; the name; the suffix, "" for the target itself). A target's name may itself contain
+    "/": the whole path wins if it names a target."""
+    name, _, suffix = path.rpartition("/")
+    whole = await read(store_daemon.get_target, path)
+    if whole is not None or suffix not in suffixes or not name:
+        return whole, path, ""
+    return None, name, suffix
 
 
 def one(request: Request, key: str) -> str | None:

@@ -104,9 +104,8 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         path: str = request.path_params["rest"]
         if "\x00" in path:
             return not_found(request, "no such target")
-        name, _, suffix = path.rpartition("/")
-        whole = await read(store.get_target, path)
-        if whole is not None or suffix not in _TITLES or not name:
+        whole, name, suffix = await api_listings.split_path(read, path, _TITLES)
+        if not suffix:
             if whole is None:
                 return not_found(request, f"no target named {path!r}")
             return await target_page(request, whole)
