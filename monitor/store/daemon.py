@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, func, or_, select, update
+from sqlalchemy import Connection, Engine, bindparam, func, literal, or_, select, union_all, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.store.schema import documents, snapshots, targets
@@ -399,25 +399,24 @@ def list_snapshots(
 
 def url_series(engine: Engine, names: Sequence[str], count: int = 30) -> dict[str, list[int]]:
     """The URL counts of each target's last ``count`` completed snapshots, oldest first (the
-    pages' sparklines): one windowed query for the targets asked, not one per target."""
+    pages' sparklines): one statement, each target's newest ``count`` read backwards from its
+    last snapshot by the (target_id, id) index, whatever its history (a window over all of a
+    target's snapshots read every one of them)."""
     if not names:
         return {}
     s, t = snapshots.c, targets.c
-    ranked = (
-        select(t.name, s.id, s.urls,
-               func.row_number().over(partition_by=s.target_id, order_by=s.id.desc())
-               .label("n"))
-        .join(targets, targets.c.id == s.target_id)
-        .where(t.name.in_(list(names)), s.outcome != "failed")
-        .subquery()
-    )
-    query = select(ranked.c.name, ranked.c.urls).where(ranked.c.n <= count).order_by(
-        ranked.c.name, ranked.c.id)
+    newest = [
+        select(literal(i).label("i"), s.id, s.urls)
+        .where(s.target_id == select(t.id).where(t.name == name).scalar_subquery(),
+               s.outcome != "failed")
+        .order_by(s.id.desc()).limit(count).subquery().select()
+        for i, name in enumerate(names)
+    ]
 
     def read(conn: Connection) -> dict[str, list[int]]:
         found: dict[str, list[int]] = {}
-        for name, urls in conn.execute(query):
-            found.setdefault(name, []).append(int(urls))
+        for i, _id, urls in conn.execute(union_all(*newest).order_by("i", "id")):
+            found.setdefault(names[i], []).append(int(urls))
         return found
 
     return transaction(engine, read)
