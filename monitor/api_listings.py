@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from monitor import listing, validate
-from monitor.model import RULES
+from monitor.model import CHANGE_RULES, RULES
 from monitor.store import daemon as store_daemon
 from monitor.store import listing as store
 
@@ -116,8 +116,9 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
     raw_since = _text(request, "since")
     since = None if raw_since is None else listing.parse_time(raw_since, "since", now)
     reasons = listing.parse_reasons(params.getlist("reason"))
+    rules = listing.rule_ids(params.getlist("rule"), CHANGE_RULES)
     return lambda engine: store.open_changes(engine, name, since, kinds, after,
-                                             (raw_since or "").strip(), reasons)
+                                             (raw_since or "").strip(), reasons, rules)
 
 
 def _link(request: Request) -> Callable[[str], str]:

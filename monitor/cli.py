@@ -23,7 +23,7 @@ from typing import Any
 from monitor import __version__
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.errors import ConfigError, MonitorError
-from monitor.model import CHANGE_KINDS, URL_RULES, CheckResult
+from monitor.model import CHANGE_KINDS, CHANGE_RULES, URL_RULES, CheckResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAIL_ON = 0, 1, 2, 3
 _URL = re.compile(r"^https?://", re.IGNORECASE)
@@ -138,6 +138,9 @@ def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None])
     changes.add_argument("--since", help="ISO time or a duration back from now, e.g. 24h")
     changes.add_argument("--reason", action="append", default=[], metavar="REASONS",
                          help="removals the URL checks found moved, gone, live or unknown")
+    changes.add_argument("--rule", action="append", default=[], metavar="RULES",
+                         help="changes about these rule ids or globs, comma-separated "
+                              "(url-*, loc-not-absolute)")
     changes.add_argument("--kind", action="append", default=[], metavar="KINDS",
                          help=f"comma-separated: {', '.join(CHANGE_KINDS)}")
 
@@ -596,7 +599,8 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
     since = None if not args.since else listing.parse_time(args.since, "--since", now)
     return store.open_changes(engine, args.target, since, kinds, args.cursor,
                               (args.since or "").strip(),
-                              listing.parse_reasons(args.reason, "--reason"))
+                              listing.parse_reasons(args.reason, "--reason"),
+                              listing.rule_ids(args.rule, CHANGE_RULES, "--rule"))
 
 
 def _without_cursor(argv: list[str]) -> list[str]:

@@ -47,6 +47,7 @@ __all__ = [
     "parse_time",
     "read_cursor",
     "render",
+    "rule_ids",
     "take",
 ]
 
@@ -182,6 +183,13 @@ def parse_rules(values: Iterable[str], known: Iterable[str], param: str = "rule"
         if not fnmatch.filter(ids, glob):
             raise BadParameter(f"{param}: {glob!r} matches no rule id")
     return globs
+
+
+def rule_ids(values: Iterable[str], known: Sequence[str], param: str = "rule",
+             ) -> tuple[str, ...]:
+    """The rule ids of ``known`` that globs given as ``parse_rules`` takes select."""
+    globs = parse_rules(values, known, param)
+    return tuple(rule for rule in known if globs and matches(rule, globs))
 
 
 def matches(rule: str, globs: Sequence[str]) -> bool:

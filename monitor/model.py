@@ -68,6 +68,20 @@ RULES: dict[str, Severity] = {
 # The rules that make an entry invalid: its loc is unusable to a crawler (SPEC 4, revised). Any
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
 UNUSABLE_LOC = frozenset({"loc-missing", "loc-not-absolute", "loc-too-long"})
+MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
+
+
+def invalid_rule(loc: str) -> str:
+    """The rule that made an entry with this loc invalid (an ``invalid`` change is about it):
+    a loc too long is that first, as validation lists it."""
+    return "loc-too-long" if len(loc) >= MAX_LOC_LENGTH else "loc-not-absolute"
+
+
+# The rule ids a recorded change can be about (``changes.rule``): an entry that became invalid,
+# a URL whose health moved to a broken state (SPEC 14 filters changes by them).
+CHANGE_RULES: tuple[str, ...] = ("loc-not-absolute", "loc-too-long", *URL_RULES)
+
+
 # The version of the rules' verdicts, stored with each entry set: bump it whenever a rule would
 # judge the same entry differently, so that no stored verdict is reused (monitor.reread).
 # 2: only an unusable loc invalidates an entry; an empty optional element is an absent one.

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitor import __version__, api_listings, listing
-from monitor.model import REMOVAL_REASONS, RULES
+from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES
 
 __all__ = ["body", "document"]
 
@@ -131,7 +131,12 @@ _SCHEMAS: dict[str, Any] = {
                        "reason": {"oneOf": [
                            {"type": "null"},
                            {"type": "string", "enum": list(REMOVAL_REASONS)}],
-                           "description": "A removed URL's fate once checked (SPEC 11)."}},
+                           "description": "A removed URL's fate once checked (SPEC 11)."},
+                       "rule": {"oneOf": [
+                           {"type": "null"},
+                           {"type": "string", "enum": list(CHANGE_RULES)}],
+                           "description": "The rule id the change is about: an entry that "
+                                          "became invalid, a URL whose health broke."}},
     },
 }
 
@@ -311,7 +316,10 @@ def document() -> dict[str, Any]:
                     "duration back from now (90m, 6h, 2d).", _SINCE_SCHEMA), _KIND,
              _query("reason", "Removals the URL checks gave one of these reasons (repeated, "
                     "or comma-separated): moved, gone, live, unknown.",
-                    {"type": "string", "enum": [*REMOVAL_REASONS, ""]}, many=True)],
+                    {"type": "string", "enum": [*REMOVAL_REASONS, ""]}, many=True),
+             _query("rule", "Changes about these rule ids or globs (repeated, or "
+                    "comma-separated): " + ", ".join(CHANGE_RULES) + ".",
+                    {"type": "string"}, many=True)],
             "The changes recorded by each check, newest first."),
     }
     for path, item in paths.items():

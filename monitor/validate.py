@@ -23,12 +23,11 @@ from operator import itemgetter
 from typing import Any
 from urllib.parse import urlsplit
 
-from monitor.model import UNUSABLE_LOC, Entry, EntryState, Issue
+from monitor.model import MAX_LOC_LENGTH, UNUSABLE_LOC, Entry, EntryState, Issue
 
 __all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ValidatedDocument", "child_issue",
            "issue", "validate_document"]
 
-MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
 CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -24,7 +25,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from monitor import api_listings, listing
-from monitor.model import REMOVAL_REASONS, RULES, URL_STATES
+from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
 from monitor.store import daemon as store
 from monitor.store import health as health_store
 
@@ -45,7 +46,9 @@ def _when(iso: str | None) -> str:
 
 _TEMPLATES.env.filters["when"] = _when
 _BROKEN = [state for state, rule in URL_STATES.items() if rule is not None]
-_TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff"}
+_TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff",
+           "snapshots": "Snapshots"}
+TARGET_SNAPSHOTS = 20  # snapshots on a target's page (the snapshots page has PAGE_ROWS)
 
 
 def sparkline(values: Sequence[int], width: int = 120, height: int = 24) -> str:
@@ -65,6 +68,15 @@ def sparkline(values: Sequence[int], width: int = 120, height: int = 24) -> str:
 
 def _target_path(name: str) -> str:
     return f"/targets/{quote(name, safe='')}"
+
+
+def _with_previous(rows: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], bool]:
+    """The first ``limit`` of a target's snapshots read newest first (``limit`` + 1 of them),
+    each with ``previous``, the id of the target's snapshot before it (ids are shared by all
+    targets: ``id - 1`` is another target's), and whether there are more."""
+    for row, older in pairwise(rows):
+        row["previous"] = older["id"]
+    return rows[:limit], len(rows) > limit
 
 
 def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
@@ -109,19 +121,41 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             if whole is None:
                 return not_found(request, f"no target named {path!r}")
             return await target_page(request, whole)
+        if suffix == "snapshots":
+            return await snapshots_page(request, name)
         return await listing_page(request, name, suffix)
 
     async def target_page(request: Request, target: dict[str, Any]) -> Response:
         name = target["name"]
-        snapshots = await read(store.list_snapshots, name, limit=20) or []
+        snapshots, more = _with_previous(
+            await read(store.list_snapshots, name, limit=TARGET_SNAPSHOTS + 1) or [],
+            TARGET_SNAPSHOTS)
         series = (await read(store.url_series, [name], 90)).get(name, [])
         health = (await read(health_store.states_by_target, [name])).get(name, {})
         last = target["last_snapshot"] or {}
         issues = sorted(last.get("issues", {}).items(), key=lambda kv: (-kv[1], kv[0]))
         return render(request, "target.html", title=name, target=target,
-                      snapshots=snapshots, spark=sparkline(series, 360, 48), health=health,
+                      snapshots=snapshots, more_snapshots=more,
+                      spark=sparkline(series, 360, 48), health=health,
                       states=list(URL_STATES), broken=_BROKEN, issues=issues,
                       severity=RULES, kinds=listing.KINDS)
+
+    async def snapshots_page(request: Request, name: str) -> Response:
+        raw = request.query_params.get("before", "")
+        before = int(raw) if raw.isdigit() and 0 < int(raw) <= listing.MAX_ID else None
+        if raw and before is None:
+            return render(request, "error.html", 400, title="Bad parameter",
+                          message=f"before: not a snapshot id: {raw[:40]!r}")
+        found = await read(store.list_snapshots, name, limit=PAGE_ROWS + 1, before=before)
+        if found is None:
+            return not_found(request, f"no target named {name!r}")
+        rows, more = _with_previous(found, PAGE_ROWS)
+        here = f"{_target_path(name)}/snapshots"
+        api = f"/api/v1/targets/{quote(name, safe='')}/snapshots"
+        return render(request, "snapshots.html", title=f"Snapshots of {name}", name=name,
+                      snapshots=rows, api=api if before is None else f"{api}?before={before}",
+                      page_rows=PAGE_ROWS, newest=here if before is not None else None,
+                      older=f"{here}?before={rows[-1]['id']}" if more else None)
 
     async def listing_page(request: Request, name: str, suffix: str) -> Response:
         params = {k: v for k, v in request.query_params.multi_items() if v != ""}
@@ -145,7 +179,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             return render(request, "error.html", 400, title="Bad parameter", message=str(exc))
         columns = list(found.table or found.columns)
         if suffix == "changes":
-            columns = ["at", "kind", "loc", "reason", "detail"]
+            columns = ["at", "kind", "rule", "loc", "reason", "detail"]
             for row in rows:
                 row["detail"] = _change_detail(row)
         here = f"{_target_path(name)}/{suffix}"
@@ -160,7 +194,8 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
                       params=query, exports=exports, next_page=next_page,
                       first_page=f"{here}?{urlencode(query)}" if "cursor" in params else None,
                       kinds=listing.KINDS, diff_kinds=listing.DIFF_KINDS,
-                      statuses=listing.STATUSES, reasons=REMOVAL_REASONS)
+                      statuses=listing.STATUSES, reasons=REMOVAL_REASONS,
+                      change_rules=CHANGE_RULES)
 
     return [Route("/", index), Route("/targets/{rest:path}", target_routes)]
 

@@ -41,6 +41,12 @@ def test_upgrade_then_check_finds_nothing(database_url: str) -> None:
         engine.dispose()
 
 
+def _index(index: Any) -> str:
+    """An index as text: a partial index's WHERE is a clause object, compared by its SQL."""
+    options = {k: str(v) for k, v in index.get("dialect_options", {}).items()}
+    return repr({**index, "dialect_options": options})
+
+
 def _schema(engine: Engine) -> dict[str, dict[str, Any]]:
     """Every table as the database describes it: columns, keys, indexes, constraints."""
     found = inspect(engine)
@@ -50,7 +56,7 @@ def _schema(engine: Engine) -> dict[str, dict[str, Any]]:
                         for c in found.get_columns(table)],
             "primary key": found.get_pk_constraint(table),
             "foreign keys": sorted(map(repr, found.get_foreign_keys(table))),
-            "indexes": sorted(map(repr, found.get_indexes(table))),
+            "indexes": sorted(map(_index, found.get_indexes(table))),
             "unique": sorted(map(repr, found.get_unique_constraints(table))),
             "checks": sorted(map(repr, found.get_check_constraints(table))),
         }
@@ -302,5 +308,40 @@ def test_0005_fills_the_history_counts_from_the_rows(database_url: str) -> None:
         with engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM snapshots")).scalar() == 4
             assert conn.execute(text("SELECT count(*) FROM changes")).scalar() == 9
+    finally:
+        engine.dispose()
+
+
+def test_0008_names_the_rule_of_the_changes_recorded_before(database_url: str) -> None:
+    """A health change gets the rule of the state it went to, an invalid change its loc's,
+    the other changes none; a downgrade keeps the rows."""
+    engine = db.make_engine(database_url)
+    try:
+        cfg = _alembic(engine)
+        command.upgrade(cfg, "0007")
+        t0 = datetime(2024, 5, 1, tzinfo=UTC)
+        long_loc = "https://e.test/" + "x" * 2048
+        rows = [("health", "https://e.test/a", '{"state":"not-found","http_status":404}'),
+                ("health", "https://e.test/b", '{"state":"ok","http_status":200}'),
+                ("health", "https://e.test/c", '{"state":"noindex","http_status":200}'),
+                ("invalid", "ftp://e.test/d", '{"valid":false}'),
+                ("invalid", long_loc, '{"valid":false}'),
+                ("removed", "https://e.test/e", None)]
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
+                              "VALUES (1, 't', 'https://e.test/s.xml', :t)"), {"t": t0})
+            conn.execute(text("INSERT INTO snapshots (id, target_id, started_at, finished_at,"
+                              " outcome) VALUES (1, 1, :at, :at, 'ok')"), {"at": t0})
+            for kind, loc, after in rows:
+                conn.execute(text("INSERT INTO changes (snapshot_id, target_id, kind, loc, after)"
+                                  " VALUES (1, 1, :k, :l, :a)"), {"k": kind, "l": loc, "a": after})
+        command.upgrade(cfg, "head")
+        with engine.connect() as conn:
+            found = conn.execute(text("SELECT rule FROM changes ORDER BY id")).scalars().all()
+        assert found == ["url-not-found", None, "url-noindex", "loc-not-absolute",
+                         "loc-too-long", None]
+        command.downgrade(cfg, "0007")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM changes")).scalar() == len(rows)
     finally:
         engine.dispose()

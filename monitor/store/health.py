@@ -312,6 +312,7 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
                 "snapshot_id": snapshot_id, "target_id": target_id, "kind": "health",
                 "loc": s.due.loc, "before": _state_json(s.due.state, None, None, 0, None),
                 "after": _state_json(state, s.http_status, s.final_url, s.hops, s.detail),
+                "rule": s.rule,
             })
 
     def write(conn: Connection) -> int:

@@ -420,12 +420,13 @@ def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Seq
 
 # ---- changes -------------------------------------------------------------------------------
 
-CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after", "reason")
+CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after", "reason",
+                   "rule")
 
 
 def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Sequence[str],
                  after: str | None, since_text: str = "",
-                 reasons: Sequence[str] = ()) -> Listing:
+                 reasons: Sequence[str] = (), rules: Sequence[str] = ()) -> Listing:
     """Every change recorded for a target, newest first.
 
     Read in the order of the indexes ``(target_id, snapshot_id, id)`` and ``(target_id, kind,
@@ -433,11 +434,14 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
     checks run one at a time): a page costs the rows it lists, whatever the history; several
     kinds are one ordered read each, merged. ``since_text`` is ``since`` as given: a cursor
     holds it, and the snapshot it resolved to. ``reasons`` keeps the removals the URL checks
-    gave one of those reasons (SPEC 11)."""
+    gave one of those reasons (SPEC 11); ``rules`` the changes about those rule ids
+    (``changes.rule``: one ordered read of its partial index per rule, merged)."""
     query = [since_text or ("" if since is None else since.isoformat()), list(kinds)]
     if reasons:
         query.append(list(reasons))
         kinds = ["removed"]
+    if rules:
+        query.append(["rule", *rules])
     pinned = None if after is None else read_cursor(after, "changes", query, (int, int, int))
 
     def resolve(conn: Connection) -> tuple[int, int]:
@@ -457,21 +461,27 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
 
     target_id, floor = transaction(engine, resolve)
     position = (0, 0) if pinned is None else (pinned[1], pinned[2])
-    rows = _pinned(_change_rows(engine, target_id, floor, kinds, position, reasons), floor)
+    rows = _pinned(_change_rows(engine, target_id, floor, kinds, position, reasons, rules),
+                   floor)
     return Listing({"target": name}, "changes", CHANGES_COLUMNS, rows, ("changes", query),
                    table=("snapshot_id", "at", "kind", "loc"))
 
 
 def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str],
-                 before: tuple[int, int], reasons: Sequence[str] = ()) -> _ROWS:
+                 before: tuple[int, int], reasons: Sequence[str] = (),
+                 rules: Sequence[str] = ()) -> _ROWS:
     from monitor.store.daemon import _iso
 
     c, s = changes.c, snapshots.c
 
-    def statement(kind: str | None) -> Any:
-        query = select(c.id, c.snapshot_id, c.kind, c.loc, c.before, c.after, c.reason).where(
-            c.target_id == target_id)
-        if kind is not None:
+    def statement(kind: str | None, rule: str | None) -> Any:
+        query = select(c.id, c.snapshot_id, c.kind, c.loc, c.before, c.after, c.reason,
+                       c.rule).where(c.target_id == target_id)
+        if rule is not None:
+            query = query.where(c.rule == rule)
+            if kinds:
+                query = query.where(c.kind.in_(list(kinds)))
+        elif kind is not None:
             query = query.where(c.kind == kind)
         if reasons:
             query = query.where(c.reason.in_(list(reasons)))
@@ -483,11 +493,12 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
 
     loads = json.loads
     times: dict[int, str | None] = {}
-    wanted: Sequence[str | None] = kinds or [None]
-    with _streaming(engine, [statement(kind) for kind in wanted]) as (conn, results):
+    wanted: list[Any] = ([(None, rule) for rule in rules] if rules
+                         else [(kind, None) for kind in kinds] or [(None, None)])
+    with _streaming(engine, [statement(*which) for which in wanted]) as (conn, results):
         merged = results[0] if len(results) == 1 else heapq.merge(
             *results, key=lambda row: (row.snapshot_id, row.id), reverse=True)
-        for change_id, snapshot_id, kind, loc, before_text, after_text, reason in merged:
+        for change_id, snapshot_id, kind, loc, before_text, after_text, reason, rule in merged:
             if snapshot_id not in times:  # a time per snapshot, not per row
                 times[snapshot_id] = _iso(conn.execute(
                     select(s.started_at).where(s.id == snapshot_id)).scalar())
@@ -495,5 +506,5 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
                     "kind": kind, "loc": loc,
                     "before": None if before_text is None else loads(before_text),
                     "after": None if after_text is None else loads(after_text),
-                    "reason": reason},
+                    "reason": reason, "rule": rule},
                    (snapshot_id, change_id))

@@ -161,11 +161,16 @@ changes = Table(
     Column("after", Text, nullable=True),
     # A removed URL's fate, once the URL checks looked (SPEC 11): moved, gone, live, unknown.
     Column("reason", String(16), nullable=True),
+    # The rule id the change is about (model.CHANGE_RULES), NULL for most changes.
+    Column("rule", String(40), nullable=True),
     # A target's changes in the order they were recorded (its checks run one at a time), and
     # one kind's without reading the others: a listing reads the rows it lists (store.listing).
     Index("ix_changes_target_id_snapshot_id", "target_id", "snapshot_id", "id"),
     Index("ix_changes_target_id_kind", "target_id", "kind", "snapshot_id", "id"),
     Index("ix_changes_snapshot_id", "snapshot_id"),
+    # One rule's changes in order, without an entry for the (many) changes that have none.
+    Index("ix_changes_target_id_rule", "target_id", "rule", "snapshot_id", "id",
+          sqlite_where=text("rule IS NOT NULL"), postgresql_where=text("rule IS NOT NULL")),
 )
 
 # The health of each URL a target lists (SPEC 11), one row per URL: its current state only.

@@ -20,7 +20,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from monitor import entryset
 from monitor.errors import StoreError
-from monitor.model import Change, CheckResult, DocumentResult, EntryState
+from monitor.model import Change, CheckResult, DocumentResult, EntryState, invalid_rule
 from monitor.store.db import redact
 from monitor.store.schema import (
     changes,
@@ -279,7 +279,8 @@ def write_changes(
     return _copy(conn, changes, _CHANGE_COLUMNS, (
         (snapshot_id, target_id, c.kind, c.loc,
          None if c.before is None else _state_json(c.before),
-         None if c.after is None else _state_json(c.after))
+         None if c.after is None else _state_json(c.after),
+         invalid_rule(c.loc) if c.kind == "invalid" else None)
         for c in found
     ))
 
@@ -413,7 +414,7 @@ def _state_json(state: EntryState) -> str:
     return _encode(data)
 
 
-_CHANGE_COLUMNS = ("snapshot_id", "target_id", "kind", "loc", "before", "after")
+_CHANGE_COLUMNS = ("snapshot_id", "target_id", "kind", "loc", "before", "after", "rule")
 
 
 def _copy(

@@ -77,12 +77,15 @@ def test_filters_a_diff_and_the_url_health(
     daemon, removed = watched
     page.goto(daemon.base + "/targets/shop/changes")
     page.get_by_label("kind").select_option("health")
+    page.get_by_label("rule").select_option("url-not-found")
     page.get_by_role("button", name="Show").click()
-    expect(page).to_have_url(f"{daemon.base}/targets/shop/changes?kind=health&since=&reason=")
+    expect(page).to_have_url(
+        f"{daemon.base}/targets/shop/changes?kind=health&since=&reason=&rule=url-not-found")
     cells = page.locator("tbody tr").all_inner_texts()
     assert len(cells) == 1
     assert "unknown -> not-found (404)" in cells[0]
-    shot(page, "web-4-health-changes", "the changes of shop filtered to kind health: /p1 "
+    shot(page, "web-4-health-changes", "the changes of shop filtered to kind health and rule "
+         "url-not-found: /p1 "
          "went from unknown to not-found (404)", capsys)
 
     page.goto(daemon.base + "/targets/shop")

@@ -96,6 +96,13 @@ def test_the_pages_show_targets_changes_health_and_exports(
     diff = daemon.get("/targets/shop/diff?from=1&kind=removed")
     assert len(re.findall(r'<td class="loc">', diff.text)) == 100
 
+    by_rule = daemon.get("/targets/shop/changes?rule=url-not-found")  # SPEC 14's rule filter
+    assert by_rule.status_code == 200
+    assert re.findall(r'<td class="loc"><a href="([^"]+)"', by_rule.text) == [
+        removed[0].rsplit("/", 1)[0] + "/p1"]
+    assert "<option selected>url-not-found</option>" in by_rule.text
+    assert "url-nope" in daemon.get("/targets/shop/changes?rule=url-nope").text
+
 
 def test_bad_requests_are_pages_that_say_why(watched: tuple[Daemon, list[str]]) -> None:
     daemon, _ = watched
@@ -138,3 +145,58 @@ def test_the_targets_page_is_paged(tmp_path: Path, daemons: list[Daemon]) -> Non
     assert re.findall(r'<a href="/targets/(t\d+)">', second.text) == [
         f"t{i:03d}" for i in range(200, 205)]
     assert "Next targets" not in second.text
+
+
+def test_the_snapshots_page_pages_them_and_links_each_removal_to_its_diff(
+    tmp_path: Path, daemons: list[Daemon],
+) -> None:
+    """Two targets checked in turn (so one's snapshot ids are not consecutive): the target
+    page shows its 20 newest, the snapshots page 100 at a time to the oldest, and each
+    removal links to the diff from the target's own previous snapshot."""
+    from datetime import UTC, datetime, timedelta
+
+    from harness import write_config
+    from sqlalchemy import insert
+
+    from monitor.store import db
+    from monitor.store.schema import snapshots, targets
+
+    engine = db.make_engine(f"sqlite:///{tmp_path}/m.db")
+    db.upgrade(engine)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    with engine.begin() as conn:
+        conn.execute(insert(targets), [
+            {"id": i, "name": name, "url": "http://127.0.0.1/s.xml", "created_at": t0}
+            for i, name in ((1, "a"), (2, "b"))])
+        conn.execute(insert(snapshots), [
+            {"id": n, "target_id": 1 + n % 2, "started_at": t0 + timedelta(minutes=n),
+             "finished_at": t0 + timedelta(minutes=n), "outcome": "ok", "urls": n,
+             "removed": 1} for n in range(1, 261)])  # a: the even ids 2..260
+    engine.dispose()
+    daemon = Daemon(write_config(tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db", []))
+    daemons.append(daemon)
+    daemon.started()
+
+    def shown(text: str) -> list[int]:
+        return [int(n) for n in re.findall(r'<tr><td class="num">(\d+)</td>', text)]
+
+    target = daemon.get("/targets/a")
+    assert shown(target.text) == list(range(260, 220, -2))
+    assert 'href="/targets/a/diff?from=258&amp;to=260&amp;kind=removed"' in target.text
+    assert '<a href="/targets/a/snapshots">Every snapshot</a>' in target.text
+    seen: list[int] = []
+    page = daemon.get("/targets/a/snapshots")
+    while True:
+        assert page.status_code == 200
+        seen += shown(page.text)
+        older = re.search(r'<a href="([^"]+)">Older 100</a>', page.text)
+        if older is None:
+            break
+        page = daemon.get(older.group(1))
+    assert seen == list(range(260, 0, -2))
+    assert 'href="/targets/a/diff?from=2&amp;to=4&amp;kind=removed"' in page.text
+    assert ">2</td><td>2026-01-01 00:02:00 UTC" in page.text  # the oldest: nothing before it
+    diff = daemon.get("/targets/a/diff?from=258&to=260&kind=removed")
+    assert diff.status_code == 200
+    assert daemon.get("/targets/a/snapshots?before=x").status_code == 400
+    assert daemon.get("/targets/nope/snapshots").status_code == 404

@@ -415,3 +415,43 @@ def test_changes_by_removal_reason(
     code, _, err = run(capsys, "changes", "t", "--reason", "vanished", "--database-url", db)
     assert code == 2
     assert "--reason: unknown vanished (one of moved, gone, live, unknown)" in err
+
+
+def test_changes_by_rule(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``changes --rule``: the URLs whose health broke by that rule, the entries that became
+    invalid by it (SPEC 14's filter), exact ids or globs; an unknown one says so."""
+    for p in ("/a", "/b", "/c"):
+        http_server.route(p, page())
+    listed = {site.url(p): None for p in ("/a", "/b", "/c")}
+    site.set("/sitemap.xml", urlset(listed))
+    cfg = config(tmp_path, site)
+    check_urls(capsys, cfg, db)
+    http_server.route("/b", page(status=404))
+    http_server.route("/c", page(status=410))
+    site.set("/sitemap.xml", urlset({**listed, "relative/page": None}))
+    check_urls(capsys, cfg, db)
+
+    def locs(*rules: str) -> list[tuple[str, str, str]]:
+        argv = [a for rule in rules for a in ("--rule", rule)]
+        code, out, err = run(capsys, "changes", "t", *argv, "--database-url", db, "--json")
+        assert code == 0, err
+        return sorted((c["kind"], c["rule"], c["loc"]) for c in json.loads(out)["changes"])
+
+    assert locs("url-not-found") == [("health", "url-not-found", site.url("/b"))]
+    assert locs("url-*") == [("health", "url-gone", site.url("/c")),
+                             ("health", "url-not-found", site.url("/b"))]
+    assert locs("loc-not-absolute") == [("invalid", "loc-not-absolute", "relative/page")]
+    assert locs("url-gone", "loc-*") == [("health", "url-gone", site.url("/c")),
+                                         ("invalid", "loc-not-absolute", "relative/page")]
+    assert locs("url-noindex") == []
+    code, out, _ = run(capsys, "changes", "t", "--rule", "url-gone", "--format", "csv",
+                       "--database-url", db)
+    header, *lines = out.splitlines()
+    assert header.split(",")[-1] == "rule"
+    assert [line.split(",")[-1] for line in lines] == ["url-gone"]
+    code, _, err = run(capsys, "changes", "t", "--rule", "url-nope", "--database-url", db)
+    assert code == 2
+    assert "--rule: 'url-nope' matches no rule id" in err
