@@ -220,7 +220,7 @@ def adhoc_target(url: str, defaults: Defaults | None = None) -> Target:
 ChannelType = Literal["webhook", "slack", "alertmanager", "email"]
 RuleWhen = Literal[
     "added", "removed", "changed", "invalid", "issues", "check_failed", "recovered", "stale",
-    "url_count_below", "url_health",
+    "url_count_below", "url_health", "robots_changed",
 ]
 
 

@@ -16,12 +16,12 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
-from protego import Protego
 
 from monitor.model import REMOVAL_REASONS, URL_REDIRECT_LOOP, URL_STATES, Severity
+from monitor.robotstxt import RobotsRules, robots_url
 
 __all__ = [
     "REASONS", "SERVER_ERROR_ATTEMPTS", "STATES", "Answered", "RobotsRules", "Verdict",
@@ -221,29 +221,11 @@ def _same_page(url: str) -> tuple[str, str, str, str]:
     return (parts.scheme.lower(), host, parts.path or "/", parts.query)
 
 
-class RobotsRules:
-    """One host's robots.txt, matched by Google's rules (protego: longest match wins, ``*``
-    and ``$``, Allow wins a tie). A robots.txt that did not answer 2xx allows everything."""
-
-    def __init__(self, text: str | None) -> None:
-        self.text = text
-        self._rules = None if text is None else Protego.parse(text)
-
-    def allows(self, url: str, agent: str) -> bool:
-        return self._rules is None or bool(self._rules.can_fetch(url, agent))
-
-
 def robots_rules(status: int | None, body: bytes) -> RobotsRules:
     """The rules of a robots.txt answer: its text for a 2xx, no rules otherwise."""
     if status is None or not 200 <= status < 300:
         return RobotsRules(None)
     return RobotsRules(body.decode("utf-8", "replace"))
-
-
-def robots_url(url: str) -> str:
-    """The robots.txt that governs ``url``."""
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/robots.txt", "", ""))
 
 
 def removal_reason(verdict: Verdict, listed: Callable[[str], bool]) -> str:

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from monitor.config import parse_duration
-from monitor.model import CHANGE_KINDS, REMOVAL_REASONS, URL_STATES
+from monitor.model import CHANGE_KINDS, OTHER_CHANGE_KINDS, REMOVAL_REASONS, URL_STATES
 
 __all__ = [
     "DIFF_KINDS",
@@ -59,7 +59,7 @@ STATUSES = VALIDITY + HEALTH
 # The kinds a check records, and the URL checks' transitions (``changes`` lists them; a diff
 # compares URL sets, which they are not part of).
 DIFF_KINDS = CHANGE_KINDS
-KINDS = (*CHANGE_KINDS, "health")
+KINDS = (*CHANGE_KINDS, *OTHER_CHANGE_KINDS)
 MAX_ID = 2**62  # ids and positions past this are no one's: a 400, not a database error
 
 

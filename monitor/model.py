@@ -64,6 +64,11 @@ RULES: dict[str, Severity] = {
     "loc-multiple": "error",
     "loc-not-encoded": "warning",
     "gzip-invalid": "error",
+    # SPEC 12: the robots.txt of the target's hosts (monitor.robots)
+    "robots-changed": "warning",
+    "robots-unreachable": "error",
+    "sitemap-disallowed": "error",
+    "robots-sitemap-missing": "warning",
 }
 # The rules that make an entry invalid: its loc is unusable to a crawler (SPEC 4, revised). Any
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
@@ -79,7 +84,11 @@ def invalid_rule(loc: str) -> str:
 
 # The rule ids a recorded change can be about (``changes.rule``): an entry that became invalid,
 # a URL whose health moved to a broken state (SPEC 14 filters changes by them).
-CHANGE_RULES: tuple[str, ...] = ("loc-not-absolute", "loc-too-long", *URL_RULES)
+CHANGE_RULES: tuple[str, ...] = ("loc-not-absolute", "loc-too-long", *URL_RULES,
+                                  "robots-changed")
+# Changes that are not about the URL set, which a diff compares: the URL checks' health
+# transitions (SPEC 11) and the new versions of a host's robots.txt (SPEC 12).
+OTHER_CHANGE_KINDS = ("health", "robots")
 
 
 # The version of the rules' verdicts, stored with each entry set: bump it whenever a rule would
@@ -264,6 +273,8 @@ class CheckResult:
     issues: list[Issue] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     changes_truncated: bool = False
+    # the robots.txt of the target's hosts (SPEC 12: monitor.robots), texts where one changed
+    robots: list[dict[str, Any]] = field(default_factory=list)
     error_kind: str | None = None
     error_message: str | None = None
     duration_seconds: float = 0.0
@@ -295,6 +306,8 @@ class CheckResult:
             "issues": [i.as_json() for i in self.issues],
             "changes": [c.as_json() for c in self.changes],
             "changes_truncated": self.changes_truncated,
+            "robots": [{k: v for k, v in r.items() if k not in ("before", "after")}
+                       for r in self.robots],
             "error": (
                 None
                 if self.error_kind is None

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any, cast
-from urllib.parse import urljoin
 
 from lxml import etree
 
 from monitor.model import DocumentKind, Entry, Issue, ParsedDocument
+from monitor.robotstxt import parse_robots
 
 __all__ = ["SITEMAP_NS", "DocumentParser", "parse_document", "parse_robots"]
 
@@ -56,7 +56,6 @@ _HTML_PAGE = "an HTML page ({}) where a sitemap was expected: the server answere
 _SITEMAP_NS_BYTES = SITEMAP_NS.encode()
 _UTF8_NAMES = {"utf-8", "utf8", "us-ascii", "ascii"}  # ASCII bytes are UTF-8 bytes
 _NOT_IN_XML = dict.fromkeys(range(3), "\ufffd")
-_SITEMAP_KEYS = ("sitemap", "site-map")  # robots.txt keys, matched as prefixes as Google does
 _MARK = b"<!---->"  # put after a urlset's start tag: its event hands over the root element
 
 # Entry is a named tuple; tuple.__new__ builds one without its Python-level __new__.
@@ -796,32 +795,3 @@ def parse_document(data: bytes, url: str, **limits: int) -> ParsedDocument:
     parser = DocumentParser(url, **limits)
     parser.feed(data)
     return parser.close()
-
-
-def parse_robots(text: str, robots_url: str, *, limit: int | None = None) -> list[str]:
-    """The ``Sitemap:`` URLs of a robots.txt, absolute, deduplicated, in order; at most
-    ``limit`` of them.
-
-    Lines are read as Google's parser reads them: the key in any case, with spaces around it,
-    and ``Site-map:`` (a frequent typo) as well; a comment starts at ``#``; a key and value of
-    two words may be separated by whitespace alone (a forgotten colon)."""
-    found: dict[str, None] = {}
-    for line in text.lstrip("\ufeff").splitlines():
-        line = line.partition("#")[0].strip()
-        key, colon, value = line.partition(":")
-        if not colon or len(key.split()) > 1:  # "Sitemap https://...": no colon after the key
-            words = line.split()
-            if len(words) != 2:
-                continue
-            key, value = words
-        if not key.strip().lower().startswith(_SITEMAP_KEYS):
-            continue
-        value = value.strip()
-        if not value:
-            continue
-        url = urljoin(robots_url, value)
-        if url.split("#")[0] != robots_url.split("#")[0]:
-            found[url] = None
-            if limit is not None and len(found) >= limit:
-                break
-    return list(found)

@@ -25,12 +25,14 @@ from urllib.parse import urljoin, urlsplit
 from sqlalchemy import Connection, Engine
 
 from monitor import digest as digesting
-from monitor import entryset, parse, validate
+from monitor import entryset, parse, robots, validate
 from monitor.addresses import is_private_target
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.fetch import Fetcher
 from monitor.model import RULES, Change, CheckResult, DocumentResult, EntryState, Issue
+from monitor.robotstxt import robots_url
+from monitor.store import robots as robots_store
 from monitor.store import sql as store
 from monitor.store.sql import DocumentState, StoredSet
 
@@ -38,6 +40,7 @@ __all__ = ["run_check", "utcnow"]
 
 INDEX_KINDS = ("sitemapindex", "robots")
 _AHEAD_MAX = 64  # children started and not yet applied, unchanged ones included
+ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the first ten
 
 
 def utcnow() -> datetime:
@@ -155,6 +158,9 @@ class _Check:
         self.changes_written = 0  # change rows written so far (the target's change_count)
         self.first = True  # no previous documents: nothing to diff against
         self.state: store.TargetState | None = None
+        # the robots.txt versions in force: url -> (text, etag, last_modified)
+        self.robots_stored: dict[str, tuple[str | None, str | None, str | None]] = {}
+        self.root_robots: robots.Answer | None = None  # a site target's root, as read
         # Held back to the end of the walk (re-checks only): see the module docstring.
         self.pending_removed: dict[str, EntryState] = {}
         self.pending_added: dict[str, EntryState] = {}
@@ -188,6 +194,7 @@ class _Check:
                         self.allow_private = (self.allow_private
                                               or await is_private_target(self.target.url))
                         await self._walk_root()
+                        await self._watch_robots()
                 except TimeoutError:
                     if not deadline.expired():
                         raise
@@ -211,6 +218,7 @@ class _Check:
         try:
             conn.begin()
             self.state = store.load_state(conn, self.target.name, self.target.url, self.started)
+            self.robots_stored = robots_store.current(conn, self.state.target_id)
         except BaseException:
             conn.close()
             raise
@@ -229,6 +237,78 @@ class _Check:
         assert doc is not None
         got = await self._obtain(url, doc, root=True)
         await self._apply(got, 0, frozenset(), root=True)
+
+    async def _watch_robots(self) -> None:
+        """SPEC 12: the robots.txt of each host the target's documents live on, fetched
+        conditionally, judged by ``monitor.robots``, its versions kept in the check's
+        transaction."""
+        hosts: dict[str, list[str]] = {}
+        for doc in self.result.documents:
+            robots_of = robots_url(doc.url)
+            if robots_of not in hosts and len(hosts) >= ROBOTS_HOSTS:
+                continue
+            sitemaps = hosts.setdefault(robots_of, [])
+            if doc.url != robots_of:
+                sitemaps.append(doc.url)
+        stored = self.robots_stored
+        root = self.target.url
+        # A site target's root is its robots.txt, read by this check already (a 304 of it
+        # before its first version is stored is read again, whole).
+        root_robots = self.root_robots if self.target.site else None
+        if root_robots is not None and root_robots.not_modified and robots_url(root) not in stored:
+            root_robots = None
+        answers = await asyncio.gather(*(
+            self._robots_answer(url, stored.get(url))
+            if root_robots is None or url != robots_url(root) else _answered(root_robots)
+            for url in hosts))
+        versions = []
+        for (url, sitemaps), answer in zip(hosts.items(), answers, strict=True):
+            previous = None if url not in stored else robots.Stored(*stored[url])
+            found = robots.judge(url, previous, answer, sitemaps=sitemaps, listed=(
+                [root] if not self.target.site and robots_url(root) == url else []))
+            for issue in found.issues:
+                self._issue_obj(issue)
+            self.result.robots.append(found.as_json(with_text=found.changed))
+            # new validators to keep (an answer without any, a 304 of the root, keeps the old)
+            moved = (answer.etag or answer.last_modified) is not None and (
+                (answer.etag, answer.last_modified) != (stored.get(url) or (None,) * 3)[1:])
+            if found.outcome != "unreachable" and (found.store or moved):
+                versions.append(robots_store.Version(
+                    url, answer.status, found.text, answer.etag, answer.last_modified,
+                    new=found.store, validators_moved=moved, changed=found.changed,
+                    before=found.before))
+        if not versions:  # an unchanged robots.txt writes nothing
+            return
+        if any(v.changed for v in versions):
+            await self._snapshot()
+        written = await self._db(robots_store.save, self._target_id(), self.snapshot_id,
+                                 self.started, versions)
+        self.changes_written += written
+
+    async def _robots_answer(self, url: str, stored: tuple[str | None, str | None, str | None]
+                             | None) -> robots.Answer:
+        etag, modified = (None, None) if stored is None else stored[1:]
+        try:
+            async with self.fetcher.fetch(url, self.settings, etag=etag, last_modified=modified,
+                                          allow_private=self.allow_private) as response:
+                try:
+                    if response.not_modified:
+                        return robots.Answer(response.status, not_modified=True,
+                                             etag=response.etag or etag,
+                                             last_modified=response.last_modified or modified)
+                    data = bytearray()
+                    async for chunk in response.chunks():
+                        data += chunk
+                        if len(data) >= robots.MAX_BYTES:
+                            break
+                    return robots.Answer(
+                        response.status, bytes(data[:robots.MAX_BYTES]).decode(
+                            "utf-8", "replace").lstrip("\ufeff"),
+                        etag=response.etag, last_modified=response.last_modified)
+                finally:
+                    self.result.fetched_bytes += response.wire_bytes
+        except FetchError as exc:
+            return _robots_failed(exc)
 
     def _time_out(self, limit: float, elapsed: float) -> None:
         """The check's outcome when it ran past ``check_timeout``: failed at its root."""
@@ -256,17 +336,25 @@ class _Check:
         """Fetch a document and digest it; touches nothing the listed order matters to."""
         assert self.state is not None
         got = _Got(url, doc, self.state.documents.get(url))
+        site = root and self.target.site
         try:
             body = await self._fetch(url, got.previous, doc)
         except FetchError as exc:
             got.error = exc
+            if site:
+                self.root_robots = _robots_failed(exc)
             return got
         if body is None:  # 304 or the same bytes as last time
             got.unchanged = True
+            if site:
+                self.root_robots = robots.Answer(doc.http_status, not_modified=True)
             return got
         try:
-            if root and self.target.site:
+            if site:
                 got.robots = body.read().decode("utf-8", errors="replace")
+                self.root_robots = robots.Answer(doc.http_status, got.robots.lstrip("\ufeff"),
+                                                 etag=doc.etag,
+                                                 last_modified=doc.last_modified)
                 return got
             await self._digest(got, body)
         except digesting.WorkerDied as exc:
@@ -707,6 +795,18 @@ class _Check:
             self.in_transaction(conn)
         conn.commit()
         conn.close()
+
+
+def _robots_failed(exc: FetchError) -> robots.Answer:
+    """A robots.txt fetch that raised: a 4xx is no robots.txt (everything allowed, as Google
+    reads it), anything else no answer."""
+    if exc.kind == "http-status" and exc.status is not None and exc.status < 500:
+        return robots.Answer(exc.status)
+    return robots.Answer(exc.status, error=exc.message)
+
+
+async def _answered(answer: robots.Answer) -> robots.Answer:
+    return answer
 
 
 def _snapshot_issues(found: list[Issue], docs: Iterable[DocumentState]) -> list[dict[str, Any]]:

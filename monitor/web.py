@@ -200,9 +200,15 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
     return [Route("/", index), Route("/targets/{rest:path}", target_routes)]
 
 
+def _lines(text: str | None) -> str:
+    return "none" if text is None else f"{len(text.splitlines())} lines"
+
+
 def _change_detail(row: dict[str, Any]) -> str:
     """One line for a change: what moved (a lastmod, a health state)."""
     before, after = row.get("before") or {}, row.get("after") or {}
+    if row.get("kind") == "robots":
+        return f"robots.txt: {_lines(before.get('text'))} -> {_lines(after.get('text'))}"
     if row.get("kind") == "health":
         return f"{before.get('state')} -> {after.get('state')}" + (
             f" ({after.get('http_status')})" if after.get("http_status") else "")

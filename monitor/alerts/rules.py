@@ -55,7 +55,9 @@ from monitor.model import (
 __all__ = ["EVENTS", "UrlRound", "evaluate", "evaluate_urls", "for_url_checks", "matches"]
 
 # Rules that notify once for what happened and have nothing to resolve (SPEC 9).
-EVENTS = frozenset({"added", "removed", "changed", "invalid", "issues", "recovered"})
+EVENTS = frozenset({"added", "removed", "changed", "invalid", "issues", "recovered",
+                    "robots_changed"})
+ROBOTS_TEXT_MAX = 20_000  # characters of a robots.txt in a payload, before and after
 
 _KIND_WORDS = {
     "added": "URLs added",
@@ -89,6 +91,10 @@ def judge(rule: Rule, result: CheckResult, context: RuleContext, now: datetime) 
         return _counted(rule, count, context, failed=failed)
     if when == "issues":
         return _issues(rule, result, context, failed=failed)
+    if when == "robots_changed":
+        changed = [r["url"] for r in result.robots if r.get("changed")]
+        return Verdict(bool(changed), f"robots.txt changed: {', '.join(changed)}" if changed
+                       else "no robots.txt changed")
     if when == "check_failed":
         streak = context.consecutive_failures + 1 if failed else 0
         parts = [p for p in (result.error_kind, result.error_message) if p]
@@ -251,7 +257,19 @@ def _payload(delivery: Delivery, rule: Rule, target_name: str, result: CheckResu
                   else {"kind": result.error_kind, "message": result.error_message}),
         "link": changes_link(delivery.api_base_url, target_name, started, kind),
         "page": page_link(delivery.api_base_url, target_name, started, kind),
+        **({"robots": [_robots_change(r) for r in result.robots if r.get("changed")]}
+           if rule.when == "robots_changed" else {}),
     }
+
+
+def _robots_change(found: dict[str, Any]) -> dict[str, Any]:
+    """A changed robots.txt in a payload: its text before and after, each cut at
+    ``ROBOTS_TEXT_MAX`` characters (``truncated`` says so)."""
+    before, after = found.get("before"), found.get("after")
+    cut = any(t is not None and len(t) > ROBOTS_TEXT_MAX for t in (before, after))
+    return {"url": found["url"], "http_status": found.get("http_status"),
+            "before": None if before is None else before[:ROBOTS_TEXT_MAX],
+            "after": None if after is None else after[:ROBOTS_TEXT_MAX], "truncated": cut}
 
 
 def _examples(result: CheckResult, limit: int) -> tuple[dict[str, list[str]], bool]:

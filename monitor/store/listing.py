@@ -39,7 +39,7 @@ from monitor.listing import (
     matches,
     read_cursor,
 )
-from monitor.model import RULES, Entry
+from monitor.model import OTHER_CHANGE_KINDS, RULES, Entry
 from monitor.store.schema import changes, entry_sets, snapshots, targets, url_states
 from monitor.store.sql import read_sets, transaction
 
@@ -385,7 +385,7 @@ def _recorded_rows(engine: Engine, target_id: int, snapshot_id: int, kinds: Sequ
     # first (420 ms a page).
     statement = select(c.id, c.loc, c.before, c.after).where(
         c.target_id == target_id, c.snapshot_id == snapshot_id, c.id > after_id,
-        c.kind != "health")
+        c.kind.not_in(OTHER_CHANGE_KINDS))
     for change_id, loc, raw_before, raw_after in _stream(engine, statement.order_by(c.id)):
         before = None if raw_before is None else json.loads(raw_before)
         after = None if raw_after is None else json.loads(raw_after)
@@ -400,7 +400,7 @@ def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Seq
     grouped = (
         select(c.loc, func.min(c.id).label("first"), func.max(c.id).label("last"))
         .where(c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last,
-               c.loc > after_loc, c.kind != "health")
+               c.loc > after_loc, c.kind.not_in(OTHER_CHANGE_KINDS))
         .group_by(c.loc).subquery()
     )
     opening, closing = aliased(changes), aliased(changes)

@@ -173,6 +173,24 @@ changes = Table(
           sqlite_where=text("rule IS NOT NULL"), postgresql_where=text("rule IS NOT NULL")),
 )
 
+# The versions of the robots.txt of a target's hosts (SPEC 12): a row per version (the first
+# fetch, then each change), the newest of a URL in force; its validators are rewritten in place
+# so that the next fetch is conditional. ``text`` NULL: the host had no robots.txt (a 4xx).
+robots_files = Table(
+    "robots_files",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("target_id", Id, ForeignKey("targets.id", ondelete="CASCADE"), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("snapshot_id", Id, nullable=True),  # the check that found this version
+    Column("fetched_at", UTC, nullable=False),
+    Column("http_status", Integer, nullable=True),
+    Column("text", Text, nullable=True),
+    Column("etag", Text, nullable=True),
+    Column("last_modified", Text, nullable=True),
+    Index("ix_robots_files_target_id_url_id", "target_id", "url", "id"),
+)
+
 # The health of each URL a target lists (SPEC 11), one row per URL: its current state only.
 # A check that finds the state unchanged rewrites this row; a transition also writes a
 # ``health`` change. A URL the sitemap dropped keeps its row, ``listed`` false, until it has

@@ -221,9 +221,10 @@ def test_duplicates_across_many_children(site: Site, db: str,
 def test_unchanged_recheck_is_one_read_and_three_writes(
     site: Site, db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A re-check answered 304 reads the target and its documents in one query and writes its
-    snapshot whole in one statement, its only new row (a 304 document is counted in it, not
-    given a row: issue 27); then the document's and the target's rows move."""
+    """A re-check answered 304 reads the target and its documents in one query (and the
+    validators of its robots.txt in another, SPEC 12) and writes its snapshot whole in one
+    statement, its only new row (a 304 document is counted in it, not given a row: issue 27);
+    then the document's and the target's rows move. An unchanged robots.txt writes nothing."""
     site.set("/a.xml", urlset({U + "1": "2024-01-01", U + "2": "2024-01-02"}))
     code, first = check(capsys, site.url("/a.xml"), db)
     assert (code, first["added"]) == (0, 2)
@@ -242,7 +243,8 @@ def test_unchanged_recheck_is_one_read_and_three_writes(
     assert again["snapshot_id"] > first["snapshot_id"]
     # The CLI's schema check comes first; the check's own statements begin with its read.
     checked = statements[[s.split()[:2] for s in statements].index(["SELECT", "targets.id"]):]
-    assert checked == ["SELECT targets.id AS", "INSERT INTO snapshots",
+    assert checked == ["SELECT targets.id AS", "SELECT robots_files.url, robots_files.text,",
+                       "INSERT INTO snapshots",
                        "UPDATE target_documents SET", "UPDATE targets SET"]
     engine = create_engine(db)
     with engine.connect() as conn:

@@ -26,6 +26,15 @@ def page(head: bytes = b"", headers: dict[str, str] | None = None, status: int =
                                                **(headers or {})})
 
 
+def by_url_checks(server: TestServer, route: str | None = None) -> list[Any]:
+    """The requests the URL checks made (their page Accept header): a check also reads the
+    host's robots.txt, for itself (SPEC 12), with the sitemap fetch's."""
+    from monitor.fetch import _ACCEPT_PAGE
+
+    return [r for r in server.requests if r.headers.get("accept") == _ACCEPT_PAGE
+            and (route is None or r.route == route)]
+
+
 def config(tmp_path: Path, site: Site, *, rate: float = 1000, name: str = "t") -> str:
     path = tmp_path / "monitor.yaml"
     path.write_text(
@@ -132,7 +141,7 @@ def test_every_state_is_found_and_stored(
     assert found[site.url("/moved")][1] == "url-redirect"
     # A disallowed URL is never requested; robots.txt is read once.
     assert not http_server.requests_to("/private/page")
-    assert len(http_server.requests_to("/robots.txt")) == 1
+    assert len(by_url_checks(http_server, "/robots.txt")) == 1
     # A 5xx is tried three times before it is a server-error; a 503 with Retry-After and a
     # 429 are asked once and are never broken.
     assert len(http_server.requests_to("/broken")) == 3
@@ -254,7 +263,7 @@ def test_the_rate_per_host_is_kept_and_a_429_slows_the_host(
     http_server.route("/p5", Reply(429, headers={"Retry-After": "2"}))
     site.set("/sitemap.xml", urlset({site.url(p): None for p in paths}))
     check_urls(capsys, config(tmp_path, site, rate=5), db)
-    times = [r.time for r in http_server.requests
+    times = [r.time for r in by_url_checks(http_server)
              if r.route.startswith("/p") or r.route == "/robots.txt"]
     assert len(times) == 13
     gaps = [b - a for a, b in itertools.pairwise(times)]
@@ -279,7 +288,8 @@ def test_a_check_without_urls_fetches_no_page(
     assert code == 0
     assert "url_health" not in json.loads(out)
     assert not http_server.requests_to("/p")
-    assert not http_server.requests_to("/robots.txt")
+    assert not by_url_checks(http_server)
+    assert len(http_server.requests_to("/robots.txt")) == 1  # the check's own (SPEC 12)
 
 
 def test_listings_show_health_transitions_and_reasons(

@@ -1,0 +1,74 @@
+"""The versions of the robots.txt of a target's hosts (SPEC 12), in the check's transaction.
+
+``current`` reads the version in force of each robots.txt a target watches; ``save`` keeps a
+new version (the first fetch, a change) as a row, rewrites the validators of the version in
+force otherwise, and records each change as a ``robots`` change (before/after text, rule
+``robots-changed``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from monitor.store.schema import changes, robots_files
+
+__all__ = ["Version", "current", "save"]
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One robots.txt after a check: ``new`` keeps it as a version, ``before`` (when
+    ``changed``) is the text it replaced."""
+
+    url: str
+    http_status: int | None
+    text: str | None
+    etag: str | None
+    last_modified: str | None
+    new: bool
+    validators_moved: bool = True  # the version in force gets these validators
+    changed: bool = False
+    before: str | None = None
+
+
+def current(conn: Connection, target_id: int) -> dict[str, tuple[str | None, str | None,
+                                                                  str | None]]:
+    """The version in force of each robots.txt of the target: url -> (text, etag,
+    last_modified)."""
+    r = robots_files.c
+    newest = (select(func.max(r.id)).where(r.target_id == target_id).group_by(r.url)
+              .scalar_subquery())
+    rows = conn.execute(select(r.url, r.text, r.etag, r.last_modified).where(r.id.in_(newest)))
+    return {url: (text, etag, modified) for url, text, etag, modified in rows}
+
+
+def save(conn: Connection, target_id: int, snapshot_id: int | None, now: datetime,
+         versions: Sequence[Version]) -> int:
+    """Store this check's robots.txt versions; return the change rows written (for
+    ``SnapshotWrite.changes_written``)."""
+    r = robots_files.c
+    written = 0
+    for v in versions:
+        if v.new:
+            conn.execute(insert(robots_files).values(
+                target_id=target_id, url=v.url, snapshot_id=snapshot_id, fetched_at=now,
+                http_status=v.http_status, text=v.text, etag=v.etag,
+                last_modified=v.last_modified))
+        elif v.validators_moved:
+            newest = select(func.max(r.id)).where(r.target_id == target_id, r.url == v.url)
+            conn.execute(update(robots_files).where(r.id == newest.scalar_subquery()).values(
+                fetched_at=now, etag=v.etag, last_modified=v.last_modified))
+        if v.changed and snapshot_id is not None:
+            conn.execute(insert(changes).values(
+                snapshot_id=snapshot_id, target_id=target_id, kind="robots", loc=v.url,
+                before=json.dumps({"text": v.before}, ensure_ascii=False),
+                after=json.dumps({"text": v.text, "http_status": v.http_status},
+                                 ensure_ascii=False),
+                rule="robots-changed"))
+            written += 1
+    return written  # counted in targets.change_count with the check's other changes
