@@ -768,7 +768,7 @@ class _Check:
         r.duplicates = issue_counts["loc-duplicate"]
         if r.outcome != "failed" and all(
             d.outcome in ("not_modified", "unchanged") for d in r.documents
-        ):
+        ) and not any(found["changed"] for found in r.robots):  # a new robots.txt is news
             r.outcome = "unchanged"
         r.duration_seconds = time.monotonic() - t0
         issues = _snapshot_issues(self.check_issues, current_docs.values())

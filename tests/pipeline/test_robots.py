@@ -120,6 +120,7 @@ def test_robots_txt_is_watched_with_each_check(
     site.set("/robots.txt", b"User-agent: *\nDisallow: /sitemap\n")
     changed = check(capsys, str(cfg), db)
     assert changed["robots"][0]["changed"] is True
+    assert changed["outcome"] == "ok"  # the sitemap did not change; its robots.txt did
     assert issue_rules(changed) == ["robots-changed", "robots-sitemap-missing",
                                     "sitemap-disallowed"]
     code = main(["changes", "t", "--kind", "robots", "--database-url", db, "--json"])
