@@ -342,7 +342,7 @@ async def _serve(
         metrics.restore(
             gauges.name, last_check=gauges.last_check, last_success=gauges.last_success,
             urls=gauges.urls, invalid=gauges.invalid, issue_counts=gauges.issue_counts,
-            documents=gauges.documents)
+            documents=gauges.documents, lastmod_churn=gauges.lastmod_churn)
         if count % 200 == 0:
             await asyncio.sleep(0)
     await scheduler.start(targets)

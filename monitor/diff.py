@@ -12,16 +12,22 @@ Both sides map ``loc`` to ``EntryState``. The kinds (SPEC 2):
 against this one).
 A loc present on both sides with equal state is no change, whichever document it sits in,
 so a URL that moves between two children of an index is neither added nor removed.
+
+``lastmod_earlier`` is how a re-check tells that a URL's lastmod moved backwards
+(``lastmod-regressed``, SPEC 12).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 from monitor.model import Change, ChangeKind, EntryState
 
-__all__ = ["apply", "count", "diff"]
+__all__ = ["REGRESSED", "apply", "count", "diff", "lastmod_earlier"]
+
+REGRESSED = "lastmod-regressed"  # the rule id of a lastmod that went back (SPEC 12)
 
 
 def diff(previous: Mapping[str, EntryState], current: Mapping[str, EntryState]) -> list[Change]:
@@ -60,3 +66,25 @@ def apply(previous: Mapping[str, EntryState], changes: Iterable[Change]) -> dict
 def count(changes: Iterable[Change]) -> Counter[str]:
     """How many changes of each kind."""
     return Counter(change.kind for change in changes)
+
+
+def lastmod_earlier(after: str, before: str) -> bool:
+    """Whether lastmod ``after`` is earlier than ``before``, both valid W3C Datetimes.
+
+    Two datetimes compare as instants (their timezones applied). Otherwise they compare at the
+    coarser of their two precisions, as written: a date against a datetime by the datetime's
+    own date, a month against a day by the month ("2024-05" is not earlier than "2024-05-31").
+    """
+    size = len(after)
+    if size == len(before) and (size <= 10 or after[-1] == before[-1] == "Z"
+                                or after[-6:] == before[-6:]):
+        # The same shape and timezone designator (the usual pair): digits in the same places,
+        # so the text orders as the instants do, without parsing either.
+        return after < before
+    if size > 10 and len(before) > 10:
+        try:
+            return datetime.fromisoformat(after) < datetime.fromisoformat(before)
+        except ValueError:  # not valid after all: nothing to compare (SPEC 4)
+            return False
+    shortest = min(size, len(before), 10)
+    return after[:shortest] < before[:shortest]

@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # the pool's modules load only when a big document comes (sta
     from asyncio import AbstractEventLoop, Semaphore
     from concurrent.futures import Future, ProcessPoolExecutor
 
-__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Spool", "WorkerDied", "diff_stored",
+__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Lastmods", "Spool", "WorkerDied", "diff_stored",
            "digest", "drop_duplicates", "pool_started", "return_big_buffers", "run", "shutdown",
            "warm", "workers"]
 
@@ -59,6 +59,7 @@ _CHUNK = 64 * 1024
 _ENV = "SITEMAP_MONITOR_PARSE_WORKERS"
 _TASKS_PER_WORKER = 20
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter
+_INVALID = "lastmod-invalid"
 
 
 class WorkerDied(Exception):
@@ -104,6 +105,29 @@ class Digest:
     # Every change against the previous entry set (none: every entry is new). On a baseline,
     # only the first ``examples`` additions: ``urls`` were added, ``entries - urls`` invalid.
     changes: list[Change] = field(default_factory=list)
+    # SPEC 12: entries kept with a valid lastmod; of them, those listed in the previous entry
+    # set with a valid lastmod too, and those of these whose lastmod changed
+    lastmods: int = 0
+    lastmod_compared: int = 0
+    lastmod_changed: int = 0
+
+
+@dataclass(slots=True)
+class Lastmods:
+    """What ``diff_stored`` finds of the lastmods as it diffs (SPEC 12)."""
+
+    rules: dict[str, str]  # loc -> rule ids of the new entries: lastmod-regressed is added here
+    bad: int = 0  # new entries whose lastmod is lastmod-invalid
+    added: int = 0  # new locs with a valid lastmod
+    fresh: int = 0  # locs listed before whose lastmod changed to a valid one
+    changed: int = 0  # of those, the ones whose lastmod before was valid too
+    regressed: list[str] = field(default_factory=list)  # locs given lastmod-regressed now
+
+    @property
+    def compared(self) -> int:
+        """Of ``present`` entries with a lastmod, those listed before with a valid lastmod on
+        both sides (an unchanged lastmod is as valid as it was)."""
+        return -self.bad - self.added - self.fresh + self.changed
 
 
 def digest(job: Job) -> Digest:
@@ -227,6 +251,7 @@ def _pack(result: Digest, columns: entryset.Columns) -> bytes:
     entryset.annotate(columns, issues=[{"rule": i.rule, "message": i.message, "loc": i.loc}
                                        for i in result.issues],
                       dropped=result.dropped, duplicates=result.duplicate_locs)
+    result.lastmods = columns.present(1) - result.counts.get(_INVALID, 0)
     return entryset.pack(columns)
 
 
@@ -262,6 +287,7 @@ def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job) 
     result.data = _pack(result, found.columns)
     result.hashes = _fingerprints(found.locs, job)
     result.changes = found.changes
+    result.lastmod_compared, result.lastmod_changed = found.lastmod_compared, found.lastmod_changed
 
 
 def _fill(
@@ -270,31 +296,56 @@ def _fill(
 ) -> entryset.Columns:
     """Everything but the stored entry set, whose columns it returns (to be compressed once
     the states are dropped)."""
-    columns = entryset.columns(states, rules)
     result.entries = len(states)
-    result.urls = result.entries - len(columns.invalid())
     result.invalid = invalid
     result.hashes = _fingerprints(states, job)
+    lastmods = None
     if job.baseline:
         result.changes = list(islice(_additions(states), job.examples))
     elif stored is None:  # a document new to the target: everything in it is new
         result.changes = diffing.diff({}, states)
     else:  # the stored set could not serve (reread): other locs, or verdicts of other rules
-        result.changes = diff_stored(stored, states)
+        lastmods = Lastmods(rules)
+        result.changes = diff_stored(stored, states, lastmods)
+        for loc in lastmods.regressed:
+            result.counts[diffing.REGRESSED] += 1
+            if len(result.entry_issues) < job.examples:
+                result.entry_issues.append(validate.issue(
+                    diffing.REGRESSED, Entry(loc, states[loc].lastmod), job.url))
+    columns = entryset.columns(states, rules)  # with the verdicts diff_stored added
+    result.urls = result.entries - len(columns.invalid())
+    if lastmods is not None:
+        result.lastmod_compared = columns.present(1) + lastmods.compared
+        result.lastmod_changed = lastmods.changed
     return columns
 
 
-def diff_stored(previous: entryset.Columns, states: dict[str, EntryState]) -> list[Change]:
+def diff_stored(previous: entryset.Columns, states: dict[str, EntryState],
+                lastmods: Lastmods | None = None) -> list[Change]:
     """``diff.diff`` against a stored entry set, without decoding it into EntryStates: its rows
     are plain tuples, and a state is built only for what changed (the same changes, in the
     same order).
 
     A set stored under other rules (``model.RULES_VERSION``) is compared by what the sitemap
     says, not by what the rules made of it: a verdict, or an empty element the old rules kept
-    as "", that only the new rules see otherwise is no change (an upgrade raises no flood)."""
-    before = entryset.rows(previous)
+    as "", that only the new rules see otherwise is no change (an upgrade raises no flood).
+
+    With ``lastmods`` (the new entries' rule ids), the same loop counts the lastmods it
+    compares and adds ``lastmod-regressed`` to the rule ids of each entry whose lastmod went
+    back, or that had it before and keeps its lastmod (SPEC 12)."""
+    before, old_rules = entryset.rows_and_rules(previous)
     if previous.header.get("verdicts") != RULES_VERSION:
         before = {loc: _as_now(row, states.get(loc)) for loc, row in before.items()}
+    new_bad = old_bad = frozenset[str]()
+    kept: list[str] = []
+    if lastmods is not None:
+        new_bad = _having(lastmods.rules, _INVALID)
+        old_bad = _having(old_rules, _INVALID)
+        lastmods.bad = len(new_bad)
+        kept = [loc for loc in _having(old_rules, diffing.REGRESSED)
+                if loc in states and loc in before and states[loc].lastmod == before[loc][0]]
+    added = fresh = both = 0
+    regressed: list[str] = []
     changes: list[Change] = []
     append = changes.append
     pop = before.pop
@@ -302,13 +353,39 @@ def diff_stored(previous: entryset.Columns, states: dict[str, EntryState]) -> li
         row = pop(loc, None)
         if row is None:
             append(Change("added" if after.valid else "invalid", loc, None, after))
+            if after.lastmod is not None and loc not in new_bad:
+                added += 1
         elif row != (after.lastmod, after.changefreq, after.priority, after.extensions,
                      after.valid):
             kind: ChangeKind = "invalid" if row[4] and not after.valid else "changed"
             append(Change(kind, loc, entry_state(*row), after))
+            lastmod, was = after.lastmod, row[0]
+            if lastmod != was and lastmod is not None and loc not in new_bad:
+                fresh += 1
+                if was is not None and loc not in old_bad:
+                    both += 1
+                    if diffing.lastmod_earlier(lastmod, was):
+                        regressed.append(loc)
     for loc, row in before.items():
         append(Change("removed", loc, entry_state(*row), None))
+    if lastmods is not None:
+        lastmods.added, lastmods.fresh, lastmods.changed = added, fresh, both
+        rules = lastmods.rules
+        for loc in chain(regressed, kept):
+            ids = rules.get(loc)
+            if ids is None:
+                rules[loc] = diffing.REGRESSED
+            elif diffing.REGRESSED not in ids.split():
+                rules[loc] = f"{ids} {diffing.REGRESSED}"
+            else:
+                continue  # already there (drop_duplicates diffs its own set again)
+            lastmods.regressed.append(loc)
     return changes
+
+
+def _having(rules: dict[str, str], rule: str) -> frozenset[str]:
+    """The locs whose rule ids include ``rule``."""
+    return frozenset(loc for loc, ids in rules.items() if rule in ids.split())
 
 
 def _as_now(row: entryset.Row, now: EntryState | None) -> entryset.Row:

@@ -33,7 +33,8 @@ from monitor.model import RULES_VERSION, EntryState, entry_state
 
 __all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "annotate",
            "assemble", "clean_columns", "columns", "decode", "encode", "field_texts",
-           "fingerprints", "loc_hash", "loc_hashes", "locs", "pack", "rows", "unpack"]
+           "fingerprints", "loc_hash", "loc_hashes", "locs", "pack", "rows", "rows_and_rules",
+           "unpack"]
 
 VERSION = 1
 _LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
@@ -73,6 +74,12 @@ class Columns:
         """The values of column ``index`` (1-4), None where unset."""
         return _column(self.texts[index], self.size, self.absent(index))
 
+    def present(self, index: int) -> int:
+        """How many entries set a value in column ``index`` (1-4), counted in C."""
+        if not self.size or self.absent(index):
+            return 0
+        return self.size - self.texts[index].count(_UNSET)
+
     def invalid(self) -> set[int]:
         """The positions of the invalid entries."""
         return set(cast("list[int]", self.header["invalid"]))
@@ -111,7 +118,9 @@ def columns(states: Mapping[str, EntryState], rules: Mapping[str, str]) -> Colum
     by_position: dict[int, str] = {}
     if rules:
         position = {loc: i for i, loc in enumerate(states)}
-        by_position = {position[loc]: ids for loc, ids in rules.items() if loc in position}
+        # in document order, whatever the order they were given in (diff_stored adds some)
+        by_position = dict(sorted((position[loc], ids) for loc, ids in rules.items()
+                                  if loc in position))
     return assemble(len(values), ["\x00".join(states), *texts], absent,
                     [i for i, state in enumerate(values) if not state.valid], by_position)
 
@@ -226,8 +235,13 @@ def rows(stored: Columns) -> dict[str, Row]:
     """loc -> (lastmod, changefreq, priority, extensions, valid) of a stored version (as
     ``unpack`` gives it), in order: plain tuples, built in C, for comparing without an
     EntryState per entry."""
-    loc, found, _ = _rows(stored)
-    return dict(zip(loc, found, strict=True))
+    return rows_and_rules(stored)[0]
+
+
+def rows_and_rules(stored: Columns) -> tuple[dict[str, Row], dict[str, str]]:
+    """``rows``, and loc -> rule ids of the entries that have any."""
+    loc, found, rules = _rows(stored)
+    return dict(zip(loc, found, strict=True)), rules
 
 
 def locs(blob: bytes) -> list[str]:

@@ -8,7 +8,7 @@ the database at start-up (``restore``), so a restart does not blank a dashboard;
 at zero, which Prometheus reads as a reset.
 
 Series per target are what a scrape costs (issue 27: 68 a target made a 20,000-target scrape
-104 MB and 9 s of CPU): 24 in all, plus one per issue rule the target has had. The counters'
+104 MB and 9 s of CPU): 25 in all, plus one per issue rule the target has had. The counters'
 ``_created`` series are not exported (Prometheus reads a reset from the counter itself).
 """
 
@@ -183,6 +183,8 @@ class Metrics:
             series.last_success = when
         series.urls = float(result.urls)
         series.invalid = float(result.invalid)
+        if result.lastmod_churn is not None:  # a re-check (a baseline compares nothing)
+            series.lastmod_churn = result.lastmod_churn
         counts = issue_counts if issue_counts is not None else Tally(
             i.rule for i in result.issues)
         self._set_issues(series, counts)
@@ -198,6 +200,7 @@ class Metrics:
         invalid: int,
         issue_counts: Mapping[str, int],
         documents: Mapping[str, int],
+        lastmod_churn: float = 0.0,
     ) -> None:
         """Set a target's gauges from its last stored snapshot (at start-up)."""
         series = self._of(target_name)
@@ -207,6 +210,7 @@ class Metrics:
             series.last_success = last_success.timestamp()
         series.urls = float(urls)
         series.invalid = float(invalid)
+        series.lastmod_churn = lastmod_churn
         self._set_issues(series, issue_counts)
         self._set_documents(series, documents)
 

@@ -48,6 +48,7 @@ class TargetSeries:
     invalid: float = 0.0
     fetched_bytes: float = 0.0
     interval: float | None = None
+    lastmod_churn: float = 0.0  # SPEC 12: the share of lastmods the last re-check saw change
 
 
 def _escape(value: str) -> str:
@@ -102,6 +103,9 @@ class Targets:
             (f"{p}_target_interval_seconds", "gauge",
              "The target's configured check interval (alert rules compare the time since its "
              "last success with it).", "interval"),
+            (f"{p}_lastmod_churn_ratio", "gauge",
+             "Share of the URLs with a valid lastmod before and after the last re-check whose "
+             "lastmod it saw change (SPEC 12: lastmod-churn).", "lastmod_churn"),
         ]
 
     _LABELLED: ClassVar[dict[str, str]] = {

@@ -69,6 +69,10 @@ RULES: dict[str, Severity] = {
     "robots-unreachable": "error",
     "sitemap-disallowed": "error",
     "robots-sitemap-missing": "warning",
+    # SPEC 12, lastmod that can be trusted: found by comparing a re-check with the check
+    # before (monitor.diff.lastmod_earlier, monitor.pipeline), not by validating one entry.
+    "lastmod-churn": "warning",
+    "lastmod-regressed": "warning",
 }
 # The rules that make an entry invalid: its loc is unusable to a crawler (SPEC 4, revised). Any
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
@@ -283,6 +287,18 @@ class CheckResult:
     issue_counts: dict[str, int] = field(default_factory=dict)
     baseline: bool = False  # the target's first stored URL set: no change rows were written
     started_at: datetime | None = None
+    # SPEC 12: entries listed before and after this re-check with a valid lastmod on both
+    # sides, and those of them whose lastmod changed; None when the check compared nothing
+    # (a baseline, a failed check).
+    lastmod_compared: int | None = None
+    lastmod_changed: int | None = None
+
+    @property
+    def lastmod_churn(self) -> float | None:
+        """The share of the compared lastmods that changed (0 when none were compared)."""
+        if self.lastmod_compared is None or self.lastmod_changed is None:
+            return None
+        return self.lastmod_changed / self.lastmod_compared if self.lastmod_compared else 0.0
 
     def change_counts(self) -> dict[str, int]:
         """The changes this check found, by kind (``invalid``: entries newly invalid)."""

@@ -41,6 +41,11 @@ __all__ = ["run_check", "utcnow"]
 INDEX_KINDS = ("sitemapindex", "robots")
 _AHEAD_MAX = 64  # children started and not yet applied, unchanged ones included
 ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the first ten
+# lastmod-churn (SPEC 12): on two re-checks in a row, at least this share (in percent) of at
+# least this many compared lastmods changed
+CHURN_PERCENT = 80
+CHURN_MIN = 20
+_CHURN_EXAMPLES = 3
 
 
 def utcnow() -> datetime:
@@ -170,6 +175,10 @@ class _Check:
         # (one waiting for a free digester, one that finished before the child before it).
         self.window = digesting.workers() + 3
         self.in_transaction: Callable[[Connection], None] | None = None
+        # SPEC 12: entries listed before and now with a valid lastmod on both sides, and those
+        # of them whose lastmod changed (an unchanged document's count as unchanged)
+        self.lastmods_compared = 0
+        self.lastmods_changed = 0
 
     # -- the walk -------------------------------------------------------------------------
 
@@ -401,6 +410,7 @@ class _Check:
             doc.kind = previous.kind  # type: ignore[assignment]
             doc.urls, doc.invalid = previous.urls, previous.invalid
             doc.duplicates = previous.issue_counts.get("loc-duplicate", 0)
+            self.lastmods_compared += _lastmods(previous)
             await self._children(got.url, previous.children, depth, ancestors, previous.kind)
             return
         if got.robots is not None:
@@ -507,7 +517,7 @@ class _Check:
             self._issue_obj(issue, count=False)
         doc.urls, doc.invalid, doc.duplicates = found.urls, found.invalid, found.duplicates
         self.read[url] = self._state(url, doc, found.kind or "urlset", issues=stored_issues,
-                                     counts=found.counts)
+                                     counts=found.counts, lastmods=found.lastmods)
         await self._entries(got)
 
     async def _children(
@@ -600,12 +610,13 @@ class _Check:
     def _state(
         self, url: str, doc: DocumentResult, kind: str, *, children: list[str] | None = None,
         issues: list[dict[str, Any]] | None = None, counts: Counter[str] | None = None,
+        lastmods: int | None = None,
     ) -> DocumentState:
         return DocumentState(
             url=url, parent_url=doc.parent, kind=kind, etag=doc.etag,
             last_modified=doc.last_modified, sha256=doc.sha256, urls=doc.urls,
             invalid=doc.invalid, children=children or [], issues=issues or [],
-            issue_counts=dict(counts or {}),
+            issue_counts=dict(counts or {}), lastmods=lastmods,
         )
 
     # -- entries and changes --------------------------------------------------------------
@@ -649,6 +660,8 @@ class _Check:
         assert found is not None
         assert found.data is not None
         self.written.append(got.url)
+        self.lastmods_compared += found.lastmod_compared
+        self.lastmods_changed += found.lastmod_changed
         if got.stored is not None and got.stored.data == found.data:
             return  # new bytes, same entries and verdicts (whitespace, order of attributes)
         snapshot_id = await self._snapshot()
@@ -706,7 +719,9 @@ class _Check:
             before = self.pending_removed.pop(loc, None)
             if before is None:
                 found.append(Change("added" if after.valid else "invalid", loc, None, after))
-            elif before != after:
+                continue
+            self._moved_lastmod(before.lastmod, after.lastmod)
+            if before != after:
                 kind = "invalid" if before.valid and not after.valid else "changed"
                 found.append(Change(kind, loc, before, after))  # type: ignore[arg-type]
         for loc, before in self.pending_removed.items():
@@ -714,6 +729,32 @@ class _Check:
         if self.closed:
             await self._db(store.close_entry_sets, self.closed, await self._snapshot())
         await self._record(found)
+
+    def _moved_lastmod(self, before: str | None, after: str | None) -> None:
+        """Count the lastmods of a URL that moved to another document (its digests counted
+        it as removed from one and added to the other)."""
+        if (before is not None and after is not None and validate.lastmod_valid(before)
+                and validate.lastmod_valid(after)):
+            self.lastmods_compared += 1
+            self.lastmods_changed += before != after
+
+    def _churn(self) -> None:
+        """``lastmod-churn`` (SPEC 12): this re-check and the one before each saw at least
+        CHURN_PERCENT of at least CHURN_MIN compared lastmods change."""
+        assert self.state is not None
+        previous = self.state.lastmods
+        now = (self.lastmods_compared, self.lastmods_changed)
+        if previous is None or not (_churning(*previous) and _churning(*now)):
+            return
+        examples = [c.loc for c in self.changes.kept if c.kind == "changed"
+                    and c.before is not None and c.after is not None
+                    and c.before.lastmod != c.after.lastmod][:_CHURN_EXAMPLES]
+        self._issue("lastmod-churn", (
+            f"{_share(*now)} changed their lastmod on this re-check, {_share(*previous)} on "
+            "the one before: a lastmod that changes at every check (the time of the request, "
+            "say) is one search engines learn to ignore"
+            + (f"; for example {', '.join(examples)}" if examples else "")),
+            self.target.url)
 
     def _under_failed(self, url: str) -> bool:
         """Whether a previous document hangs below a document that failed this check."""
@@ -751,6 +792,9 @@ class _Check:
             await self._settle()
         assert self.state is not None
         r = self.result
+        if r.outcome != "failed" and not self.first:
+            r.lastmod_compared, r.lastmod_changed = self.lastmods_compared, self.lastmods_changed
+            self._churn()
         counts = self.changes.counts
         r.added, r.removed, r.changed = counts["added"], counts["removed"], counts["changed"]
         r.invalid_new, r.removed_invalid = counts["invalid"], self.changes.removed_invalid
@@ -824,6 +868,23 @@ def _snapshot_issues(found: list[Issue], docs: Iterable[DocumentState]) -> list[
         out.extend({"rule": rule, "document": doc.url, "dropped": n - kept[rule]}
                    for rule, n in sorted(doc.issue_counts.items()) if n > kept[rule])
     return out
+
+
+def _lastmods(doc: DocumentState) -> int:
+    """A document's entries with a valid lastmod, as stored; for a row stored before they
+    were counted, its entries less those whose lastmod is invalid (it can only lower a
+    churn ratio: an entry without a lastmod counts as compared and unchanged)."""
+    if doc.lastmods is not None:
+        return doc.lastmods
+    return max(0, doc.urls + doc.invalid - doc.issue_counts.get("lastmod-invalid", 0))
+
+
+def _churning(compared: int, changed: int) -> bool:
+    return compared >= CHURN_MIN and changed * 100 >= compared * CHURN_PERCENT
+
+
+def _share(compared: int, changed: int) -> str:
+    return f"{changed:,} of {compared:,} URLs ({changed / compared:.1%})"
 
 
 def _unchanged(task: asyncio.Task[_Got]) -> bool:

@@ -13,23 +13,29 @@ A stored set whose verdicts come from other rules (``model.RULES_VERSION`` diffe
 locs differ from the document's, is not reused: ``reread`` returns None and the caller
 validates the whole document. A clock set back between two checks could leave a
 ``lastmod-future`` warning unraised until the entry changes; nothing else depends on time.
+
+The loop that builds the changes also counts the lastmods it compares and finds those that
+went back (``lastmod-regressed``, SPEC 12: a verdict about two versions, kept as the entry's
+stored verdict while its lastmod stays, so that the equality above still holds for the rest).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import compress, count
 from operator import ne
 from typing import cast
 
+from monitor import diff as diffing
 from monitor import entryset, validate
 from monitor.model import RULES_VERSION, Change, ChangeKind, Entry, Issue, entry_state
 
 __all__ = ["Reread", "reread"]
 
 _FUTURE = "lastmod-future"
+_INVALID = "lastmod-invalid"
 
 
 @dataclass(slots=True)
@@ -43,6 +49,10 @@ class Reread:
     issues: list[Issue]  # the first ``examples`` issues, in document order
     invalid: int  # invalid entries
     changes: list[Change]
+    # SPEC 12: entries with a valid lastmod here and in the stored set, and those of them
+    # whose lastmod changed
+    lastmod_compared: int = 0
+    lastmod_changed: int = 0
 
 
 def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: datetime,
@@ -81,6 +91,19 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
         position = dict(zip((locs[i] for i in order), order, strict=True))
         rules.update((position[loc], ids) for loc, ids in checked.rules.items())
         invalid.update(position[loc] for loc, state in checked.entries.items() if not state.valid)
+    # SPEC 12: each lastmod that changed against the stored one, in the loop that builds the
+    # changes; one that moved backwards is ``lastmod-regressed``, which stays with the entry
+    # (as its stored verdict) until its lastmod changes again.
+    # Validity comes of error rules, which look only at the fields: it changes with them.
+    new_bad = _positions(rules, _INVALID)
+    changes, fresh, both, regressed = _changes(
+        entries, old_columns, changed, old_invalid, invalid, _positions(old_rules, _INVALID),
+        new_bad)
+    old_lastmods = old_columns[0]
+    regressed.extend(i for i in _positions(old_rules, diffing.REGRESSED)
+                     if i in recheck and old_lastmods[i] == entries[i][1])
+    for i in regressed:
+        rules[i] = f"{rules[i]} {diffing.REGRESSED}" if i in rules else diffing.REGRESSED
     ordered = dict(sorted(rules.items()))
     columns = entryset.assemble(size, [loc_text, *texts], absent, sorted(invalid), ordered)
     counts: dict[str, int] = {}
@@ -90,23 +113,41 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
             counts[rule] = counts.get(rule, 0) + 1
             if len(issues) < examples:
                 issues.append(validate.issue(rule, entries[i], url))
-    # Validity comes of error rules, which look only at the fields: it changes with them.
-    changes = _changes(entries, old_columns, changed, old_invalid, invalid)
-    return Reread(columns, locs, counts, issues, len(invalid), changes)
+    # Entries with a valid lastmod now, but for those whose lastmod changed, plus those of
+    # them whose lastmod was valid before too: an unchanged lastmod is as valid as it was.
+    compared = columns.present(1) - len(new_bad) - fresh + both
+    return Reread(columns, locs, counts, issues, len(invalid), changes, compared, both)
+
+
+def _positions(rules: Mapping[int, str] | Mapping[str, str], rule: str) -> set[int]:
+    """The positions whose rule ids include ``rule`` (keys as ints)."""
+    return {int(i) for i, ids in rules.items() if rule in ids.split()}
 
 
 def _changes(entries: list[Entry], old_columns: list[Sequence[str | None]],
              positions: frozenset[int], old_invalid: set[int], invalid: set[int],
-             ) -> list[Change]:
+             old_bad: set[int], new_bad: set[int],
+             ) -> tuple[list[Change], int, int, list[int]]:
+    """The changes at these positions; of them, how many have a new lastmod that is valid,
+    how many of those had a valid one before, and the positions whose lastmod went back."""
     if not positions:
-        return []
+        return [], 0, 0, []
     lastmods, changefreqs, priorities, extensions = old_columns
     changes = []
+    fresh = both = 0
+    regressed = []
     for i in sorted(positions):
         loc, lastmod, changefreq, priority, extension = entries[i]
-        was = entry_state(lastmods[i], changefreqs[i], priorities[i], extensions[i],
+        before = lastmods[i]
+        was = entry_state(before, changefreqs[i], priorities[i], extensions[i],
                           i not in old_invalid)
         now = entry_state(lastmod, changefreq, priority, extension, i not in invalid)
         kind: ChangeKind = "invalid" if was.valid and not now.valid else "changed"
         changes.append(Change(kind, loc, was, now))
-    return changes
+        if lastmod != before and lastmod is not None and i not in new_bad:
+            fresh += 1
+            if before is not None and i not in old_bad:
+                both += 1
+                if diffing.lastmod_earlier(lastmod, before):
+                    regressed.append(i)
+    return changes, fresh, both, regressed

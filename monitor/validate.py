@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from monitor.model import MAX_LOC_LENGTH, UNUSABLE_LOC, Entry, EntryState, Issue
 
 __all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ValidatedDocument", "child_issue",
-           "issue", "validate_document"]
+           "issue", "lastmod_valid", "validate_document"]
 
 CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
 
@@ -181,6 +181,12 @@ def _lastmod_rule(value: str, now: datetime, today: date) -> str | None:
         return "lastmod-invalid"
 
 
+def lastmod_valid(value: str) -> bool:
+    """Whether a lastmod is a W3C Datetime (``lastmod-invalid`` is not raised for it)."""
+    now = datetime.now(UTC)
+    return _lastmod_rule(value, now, now.date()) != "lastmod-invalid"
+
+
 def _past_cutoff(today: date) -> str:
     """The last date whose every moment, in any timezone, is before ``today`` began in UTC.
 
@@ -215,7 +221,9 @@ _MESSAGES = {
 
 def issue(rule: str, entry: Entry, document_url: str) -> Issue:
     """The issue ``rule`` raises for one entry of a document, with its message."""
-    if rule.startswith("lastmod"):
+    if rule == "lastmod-regressed":  # SPEC 12: found by the diff, listed as an entry's issue
+        message = f"lastmod {entry.lastmod!r} is earlier than the lastmod this URL had before"
+    elif rule.startswith("lastmod"):
         what = "not a W3C Datetime" if rule == "lastmod-invalid" else "later than the check"
         message = f"lastmod {entry.lastmod!r} is {what}"
     elif rule == "changefreq-invalid":

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor import digest, entryset, reread, validate
-from monitor.diff import diff
+from monitor.diff import lastmod_earlier
 from monitor.model import Entry
 
 URL = "https://e.test/sitemaps/a.xml"
@@ -35,14 +35,28 @@ def _stored(entries: list[Entry], now: datetime) -> bytes:
 
 
 def _expected(previous: bytes, entries: list[Entry], now: datetime, examples: int,
-              ) -> tuple[entryset.Columns, dict[str, int], list[object], int, list[object]]:
+              ) -> tuple[entryset.Columns, dict[str, int], list[object], int, list[object],
+                         tuple[int, int]]:
+    """What the full path makes of the document: validate, diff_stored (which adds
+    lastmod-regressed to the verdicts), encode."""
     checked = validate.validate_document(entries, URL, now=now)
+    lastmods = digest.Lastmods(checked.rules)
+    changes = digest.diff_stored(entryset.unpack(previous), checked.entries, lastmods)
+    columns = entryset.columns(checked.entries, checked.rules)
     counts: dict[str, int] = {}
     for issue in checked.issues:
         counts[issue.rule] = counts.get(issue.rule, 0) + 1
-    changes = diff(entryset.decode(previous).states, checked.entries)
-    return (entryset.columns(checked.entries, checked.rules), counts,
-            checked.issues[:examples], checked.invalid, changes)
+    issues = checked.issues
+    if lastmods.regressed:
+        counts["lastmod-regressed"] = len(lastmods.regressed)
+        issues = [validate.issue(rule, entries[i], URL)
+                  for i, ids in sorted(columns.rules().items()) for rule in ids.split()]
+    tally = (columns.present(1) + lastmods.compared, lastmods.changed)
+    return (columns, counts, issues[:examples], checked.invalid, changes, tally)
+
+
+def _valid(lastmod: str | None) -> bool:
+    return lastmod is not None and lastmod not in ("yesterday", "2024-13")
 
 
 @given(st.lists(st.tuples(locs, fields, fields), unique_by=lambda row: row[0], min_size=1),
@@ -56,12 +70,19 @@ def test_reread_is_validate_encode_and_diff(rows: list[tuple[str, tuple[str | No
     now = T0 + elapsed
     found = reread.reread(after, entryset.unpack(previous), URL, now=now, examples=examples)
     assert found is not None
-    columns, counts, issues, invalid, changes = _expected(previous, after, now, examples)
+    columns, counts, issues, invalid, changes, tally = _expected(previous, after, now, examples)
     assert found.columns == columns
     assert entryset.pack(found.columns) == entryset.pack(columns)
     assert list(found.locs) == [loc for loc, _, _ in rows]
     assert (found.counts, found.issues, found.invalid) == (counts, issues, invalid)
     assert found.changes == changes
+    # SPEC 12, by its definition: the lastmods valid on both sides, those that changed, and
+    # those that went back.
+    both = [(old[0], new[0]) for _, old, new in rows if _valid(old[0]) and _valid(new[0])]
+    moved = [(was, now) for was, now in both if was != now]
+    assert (found.lastmod_compared, found.lastmod_changed) == tally == (len(both), len(moved))
+    assert counts.get("lastmod-regressed", 0) == sum(
+        lastmod_earlier(now, was) for was, now in moved)
 
 
 @given(st.lists(st.tuples(locs, fields), max_size=8), st.lists(st.tuples(locs, fields),

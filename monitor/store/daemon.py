@@ -226,6 +226,7 @@ class TargetGauges:
     invalid: int = 0
     issue_counts: dict[str, int] = field(default_factory=dict)
     documents: dict[str, int] = field(default_factory=dict)
+    lastmod_churn: float = 0.0  # of the last re-check that compared lastmods (SPEC 12)
 
 
 def _last_ids(outcome_not: str | None = None) -> Any:
@@ -244,7 +245,8 @@ def last_gauges(engine: Engine, names: Iterable[str]) -> list[TargetGauges]:
     def work(conn: Connection) -> list[TargetGauges]:
         last = _last_ids()
         rows = conn.execute(
-            select(targets.c.name, snapshots)
+            select(targets.c.name, targets.c.lastmod_compared, targets.c.lastmod_changed,
+                   snapshots)
             .join(last, last.c.target_id == targets.c.id)
             .join(snapshots, s.id == last.c.id)
         ).all()
@@ -277,6 +279,9 @@ def last_gauges(engine: Engine, names: Iterable[str]) -> list[TargetGauges]:
                 invalid=row.invalid,
                 issue_counts=json.loads(row.issue_counts or "{}"),
                 documents=json.loads(row.document_counts) or by_snapshot.get(row.id, {}),
+                lastmod_churn=(row.lastmod_changed / row.lastmod_compared
+                               if row.lastmod_compared and row.lastmod_changed is not None
+                               else 0.0),
             ))
         return out
 

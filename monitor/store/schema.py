@@ -57,6 +57,11 @@ targets = Table(
     # count a target's history at every call (migration 0005).
     Column("snapshot_count", BigInteger, nullable=False, server_default=text("0")),
     Column("change_count", BigInteger, nullable=False, server_default=text("0")),
+    # SPEC 12, the target's last re-check that compared lastmods (store.sql.close_snapshot):
+    # entries with a valid lastmod before and after it, and those whose lastmod changed, which
+    # the next re-check's lastmod-churn and the churn gauge read (migration 0009).
+    Column("lastmod_compared", Integer, nullable=True),
+    Column("lastmod_changed", Integer, nullable=True),
 )
 
 snapshots = Table(
@@ -132,6 +137,9 @@ target_documents = Table(
     Column("issues", Text, nullable=False, server_default=text("'[]'")),
     Column("issue_counts", Text, nullable=False, server_default=text("'{}'")),
     Column("last_snapshot_id", Id, nullable=True),
+    # Entries with a valid lastmod (SPEC 12): what a re-check that finds the document unchanged
+    # compares; NULL for a row stored before migration 0009.
+    Column("lastmods", Integer, nullable=True),
 )
 
 # One row per version of a document's entries (monitor.entryset: one compressed value).

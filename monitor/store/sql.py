@@ -68,6 +68,7 @@ class DocumentState:
     children: list[str] = field(default_factory=list)
     issues: list[dict[str, Any]] = field(default_factory=list)
     issue_counts: dict[str, int] = field(default_factory=dict)
+    lastmods: int | None = None  # entries with a valid lastmod (None: stored before 0009)
 
 
 @dataclass(slots=True)
@@ -76,6 +77,8 @@ class TargetState:
 
     target_id: int
     documents: dict[str, DocumentState]
+    # SPEC 12: (compared, changed) lastmods of the last re-check that compared any, or None
+    lastmods: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +129,9 @@ def _first_line(exc: BaseException) -> str:
 # The statements every check runs, built once: building a statement and its cache key cost
 # more than running it (issue 5, W2: load_state 236 -> 37 us, a snapshot's INSERT 509 -> 117).
 _LOAD_STATE = (
-    select(targets.c.id.label("target_id_"), targets.c.url.label("target_url_"), target_documents)
+    select(targets.c.id.label("target_id_"), targets.c.url.label("target_url_"),
+           targets.c.lastmod_compared.label("lastmod_compared_"),
+           targets.c.lastmod_changed.label("lastmod_changed_"), target_documents)
     .outerjoin(target_documents, target_documents.c.target_id == targets.c.id)
     .where(targets.c.name == bindparam("target_name"))
 )
@@ -137,6 +142,8 @@ _COUNT_HISTORY = (
     .values(snapshot_count=targets.c.snapshot_count + 1,
             change_count=targets.c.change_count + bindparam("written"))
 )
+_COUNT_HISTORY_AND_LASTMODS = _COUNT_HISTORY.values(  # a check that did not fail (SPEC 12)
+    lastmod_compared=bindparam("compared"), lastmod_changed=bindparam("lastmods_changed"))
 _SEEN_AGAIN = (
     update(target_documents)
     .where(target_documents.c.target_id == bindparam("target"),
@@ -160,6 +167,8 @@ def load_state(conn: Connection, name: str, url: str, now: datetime) -> TargetSt
             target_id = conn.execute(select(t.id).where(t.name == name)).scalar_one()
         return TargetState(target_id=target_id, documents={})
     target_id = rows[0].target_id_
+    compared, changed = rows[0].lastmod_compared_, rows[0].lastmod_changed_
+    lastmods = None if compared is None or changed is None else (compared, changed)
     if rows[0].target_url_ != url:
         conn.execute(update(targets).where(t.id == target_id).values(url=url))
     docs: dict[str, DocumentState] = {}
@@ -178,8 +187,9 @@ def load_state(conn: Connection, name: str, url: str, now: datetime) -> TargetSt
             children=json.loads(d.children) if d.children else [],
             issues=json.loads(d.issues),
             issue_counts=json.loads(d.issue_counts),
+            lastmods=d.lastmods,
         )
-    return TargetState(target_id=target_id, documents=docs)
+    return TargetState(target_id=target_id, documents=docs, lastmods=lastmods)
 
 
 def load_entry_sets(
@@ -334,7 +344,12 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
         conn.execute(_END_SNAPSHOT, {"snapshot": snapshot_id, **values})
     _write_documents(conn, snapshot_id, r.documents)
     _write_document_states(conn, snapshot_id, w)
-    conn.execute(_COUNT_HISTORY, {"target": w.target_id, "written": w.changes_written})
+    if r.outcome == "failed":  # lastmod-churn looks at the last re-check that compared any
+        conn.execute(_COUNT_HISTORY, {"target": w.target_id, "written": w.changes_written})
+    else:  # a baseline compared nothing: NULL, so that no churn spans it
+        conn.execute(_COUNT_HISTORY_AND_LASTMODS, {
+            "target": w.target_id, "written": w.changes_written,
+            "compared": r.lastmod_compared, "lastmods_changed": r.lastmod_changed})
     return snapshot_id
 
 
@@ -385,6 +400,7 @@ def _write_document_states(conn: Connection, snapshot_id: int, w: SnapshotWrite)
             "issues": json.dumps(s.issues),
             "issue_counts": json.dumps(s.issue_counts, sort_keys=True),
             "last_snapshot_id": snapshot_id,
+            "lastmods": s.lastmods,
         }
         for s in w.document_states
     ))

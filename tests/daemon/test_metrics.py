@@ -85,7 +85,7 @@ def test_observe_sets_gauges_and_counts() -> None:
     assert value(registry, "issues", target="shop", rule="changefreq-invalid") is None
 
 
-def test_a_target_has_24_series_plus_one_per_issue_rule_it_has_had() -> None:
+def test_a_target_has_25_series_plus_one_per_issue_rule_it_has_had() -> None:
     """Issue 27: 68 series a target made a 20,000-target scrape 104 MB and 9 s of CPU."""
     registry = CollectorRegistry()
     m = Metrics(registry, ["shop", "blog"], [])
@@ -96,19 +96,38 @@ def test_a_target_has_24_series_plus_one_per_issue_rule_it_has_had() -> None:
         return sum(1 for line in text.splitlines()
                    if not line.startswith("#") and f'target="{target}"' in line)
 
-    assert series("shop") == 24
+    assert series("shop") == 25
     checked = CheckResult(target="shop", url="u", outcome="ok", snapshot_id=1, urls=3,
                           duration_seconds=0.2)
     m.observe(checked, "shop", issue_counts={"lastmod-invalid": 2, "loc-duplicate": 1},
               finished_at=WHEN)
-    assert series("shop") == 26
+    assert series("shop") == 27
     m.observe(checked, "shop", issue_counts={}, finished_at=WHEN)
-    assert series("shop") == 26  # cleared: at 0, still there for the dashboards
+    assert series("shop") == 27  # cleared: at 0, still there for the dashboards
     assert value(registry, "issues", target="shop", rule="loc-duplicate") == 0
-    assert series("blog") == 24
+    assert series("blog") == 25
     assert "_created" not in generate_latest(registry).decode()
     m.set_targets(["blog"])
     assert series("shop") == 0
+
+
+def test_the_lastmod_churn_ratio_is_the_last_re_checks() -> None:
+    """SPEC 12: the share of the compared lastmods that changed; a baseline or a failed check
+    compares none and leaves the gauge as it was."""
+    registry = CollectorRegistry()
+    m = Metrics(registry, ["shop"], [])
+    assert value(registry, "lastmod_churn_ratio", target="shop") == 0
+    recheck = CheckResult(target="shop", url="u", outcome="ok", snapshot_id=2,
+                          lastmod_compared=40, lastmod_changed=30)
+    m.observe(recheck, "shop", issue_counts={}, finished_at=WHEN)
+    assert value(registry, "lastmod_churn_ratio", target="shop") == 0.75
+    failed = CheckResult(target="shop", url="u", outcome="failed", snapshot_id=3)
+    m.observe(failed, "shop", issue_counts={}, finished_at=WHEN)
+    assert value(registry, "lastmod_churn_ratio", target="shop") == 0.75
+    none = CheckResult(target="shop", url="u", outcome="ok", snapshot_id=4,
+                       lastmod_compared=0, lastmod_changed=0)
+    m.observe(none, "shop", issue_counts={}, finished_at=WHEN)
+    assert value(registry, "lastmod_churn_ratio", target="shop") == 0
 
 
 def test_a_failed_check_keeps_the_last_success_and_unstored_counts() -> None:
