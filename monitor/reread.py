@@ -30,6 +30,9 @@ from monitor.model import RULES_VERSION, Change, ChangeKind, Entry, Issue, entry
 __all__ = ["Reread", "reread"]
 
 _FUTURE = "lastmod-future"
+# A verdict of the whole target (monitor.pipeline), not of the entry: a document is digested
+# without it, and the check adds it back where it still holds.
+_TARGET_RULES = frozenset({"hreflang-not-reciprocal"})
 
 
 @dataclass(slots=True)
@@ -74,6 +77,9 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
     recheck.update(int(i) for i, ids in old_rules.items() if _FUTURE in ids.split())
     old_invalid = before.invalid()
     rules = {int(i): ids for i, ids in old_rules.items() if int(i) not in recheck}
+    if any(rule in ids for ids in rules.values() for rule in _TARGET_RULES):
+        rules = {i: kept for i, ids in rules.items()
+                 if (kept := " ".join(r for r in ids.split() if r not in _TARGET_RULES))}
     invalid = old_invalid - recheck
     if recheck:
         order = sorted(recheck)
