@@ -240,7 +240,11 @@ def _extension_data(result: Digest, columns: entryset.Columns, url: str) -> None
     text = columns.texts[4]
     result.balance = 0
     if '"alternates":' in text:
-        result.balance = extensions.balance(columns.locs(), columns.column(4))
+        hashes = None
+        if result.hashes:  # the locs' fingerprints, in the same order
+            hashes = array("Q")
+            hashes.frombytes(result.hashes)
+        result.balance = extensions.balance_of(columns.locs(), text, hashes)
     if '"news":' in text and not any(i.rule == "news-too-many" for i in result.issues):
         news = extensions.news_count(columns.column(4))
         if news > extensions.MAX_NEWS:

@@ -20,13 +20,16 @@ import re
 from array import array
 from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from itertools import accumulate, compress, islice, repeat
+from operator import itemgetter, methodcaller, mul, ne
+from typing import Any, cast
 
 from monitor import entryset
 from monitor.langcodes import LANGUAGES, REGIONS
 
-__all__ = ["ENTRY_RULES", "Checker", "balance", "edges", "hrefs", "message", "news_count",
-           "pair_keys"]
+__all__ = ["ENTRY_RULES", "Alternates", "Checker", "balance", "balance_of", "batch_ok", "edges",
+           "edges_of", "hrefs",
+           "message", "news_count", "pair_keys"]
 
 ENTRY_RULES = ("news-too-old", "news-missing-field", "video-missing-field",
                "video-description-too-long", "image-too-many", "extension-deprecated",
@@ -88,6 +91,15 @@ class Checker:
         self._now = now
         self._codes: dict[str, bool] = {}
 
+    def code_ok(self, code: str) -> bool:
+        """Whether an hreflang value is a valid one (remembered)."""
+        ok = self._codes.get(code)
+        if ok is None:
+            ok = _code_ok(code)
+            if len(self._codes) < 10_000:
+                self._codes[code] = ok
+        return ok
+
     def rules(self, loc: str, ext: str) -> list[str] | None:
         """The rule ids an entry's extensions raise (in ``ENTRY_RULES`` order), or None."""
         found: set[str] = set()
@@ -117,18 +129,12 @@ class Checker:
 
     def _alternates(self, loc: str, text: str, found: set[str]) -> None:
         pairs = _ALTERNATE.findall(text)
-        codes = self._codes
         by_code: dict[str, str] = {}
         for href, code in pairs:
             if not href or not code:
                 found.add("hreflang-incomplete")
                 continue
-            ok = codes.get(code)
-            if ok is None:
-                ok = _code_ok(code)
-                if len(codes) < 10_000:
-                    codes[code] = ok
-            if not ok:
+            if not self.code_ok(code):
                 found.add("hreflang-invalid-code")
             key = code.lower()
             if by_code.setdefault(key, href) != href:
@@ -156,6 +162,47 @@ class Checker:
 
 
 _json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False)
+
+
+def batch_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str | None]) -> bool:
+    """Whether no entry of a batch raises an extension rule, as ``Checker.rules`` would say of
+    each: a few searches of the batch's extensions joined, in C, for the usual batch (every
+    entry with alternates that name valid codes once each and the entry itself, maybe an
+    image); any other batch is judged entry by entry."""
+    if None in exts:
+        kept = [(loc, ext) for loc, ext in zip(locs, exts, strict=True) if ext is not None]
+        locs, exts = [loc for loc, _ in kept], [ext for _, ext in kept]
+    texts = cast("Sequence[str]", exts)
+    joined = "\x00".join(texts)
+    if any(key in joined for key in _LOOK) or max(map(len, texts)) > MAX_IMAGES * 3:
+        return _each_ok(checker, locs, texts)
+    if '"alternates":' not in joined:  # images alone, each well under a thousand
+        return True
+    if (joined.count('{"alternates":[') != len(texts)  # the key is the first one
+            or '"href":""' in joined or '"hreflang":""' in joined
+            or "\\" in joined):  # a JSON escape: the splits below would misread it
+        return _each_ok(checker, locs, texts)
+    # Split at each hreflang value: each piece starts with a value (the first excepted), and
+    # holds the \x00 of each entry it ends.
+    pieces = joined.split('"hreflang":"')
+    codes = list(map(itemgetter(0), map(_BEFORE_QUOTE, islice(pieces, 1, None))))
+    entry = accumulate(map(_ENDS, pieces))
+    # As many (entry, value) pairs as values: no entry has a value twice (where a conflict
+    # could be), in any case.
+    if (len(set(zip(entry, map(str.lower, codes), strict=False))) != len(codes)
+            or not all(map(checker.code_ok, set(codes)))):
+        return _each_ok(checker, locs, texts)
+    selves = map(str.__add__, map(str.__add__, repeat('{"href":'), map(_json_string, locs)),
+                 repeat(","))
+    return all(map(str.__contains__, texts, selves)) or _each_ok(checker, locs, texts)
+
+
+_BEFORE_QUOTE = methodcaller("partition", '"')
+_ENDS = methodcaller("count", "\x00")
+
+
+def _each_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str]) -> bool:
+    return not any(map(checker.rules, locs, exts))
 
 
 def _ordered(found: set[str]) -> list[str] | None:
@@ -280,21 +327,57 @@ def hrefs(ext: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+_BEFORE_CODE = methodcaller("partition", '","hreflang":"')
+_SCAN = re.compile(r'(\x00)|\{"href":"([^"\\]*(?:\\.[^"\\]*)*)","hreflang":"(?:[^"\\]|\\.)')
+
+
+def _scan(text: str) -> list[tuple[int, str]]:
+    """(entry, href) of every complete alternate in extensions joined by \x00."""
+    found, i = [], 0
+    for end, href in _SCAN.findall(text):
+        if end:
+            i += 1
+        elif href:
+            found.append((i, href))
+    return found
+
+
 def edges(locs: Sequence[str], exts: Sequence[str | None],
           ) -> tuple[array[int], array[int], array[int]]:
-    """Every "A names B" of a document (B another URL than A): the position of A, and the
-    fingerprints (``entryset.loc_hash``) of A and of B, as three compact arrays."""
-    where, named = array("I"), []
-    for i, ext in enumerate(exts):
-        if ext is None or '"alternates":' not in ext:
-            continue
-        loc = locs[i]
-        for href in hrefs(ext):
-            if href != loc:
-                where.append(i)
-                named.append(href)
-    namers = entryset.loc_hashes(locs[i] for i in where)
-    return where, array("Q", namers), array("Q", entryset.loc_hashes(named))
+    """Every "A names B" of a document (B another URL than A, each once): the position of A,
+    and the fingerprints (``entryset.loc_hash``) of A and of B, as three compact arrays."""
+    return edges_of(locs, "\x00".join([ext or "" for ext in exts]))
+
+
+def edges_of(locs: Sequence[str], text: str, hashes: Sequence[int] | None = None,
+             ) -> tuple[array[int], array[int], array[int]]:
+    """``edges`` of the extensions joined by \x00 (as an entry set's column stores them),
+    with the locs' fingerprints if known. Splits of the text find every complete alternate
+    (an item shaped ``{"href":...,"hreflang":...}``) and where each entry ends: a few steps
+    in C an alternate, no search an entry."""
+    if "\\" in text:  # a JSON escape (rare): read each URL it stands for
+        found = [(i, _unescape(href)) for i, href in _scan(text)]
+    else:  # split at each href: each piece starts with one, and holds the \x00 of the
+        # entries it ends
+        pieces = text.split('{"href":"')
+        entry = accumulate(map(_ENDS, pieces))
+        parts = map(_BEFORE_CODE, islice(pieces, 1, None))
+        if '"href":""' in text or '"hreflang":""' in text:  # incomplete ones: left out
+            found = [(i, href) for i, (href, _, code) in zip(entry, parts, strict=False)
+                     if href and code[:1] != '"']
+        else:
+            found = list(zip(entry, map(itemgetter(0), parts), strict=False))
+    pairs = list(dict.fromkeys(found))  # each (entry, URL) once, in order
+    positions = list(map(itemgetter(0), pairs))
+    hrefs = list(map(itemgetter(1), pairs))
+    others = list(map(ne, hrefs, map(locs.__getitem__, positions)))
+    where = array("I", compress(positions, others))
+    named = list(compress(hrefs, others))
+    if hashes is None:
+        namers = array("Q", entryset.loc_hashes(map(locs.__getitem__, where)))
+    else:
+        namers = array("Q", map(hashes.__getitem__, where))
+    return where, namers, array("Q", entryset.loc_hashes(named))
 
 
 def pair_keys(first: Sequence[int], second: Sequence[int]) -> array[int]:
@@ -311,10 +394,15 @@ def balance(locs: Sequence[str], exts: Sequence[str | None]) -> int:
     site): then no alternate is unanswered, and nothing more is looked at. Otherwise (or by a
     chance of about 2**-64) the target is checked pair by pair (monitor.pipeline).
     """
-    if not any(ext is not None and '"alternates":' in ext for ext in exts):
+    return balance_of(locs, "\x00".join([ext or "" for ext in exts]))
+
+
+def balance_of(locs: Sequence[str], text: str, hashes: Sequence[int] | None = None) -> int:
+    """``balance`` of the extensions joined by \x00 (``edges_of``)."""
+    if '{"href":"' not in text:
         return 0
-    _, namers, named = edges(locs, exts)
-    return (sum(a * a * b - b * b * a for a, b in zip(namers, named, strict=True))) & _MASK
+    _, a, b = edges_of(locs, text, hashes)
+    return int(sum(map(mul, map(mul, a, a), b)) - sum(map(mul, map(mul, b, b), a))) & _MASK
 
 
 class Alternates:

@@ -363,7 +363,7 @@ class CleanDocument:
         self._cutoff = _past_cutoff(self._today)
         self._prefix = _Scope(document_url).prefix
         self._past_days: set[str] = set()
-        self._extensions = extension_rules.Checker(now).rules
+        self._extensions = extension_rules.Checker(now)
         # lastmods, changefreqs, priorities: each distinct value (up to _SHARED_MAX) as kept
         self._shared: tuple[dict[str, str], ...] = (
             {}, dict(_CHANGEFREQ_SPELLINGS), dict(_PRIORITY_SPELLINGS))
@@ -402,9 +402,7 @@ class CleanDocument:
         """Whether no entry's extension data raises a rule (a batch without any: one count)."""
         if extensions.count(None) == len(extensions):
             return True
-        rules = self._extensions
-        return not any(rules(loc, ext) for loc, ext in zip(locs, extensions, strict=True)
-                       if ext is not None)
+        return extension_rules.batch_ok(self._extensions, locs, extensions)
 
     def locs_ok(self) -> bool:
         """Whether no loc was added twice and every loc is encoded as a URL must be (the

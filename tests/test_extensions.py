@@ -206,3 +206,23 @@ def test_balance_is_kept_where_its_head_finds_it() -> None:
     data = entryset.pack(columns)
     assert entryset.head(data[:512]) == (columns.header["verdicts"], 2**63 + 5)
     assert entryset.unpack(data).balance() == 2**63 + 5
+
+
+@pytest.mark.parametrize("elements", [
+    SELF + link("de", "https://example.com/de") + images(1),
+    SELF + link("x-default", "https://example.com/?a=1&amp;b=\u00e9"),
+    images(1),
+    link(None, "https://example.com/de") + link("de", None) + images(1),
+    SELF + images(2),  # two images: not the usual shape
+    images(1) + SELF,  # the image first: neither
+    '<xhtml:link rel="alternate" hreflang=" en " href=" https://example.com/page "/>',
+    '<xhtml:link rel="canonical" href="https://example.com/"/>' + SELF,
+])
+def test_the_usual_shapes_are_written_as_any_shape_is(elements: str) -> None:
+    """parse's shortcut for links and a lone image gives the very JSON of its general path."""
+    from lxml import etree
+
+    body = f"{HEAD}<url><loc>{LOC}</loc>{elements}</url></urlset>"
+    entry = parse.parse_document(body.encode(), SITEMAP).entries[0]
+    url = etree.fromstring(body.encode())[0]
+    assert entry.extensions == parse._any_extensions(list(url)[1:])
