@@ -226,3 +226,19 @@ def test_the_usual_shapes_are_written_as_any_shape_is(elements: str) -> None:
     entry = parse.parse_document(body.encode(), SITEMAP).entries[0]
     url = etree.fromstring(body.encode())[0]
     assert entry.extensions == parse._any_extensions(list(url)[1:])
+
+
+def test_a_reread_document_judges_its_news_at_the_new_check() -> None:
+    """The same news sitemap read again three days later: the stored verdicts (fresh) are not
+    reused for news, which only grows old."""
+    from monitor import reread
+
+    body = f"{HEAD}<url><loc>{LOC}</loc>{news()}</url><url><loc>{LOC}/2</loc></url></urlset>"
+    entries = parse.parse_document(body.encode(), SITEMAP).entries
+    first = validate.validate_document(entries, SITEMAP, now=NOW)
+    assert first.rules == {}
+    stored = entryset.unpack(entryset.encode(first.entries, first.rules))
+    later = reread.reread(entries, stored, SITEMAP, now=NOW + timedelta(days=3), examples=10)
+    assert later is not None
+    assert later.counts == {"news-too-old": 1}
+    assert later.changes == []  # a warning: no change
