@@ -18,12 +18,15 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitor import __version__
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.errors import ConfigError, MonitorError
-from monitor.model import CHANGE_KINDS, CHANGE_RULES, URL_RULES, CheckResult
+from monitor.model import CHANGE_KINDS, CHANGE_RULES, URL_RULES, CheckResult, Issue
+
+if TYPE_CHECKING:  # validate is imported by the commands that use it (start-up time)
+    from monitor.validate import ValidatedDocument
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAIL_ON = 0, 1, 2, 3
 _URL = re.compile(r"^https?://", re.IGNORECASE)
@@ -482,7 +485,7 @@ def _validate(args: argparse.Namespace) -> int:
 def _validate_file(path: Path, cfg: Config) -> CheckResult:
     from monitor import inflate, parse, validate
     from monitor.errors import FetchError
-    from monitor.model import DocumentResult, Issue
+    from monitor.model import DocumentResult
 
     url = path.resolve().as_uri()
     d = cfg.defaults
@@ -514,10 +517,32 @@ def _validate_file(path: Path, cfg: Config) -> CheckResult:
     result.issues.extend(filter(None, (validate.child_issue(c, url) for c in parsed.children)))
     checked = validate.validate_document(parsed.entries, url, now=datetime.now(UTC))
     result.issues.extend(checked.issues)
+    result.issues.extend(_file_extension_issues(checked, url))
     doc.urls = result.urls = sum(1 for s in checked.entries.values() if s.valid)
     doc.invalid = result.invalid = checked.invalid + parsed.unkeyed_invalid
     doc.duplicates = result.duplicates = checked.duplicates
     return result
+
+
+def _file_extension_issues(checked: ValidatedDocument, url: str) -> list[Issue]:
+    """What a check finds over a whole target (SPEC 12), within one file: news-too-many and
+    hreflang-not-reciprocal."""
+    from monitor import extensions, validate
+    from monitor.model import Entry
+
+    locs = list(checked.entries)
+    exts = [state.extensions for state in checked.entries.values()]
+    found = []
+    news = extensions.news_count(exts)
+    if news > extensions.MAX_NEWS:
+        found.append(Issue("news-too-many", f"{news} news:news tags; the limit is "
+                           f"{extensions.MAX_NEWS} a document", document=url))
+    if extensions.balance(locs, exts):
+        held = extensions.Alternates()
+        held.add(url, locs, exts)
+        found += [validate.issue("hreflang-not-reciprocal", Entry(locs[i], extensions=exts[i]),
+                                 url) for i in sorted(held.unanswered().get(url, ()))]
+    return found
 
 
 def _history(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from itertools import chain, islice
 from typing import IO, TYPE_CHECKING
 
 from monitor import diff as diffing
-from monitor import entryset, parse, reread, validate
+from monitor import entryset, extensions, parse, reread, validate
 from monitor.model import (
     RULES_VERSION,
     Change,
@@ -102,6 +102,8 @@ class Digest:
     data: bytes | None = None  # the entry set (monitor.entryset), None for an index
     # array("Q") of entryset.loc_hash of each kept loc, in order; None if the job asked for none
     hashes: bytes | None = b""
+    # Sum of the document's hreflang pairs (monitor.extensions.balance): 0 for most documents
+    balance: int = 0
     # Every change against the previous entry set (none: every entry is new). On a baseline,
     # only the first ``examples`` additions: ``urls`` were added, ``entries - urls`` invalid.
     changes: list[Change] = field(default_factory=list)
@@ -227,7 +229,7 @@ def _finish(result: Digest, checked: validate.ValidatedDocument, unkeyed_invalid
     columns = _fill(result, checked.entries, checked.rules, checked.invalid + unkeyed_invalid,
                     job, stored)
     checked.entries, checked.rules = {}, {}  # the states go before their columns are compressed
-    result.data = _pack(result, columns)
+    result.data = _pack(result, columns, job.url)
     return result
 
 
@@ -242,28 +244,49 @@ def _finish_clean(result: Digest, clean: validate.CleanDocument, unkeyed_invalid
     result.changes = list(islice(additions, job.examples) if job.baseline else additions)
     columns = entryset.clean_columns(locs, fields)
     del locs, fields, additions  # the values go before their columns are compressed
-    result.data = _pack(result, columns)
+    result.data = _pack(result, columns, job.url)
     return result
 
 
-def _pack(result: Digest, columns: entryset.Columns) -> bytes:
+def _pack(result: Digest, columns: entryset.Columns, url: str) -> bytes:
     """The stored entry set: its columns with what the document itself said."""
+    _extension_data(result, columns, url)
     entryset.annotate(columns, issues=[{"rule": i.rule, "message": i.message, "loc": i.loc}
                                        for i in result.issues],
-                      dropped=result.dropped, duplicates=result.duplicate_locs)
+                      dropped=result.dropped, duplicates=result.duplicate_locs,
+                      balance=result.balance)
     result.lastmods = columns.present(1) - result.counts.get(_INVALID, 0)
     return entryset.pack(columns)
+
+
+def _extension_data(result: Digest, columns: entryset.Columns, url: str) -> None:
+    """The document-wide part of SPEC 12: ``news-too-many``, and the hreflang balance the
+    check sums over the target. One search of the extensions column each when it has none."""
+    text = columns.texts[4]
+    result.balance = 0
+    if '"alternates":' in text:
+        hashes = None
+        if result.hashes:  # the locs' fingerprints, in the same order
+            hashes = array("Q")
+            hashes.frombytes(result.hashes)
+        result.balance = extensions.balance_of(columns.locs(), text, hashes)
+    if '"news":' in text and not any(i.rule == "news-too-many" for i in result.issues):
+        news = extensions.news_count(columns.column(4))
+        if news > extensions.MAX_NEWS:
+            result.issues.append(Issue("news-too-many", f"{news} news:news tags; the limit "
+                                       f"is {extensions.MAX_NEWS} a document", document=url))
+            result.counts["news-too-many"] += 1
 
 
 def _clean_additions(locs: list[str], fields: tuple[list[str | None], ...]) -> Iterator[Change]:
     """``diff.diff({}, states)`` of a document without an issue, from its columns (entries
     with the same values share one state, as ``validate_document`` makes them)."""
     shared: dict[tuple[str | None, ...], EntryState] = {}
-    for loc, lastmod, changefreq, priority, extensions in zip(locs, *fields, strict=True):
-        key = (lastmod, changefreq, priority, extensions)
+    for loc, lastmod, changefreq, priority, data in zip(locs, *fields, strict=True):
+        key = (lastmod, changefreq, priority, data)
         state = shared.get(key)
         if state is None:
-            state = entry_state(lastmod, changefreq, priority, extensions, True)
+            state = entry_state(lastmod, changefreq, priority, data, True)
             if len(shared) < 10_000:
                 shared[key] = state
         yield Change("added", loc, None, state)
@@ -284,7 +307,7 @@ def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job) 
     result.entries = len(found.locs)
     result.urls = result.entries - found.invalid
     result.invalid = found.invalid + unkeyed_invalid
-    result.data = _pack(result, found.columns)
+    result.data = _pack(result, found.columns, job.url)
     result.hashes = _fingerprints(found.locs, job)
     result.changes = found.changes
     result.lastmod_compared, result.lastmod_changed = found.lastmod_compared, found.lastmod_changed
@@ -447,7 +470,7 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
     columns = _fill(result, states, rules, result.invalid, replace(job, fingerprints=True),
                     _previous(job))
     del states, rules, stored
-    result.data = _pack(result, columns)
+    result.data = _pack(result, columns, job.url)
 
 
 class Spool:

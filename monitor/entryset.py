@@ -22,6 +22,7 @@ to run code, and any tool can read the history.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,8 +34,8 @@ from monitor.model import RULES_VERSION, EntryState, entry_state
 
 __all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "annotate",
            "assemble", "clean_columns", "columns", "decode", "encode", "field_texts",
-           "fingerprints", "loc_hash", "loc_hashes", "locs", "pack", "rows", "rows_and_rules",
-           "unpack"]
+           "fingerprints", "head", "loc_hash", "loc_hashes", "locs", "pack", "rows",
+           "rows_and_rules", "unpack"]
 
 VERSION = 1
 _LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
@@ -101,6 +102,10 @@ class Columns:
         """Rule -> parse issues counted but not kept (``annotate``)."""
         return cast("dict[str, int]", self.header.get("dropped") or {})
 
+    def balance(self) -> int:
+        """The document's hreflang balance (``annotate``; monitor.extensions.balance)."""
+        return cast("int", self.header.get("balance") or 0)
+
     def duplicates(self) -> list[str]:
         """The locs of the occurrences dropped as ``loc-duplicate`` (``annotate``)."""
         return cast("list[str]", self.header.get("duplicates") or [])
@@ -161,15 +166,39 @@ def assemble(size: int, texts: list[str], absent: list[str], invalid: list[int],
 
 
 def annotate(columns: Columns, *, issues: Sequence[Mapping[str, str | None]],
-             dropped: Mapping[str, int], duplicates: Sequence[str]) -> None:
-    """Keep with the entries the document's parse issues, the count of those not kept, and the
-    locs dropped as duplicates (each only where there is any: the usual header is unchanged)."""
+             dropped: Mapping[str, int], duplicates: Sequence[str], balance: int = 0) -> None:
+    """Keep with the entries the document's parse issues, the count of those not kept, the
+    locs dropped as duplicates and its hreflang balance (each only where there is any: the
+    usual header is unchanged). The balance goes right after "n", where ``head`` finds it in
+    the first bytes of the stored set."""
+    header = columns.header
+    header.pop("balance", None)
+    if balance:
+        first: dict[str, object] = {key: header.pop(key) for key in ("v", "verdicts", "n")
+                                    if key in header}
+        rest = dict(header)
+        header.clear()
+        header.update(first, balance=balance, **rest)
     for key, value in (("issues", list(issues)), ("dropped", dict(dropped)),
                        ("duplicates", list(duplicates))):
         if value:
-            columns.header[key] = value
+            header[key] = value
         else:
-            columns.header.pop(key, None)
+            header.pop(key, None)
+
+
+_HEAD = re.compile(r'\{"v":1,"verdicts":([0-9]+),"n":[0-9]+,(?:"balance":([0-9]+))?')
+
+
+def head(prefix: bytes) -> tuple[int, int] | None:
+    """The verdicts version and hreflang balance of a stored set, from its first bytes
+    (``store.sql.load_set_heads``); None when they do not say."""
+    try:
+        text = zlib.decompressobj().decompress(prefix, 4096).decode("utf-8", "replace")
+    except zlib.error:
+        return None
+    match = _HEAD.match(text)
+    return None if match is None else (int(match.group(1)), int(match.group(2) or 0))
 
 
 def pack(columns: Columns) -> bytes:

@@ -73,6 +73,19 @@ RULES: dict[str, Severity] = {
     # before (monitor.diff.lastmod_earlier, monitor.pipeline), not by validating one entry.
     "lastmod-churn": "warning",
     "lastmod-regressed": "warning",
+    # Extensions, as Google documents them (SPEC 12, issue 24): none makes an entry invalid.
+    "news-too-old": "warning",
+    "news-missing-field": "error",
+    "news-too-many": "error",
+    "video-missing-field": "error",
+    "video-description-too-long": "error",
+    "image-too-many": "error",
+    "extension-deprecated": "warning",
+    "hreflang-invalid-code": "warning",
+    "hreflang-incomplete": "warning",
+    "hreflang-no-self": "warning",
+    "hreflang-conflict": "warning",
+    "hreflang-not-reciprocal": "warning",
 }
 # The rules that make an entry invalid: its loc is unusable to a crawler (SPEC 4, revised). Any
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
@@ -98,7 +111,8 @@ OTHER_CHANGE_KINDS = ("health", "robots")
 # The version of the rules' verdicts, stored with each entry set: bump it whenever a rule would
 # judge the same entry differently, so that no stored verdict is reused (monitor.reread).
 # 2: only an unusable loc invalidates an entry; an empty optional element is an absent one.
-RULES_VERSION = 2
+# 3: extension data is judged too (SPEC 12: news, video, image, hreflang rules).
+RULES_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)

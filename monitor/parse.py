@@ -706,6 +706,9 @@ def _other_children(elements: list[etree._Element], values: list[str | None],
     its fields are matched by local name here; ``values`` is filled where still missing, and a
     further loc goes to ``extra_locs``.
     """
+    usual = _usual_extensions(elements)
+    if usual is not None:
+        return usual
     rest = []
     for element in elements:
         index = _FIELD_INDEX.get(_local(element.tag))
@@ -743,6 +746,34 @@ def _any_extensions(elements: list[etree._Element]) -> str | None:
     if not data:
         return None
     return _json(data)
+
+
+_LINK = "{http://www.w3.org/1999/xhtml}link"
+_IMAGE = "{http://www.google.com/schemas/sitemap-image/1.1}image"
+
+
+def _usual_extensions(elements: list[etree._Element]) -> str | None:
+    """What ``_extensions`` makes of the usual localized page, hreflang links (xhtml:link)
+    and at most one lone image after them, written straight as its JSON (no field among
+    them: their tags are qualified); None for any other shape."""
+    last = elements[-1]
+    image = None
+    if last.tag == _IMAGE:
+        image = _lone_image(last)
+        if image is None:
+            return None
+        elements = elements[:-1]
+        if not elements:
+            return image
+    parts = []
+    for link in elements:
+        if link.tag != _LINK or len(link) or link.get("rel") != "alternate":
+            return None
+        parts.append('{"href":' + _json_string((link.get("href") or "").strip())
+                     + ',"hreflang":' + _json_string((link.get("hreflang") or "").strip())
+                     + "}")
+    alternates = '{"alternates":[' + ",".join(parts) + "]"
+    return alternates + "}" if image is None else alternates + "," + image[1:]
 
 
 def _lone_image(element: etree._Element) -> str | None:

@@ -25,12 +25,21 @@ from urllib.parse import urljoin, urlsplit
 from sqlalchemy import Connection, Engine
 
 from monitor import digest as digesting
-from monitor import entryset, parse, robots, validate
+from monitor import entryset, extensions, parse, robots, validate
 from monitor.addresses import is_private_target
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.fetch import Fetcher
-from monitor.model import RULES, Change, CheckResult, DocumentResult, EntryState, Issue
+from monitor.model import (
+    RULES,
+    RULES_VERSION,
+    Change,
+    CheckResult,
+    DocumentResult,
+    Entry,
+    EntryState,
+    Issue,
+)
 from monitor.robotstxt import robots_url
 from monitor.store import robots as robots_store
 from monitor.store import sql as store
@@ -39,6 +48,7 @@ from monitor.store.sql import DocumentState, StoredSet
 __all__ = ["run_check", "utcnow"]
 
 INDEX_KINDS = ("sitemapindex", "robots")
+NOT_RECIPROCAL = "hreflang-not-reciprocal"
 _AHEAD_MAX = 64  # children started and not yet applied, unchanged ones included
 ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the first ten
 # lastmod-churn (SPEC 12): on two re-checks in a row, at least this share (in percent) of at
@@ -152,6 +162,8 @@ class _Check:
         self.seen = entryset.Fingerprints()  # of every loc read this check
         self.digesting = 0  # documents being digested
         self.written: list[str] = []  # documents whose new entry set this check stored
+        self.stored_now: set[str] = set()  # of those, the ones whose entry set was written
+        self.balances: dict[str, int] = {}  # hreflang balance of each document digested
         self.visited: set[str] = set()
         self.read: dict[str, DocumentState] = {}  # documents read completely this check
         self.untouched: list[str] = []  # 304 or same hash: previous state stands
@@ -662,8 +674,10 @@ class _Check:
         self.written.append(got.url)
         self.lastmods_compared += found.lastmod_compared
         self.lastmods_changed += found.lastmod_changed
+        self.balances[got.url] = found.balance
         if got.stored is not None and got.stored.data == found.data:
             return  # new bytes, same entries and verdicts (whitespace, order of attributes)
+        self.stored_now.add(got.url)
         snapshot_id = await self._snapshot()
         await self._db(store.write_entry_set, store.EntrySetWrite(
             target_id=self._target_id(), snapshot_id=snapshot_id, document_url=got.url,
@@ -755,6 +769,94 @@ class _Check:
             "say) is one search engines learn to ignore"
             + (f"; for example {', '.join(examples)}" if examples else "")),
             self.target.url)
+    # -- hreflang-not-reciprocal: a verdict of the whole target ---------------------------
+
+    async def _reciprocity(self) -> None:
+        """Mark the entries whose alternates a URL of the target does not answer (SPEC 12).
+
+        Their documents were digested one by one, each without this verdict; it is stored with
+        the entries all the same (an entry's rules), so that it lasts while nothing changes.
+        When no document was read or dropped, the stored verdicts stand. Otherwise the target's
+        balance (monitor.extensions.balance: this check's documents', the others' from the
+        first bytes of their stored sets) is nearly always 0, every alternate answered, and
+        only stored verdicts that no longer hold are taken back. Else each document's set is
+        read once more and its alternates checked pair by pair (extensions.Alternates).
+        """
+        assert self.state is not None
+        if not self.balances and not self.dropped:
+            return
+        docs = {**self.state.documents, **self.read}
+        for url in self.dropped:
+            docs.pop(url, None)
+        sitemaps = [url for url, doc in docs.items() if doc.kind not in INDEX_KINDS]
+        others = [url for url in sitemaps if url not in self.balances]
+        balance = sum(self.balances.get(url, 0) for url in sitemaps)
+        heads = await self._db(store.load_set_heads, self._target_id(), others) if others else {}
+        for url in others:
+            if url not in heads:
+                continue
+            head = entryset.head(heads[url])
+            if head is None or head[0] != RULES_VERSION:  # stored before balances were kept
+                balance += await self._balance(url)
+            else:
+                balance += head[1]
+        stale = {url for url in others if docs[url].issue_counts.get(NOT_RECIPROCAL)}
+        if not balance & (2**64 - 1) and not stale:
+            return
+        found = await self._unanswered(sitemaps) if balance & (2**64 - 1) else {}
+        for url in sorted(stale | set(found), key=sitemaps.index):
+            await self._mark(url, docs[url], found.get(url, set()))
+
+    async def _balance(self, url: str) -> int:
+        sets = await self._db(store.load_entry_sets, self._target_id(), [url])
+        if url not in sets:
+            return 0
+        stored = await asyncio.to_thread(entryset.unpack, sets[url].data)
+        return extensions.balance(stored.locs(), stored.column(4))
+
+    async def _unanswered(self, sitemaps: list[str]) -> dict[str, set[int]]:
+        held = extensions.Alternates()
+        for url in sitemaps:  # one stored set in memory at a time
+            sets = await self._db(store.load_entry_sets, self._target_id(), [url])
+            if url in sets:
+                await asyncio.to_thread(_add_alternates, held, url, sets[url].data)
+        return await asyncio.to_thread(held.unanswered)
+
+    async def _mark(self, url: str, state: DocumentState, positions: set[int]) -> None:
+        """Store a document's entries with ``hreflang-not-reciprocal`` on these positions only."""
+        sets = await self._db(store.load_entry_sets, self._target_id(), [url])
+        stored = sets.get(url)
+        if stored is None:
+            return
+        columns = entryset.unpack(stored.data)
+        before = columns.rules()
+        rules = {i: kept for i, ids in before.items()
+                 if (kept := " ".join(r for r in ids.split() if r != NOT_RECIPROCAL))}
+        for i in positions:
+            rules[i] = f"{rules[i]} {NOT_RECIPROCAL}" if i in rules else NOT_RECIPROCAL
+        if rules == before:
+            return
+        columns.header.pop("rules", None)
+        if rules:
+            columns.header["rules"] = {str(i): rules[i] for i in sorted(rules)}
+        data = entryset.pack(columns)
+        if url in self.stored_now:  # this snapshot's own version: the same entries
+            await self._db(store.replace_entry_set, stored.id, data)
+        else:  # an earlier snapshot's: a new version, so that history keeps its verdicts
+            await self._db(store.write_entry_set, store.EntrySetWrite(
+                target_id=self._target_id(), snapshot_id=await self._snapshot(),
+                document_url=url, previous_id=stored.id, urls=state.urls,
+                invalid=state.invalid, data=data))
+            if url in self.untouched:
+                self.untouched.remove(url)
+        counts = {rule: n for rule, n in state.issue_counts.items() if rule != NOT_RECIPROCAL}
+        if positions:
+            counts[NOT_RECIPROCAL] = len(positions)
+        self.read[url] = replace(state, issue_counts=counts)
+        locs, exts = columns.locs(), columns.column(4)
+        for i in sorted(positions)[: max(0, self.issue_limit - len(self.result.issues))]:
+            self._issue_obj(validate.issue(NOT_RECIPROCAL, Entry(locs[i], extensions=exts[i]),
+                                           url), count=False)
 
     def _under_failed(self, url: str) -> bool:
         """Whether a previous document hangs below a document that failed this check."""
@@ -790,6 +892,7 @@ class _Check:
             self.pending_removed.clear()
         else:
             await self._settle()
+            await self._reciprocity()
         assert self.state is not None
         r = self.result
         if r.outcome != "failed" and not self.first:
@@ -885,6 +988,9 @@ def _churning(compared: int, changed: int) -> bool:
 
 def _share(compared: int, changed: int) -> str:
     return f"{changed:,} of {compared:,} URLs ({changed / compared:.1%})"
+def _add_alternates(held: extensions.Alternates, url: str, data: bytes) -> None:
+    stored = entryset.unpack(data)
+    held.add(url, stored.locs(), stored.column(4))
 
 
 def _unchanged(task: asyncio.Task[_Got]) -> bool:

@@ -3,8 +3,9 @@
 The usual re-read document (a child of an index whose bytes changed) lists the stored locs in
 the stored order, and most of its entries are as they were. Their verdicts are then the stored
 ones: a rule looks at the entry's own fields and the document's URL, which are the same, and
-at the check's time only for ``lastmod-future``, which a later check can only lift. So this
-validates just the entries whose fields differ and those stored as ``lastmod-future``, takes
+at the check's time only for ``lastmod-future``, which a later check can only lift, and for
+``news-too-old``, which it can only raise. So this validates just the entries whose fields
+differ, those stored as ``lastmod-future`` and those with news, takes
 every other verdict from the stored set, and builds the new entry set's columns from the
 entries directly, without an EntryState per entry. The result equals ``validate_document``
 followed by ``entryset.columns`` and the diff (tests/test_reread.py holds it to that).
@@ -36,6 +37,9 @@ __all__ = ["Reread", "reread"]
 
 _FUTURE = "lastmod-future"
 _INVALID = "lastmod-invalid"
+# A verdict of the whole target (monitor.pipeline), not of the entry: a document is digested
+# without it, and the check adds it back where it still holds.
+_TARGET_RULES = frozenset({"hreflang-not-reciprocal"})
 
 
 @dataclass(slots=True)
@@ -82,8 +86,13 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
     changed = frozenset(recheck)
     old_rules = cast("dict[str, str]", before.header.get("rules") or {})
     recheck.update(int(i) for i, ids in old_rules.items() if _FUTURE in ids.split())
+    if '"news":' in texts[3]:  # news-too-old looks at the check's time too, and only rises
+        recheck.update(i for i, ext in enumerate(fields[3]) if ext and '"news":' in ext)
     old_invalid = before.invalid()
     rules = {int(i): ids for i, ids in old_rules.items() if int(i) not in recheck}
+    if any(rule in ids for ids in rules.values() for rule in _TARGET_RULES):
+        rules = {i: kept for i, ids in rules.items()
+                 if (kept := " ".join(r for r in ids.split() if r not in _TARGET_RULES))}
     invalid = old_invalid - recheck
     if recheck:
         order = sorted(recheck)

@@ -23,6 +23,7 @@ from operator import itemgetter
 from typing import Any
 from urllib.parse import urlsplit
 
+from monitor import extensions as extension_rules
 from monitor.model import MAX_LOC_LENGTH, UNUSABLE_LOC, Entry, EntryState, Issue
 
 __all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ValidatedDocument", "child_issue",
@@ -230,8 +231,10 @@ def issue(rule: str, entry: Entry, document_url: str) -> Issue:
         message = f"changefreq {entry.changefreq!r} is not one of {', '.join(sorted(CHANGEFREQS))}"
     elif rule == "priority-invalid":
         message = f"priority {entry.priority!r} is not a number from 0.0 to 1.0"
-    else:
+    elif rule in _MESSAGES:
         message = _MESSAGES[rule]
+    else:  # SPEC 12's extension rules (KeyError for an unknown rule, as before)
+        message = extension_rules.message(rule, entry.loc, entry.extensions)
     return Issue(rule, message, loc=entry.loc, document=document_url)
 
 
@@ -264,6 +267,7 @@ def validate_document(
     clock = _CLOCK.fullmatch
     changefreq_spellings, priority_spellings = _CHANGEFREQ_SPELLINGS.get, _PRIORITY_SPELLINGS.get
     shared: dict[tuple[str | None, str | None, str | None, str | None, bool], EntryState] = {}
+    extension_issues = extension_rules.Checker(now).rules
     for entry in entries:
         loc = entry.loc
         if loc in known:
@@ -316,6 +320,10 @@ def validate_document(
                 priority = spelling
             elif not _priority_ok(priority):
                 rules = ["priority-invalid"] if rules is None else [*rules, "priority-invalid"]
+        if entry.extensions is not None:
+            found = extension_issues(loc, entry.extensions)
+            if found is not None:
+                rules = found if rules is None else [*rules, *found]
         if rules is not None:
             rules_by_loc[loc] = " ".join(rules)
             issues.extend(issue(rule, entry, document_url) for rule in rules)
@@ -351,7 +359,8 @@ class CleanDocument:
     document, entry by entry.
     """
 
-    __slots__ = ("_cutoff", "_now", "_past_days", "_prefix", "_shared", "_today", "fields", "locs")
+    __slots__ = ("_cutoff", "_extensions", "_now", "_past_days", "_prefix", "_shared", "_today",
+                 "fields", "locs")
 
     def __init__(self, document_url: str, *, now: datetime) -> None:
         if now.tzinfo is None:
@@ -361,6 +370,7 @@ class CleanDocument:
         self._cutoff = _past_cutoff(self._today)
         self._prefix = _Scope(document_url).prefix
         self._past_days: set[str] = set()
+        self._extensions = extension_rules.Checker(now)
         # lastmods, changefreqs, priorities: each distinct value (up to _SHARED_MAX) as kept
         self._shared: tuple[dict[str, str], ...] = (
             {}, dict(_CHANGEFREQ_SPELLINGS), dict(_PRIORITY_SPELLINGS))
@@ -392,7 +402,14 @@ class CleanDocument:
                 and all(map(str.startswith, locs, repeat(prefix)))
                 and self._lastmods_ok(distinct[0])
                 and _spelled(distinct[1], CHANGEFREQS, _changefreq_ok)
-                and _spelled(distinct[2], _PRIORITIES, _priority_ok))
+                and _spelled(distinct[2], _PRIORITIES, _priority_ok)
+                and self._extensions_ok(locs, extensions))
+
+    def _extensions_ok(self, locs: tuple[str, ...], extensions: tuple[str | None, ...]) -> bool:
+        """Whether no entry's extension data raises a rule (a batch without any: one count)."""
+        if extensions.count(None) == len(extensions):
+            return True
+        return extension_rules.batch_ok(self._extensions, locs, extensions)
 
     def locs_ok(self) -> bool:
         """Whether no loc was added twice and every loc is encoded as a URL must be (the

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import digest, entryset
+from monitor import digest, entryset, extensions
 from monitor.diff import diff
 from monitor.model import EntryState
 from monitor.parse import SITEMAP_NS, parse_document
@@ -217,7 +217,11 @@ def test_every_kind_of_document_digests_as_parsed_then_validated(name: str, stor
         assert found.data is None
         return
     assert parsed.entries
-    assert found.data == entryset.encode(checked.entries, checked.rules)
+    # The entry set of the entries' states and rules, with the document's hreflang balance.
+    expected = entryset.columns(checked.entries, checked.rules)
+    entryset.annotate(expected, issues=[], dropped={}, duplicates=[], balance=extensions.balance(
+        list(checked.entries), [state.extensions for state in checked.entries.values()]))
+    assert found.data == entryset.pack(expected)
     previous_states = {"https://example.com/gone": EntryState()} if stored else {}
     assert found.changes == diff(previous_states, checked.entries)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, Select, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, Engine, Select, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from monitor import entryset
@@ -208,6 +208,28 @@ def load_entry_sets(
         for row_id, url, data in read_sets(conn, query):
             result[url] = StoredSet(row_id, url, data)
     return result
+
+
+def load_set_heads(conn: Connection, target_id: int, document_urls: Collection[str],
+                   size: int = 512) -> dict[str, bytes]:
+    """The first ``size`` bytes of the current entry set of each of these documents (enough to
+    read the start of its header: ``entryset.head``), without reading the whole sets."""
+    v = entry_sets.c
+    result: dict[str, bytes] = {}
+    urls = list(document_urls)
+    for start in range(0, len(urls), 500):
+        query = select(v.document_url, func.substr(v.data, 1, size)).where(
+            v.target_id == target_id, v.removed_snapshot_id.is_(None),
+            v.document_url.in_(urls[start : start + 500]))
+        for url, data in read_sets(conn, query):
+            result[url] = bytes(data)
+    return result
+
+
+def replace_entry_set(conn: Connection, set_id: int, data: bytes) -> None:
+    """Put new verdicts into an entry set this snapshot wrote (the same entries: a verdict of
+    the whole target, known once every document was read)."""
+    conn.execute(update(entry_sets).where(entry_sets.c.id == set_id).values(data=data))
 
 
 def url_set_at(conn: Connection, target_id: int, snapshot_id: int) -> set[str]:

@@ -100,7 +100,8 @@ def _peer(server: Server | None, tool: str, *args: str) -> Measurement:
 
 
 def run_w1(
-    data_dir: Path, kinds: list[str], *, peers: bool, profile: bool, repeat: int = 1
+    data_dir: Path, kinds: list[str], *, peers: bool, profile: bool, repeat: int = 1,
+    workload: str = "W1",
 ) -> dict[str, Any]:
     """W1: three sitemap-monitor checks per database, the two peers and the floor, each run
     ``repeat`` times (the checks into a fresh database each time); the fastest run counts.
@@ -109,8 +110,9 @@ def run_w1(
     speed drifts within minutes, and running one tool's repeats back to back gave whichever
     ran first (the floor) the fast minutes; in rounds, every tool meets the same drift.
     """
-    manifest = workloads.ensure("W1", data_dir)
-    print(f"W1: {manifest['urls']:,} URLs, {int(manifest['bytes']) / 1e6:.1f} MB in {data_dir}")
+    manifest = workloads.ensure(workload, data_dir)
+    print(f"{workload}: {manifest['urls']:,} URLs, {int(manifest['bytes']) / 1e6:.1f} MB in "
+          f"{data_dir}")
     files = [str(p) for p in workloads.w1_child_files(data_dir)]
     tools = ("advertools", "usp") if peers else ()
     runs: dict[str, list[Measurement]] = {"floor": [], **{tool: [] for tool in tools}}
@@ -379,7 +381,10 @@ def report_profile(profile: dict[str, Any]) -> list[str]:
 def main() -> None:
     """Parse options, run the chosen workloads and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workload", choices=["W1", "W2"], action="append")
+    parser.add_argument(
+        "--workload", choices=["W1", "W1H", "W2"], action="append",
+        help="W1H: W1 with three hreflang alternates and an image on every URL (issue 24)",
+    )
     parser.add_argument("--database", choices=["sqlite", "postgres"], action="append")
     parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())
     parser.add_argument("--no-peers", action="store_true", help="skip advertools and USP")
@@ -437,6 +442,24 @@ def main() -> None:
         if "profile" in w1:
             lines += report_profile(w1["profile"])
         results["W1"] = w1
+    if "W1H" in workload_names:  # W1's harness, on the variant's own folder of data
+        w1h = run_w1(
+            args.data_dir / "hreflang",
+            kinds,
+            peers=not args.no_peers,
+            profile=args.profile,
+            repeat=max(1, args.repeat),
+            workload="W1H",
+        )
+        lines += [
+            "",
+            "W1H: W1 with three hreflang alternates (all answered, across children) and an "
+            f"image on every URL, fastest of {w1h['repeat']} runs each",
+            *report_w1(w1h),
+        ]
+        if "profile" in w1h:
+            lines += report_profile(w1h["profile"])
+        results["W1H"] = w1h
     if "W2" in workload_names:
         import daemon
 

@@ -3,6 +3,10 @@
 W1: a sitemap index of 10 children x 50,000 URLs (about 95 MB), realistic entries: W3C datetimes
 of several shapes, changefreq, priority, ``&amp;`` in query strings, image extension entries.
 W1': the same with 500 URLs of one child given a new lastmod (and that child's index lastmod).
+W1H (``run.py --hreflang``): W1's shape, each URL with three hreflang alternates and one image.
+Children 1-5 hold English pages, 6-10 their German versions (URL i of child c and of child c+5):
+each names the English page (en), the German one (de) and the English one again (x-default),
+so every alternate is answered, across documents. W1H' changes child 3 as W1' does.
 W2: 1,000 independent targets of 1,000 URLs each.
 
 Every URL is written with the placeholder authority ``127.0.0.1:00000``; the server swaps in its
@@ -33,6 +37,7 @@ W1_CHANGED_URLS = 500
 W2_TARGETS = 1_000
 W2_URLS_PER_TARGET = 1_000
 
+_XHTML = "http://www.w3.org/1999/xhtml"
 _SITEMAP_NS = (
     'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
     'xmlns:image="http://www.google.com/schemas/sitemap-image/1.1"'
@@ -147,18 +152,64 @@ def _urls(rng: random.Random, base: str, count: int, prefix: str) -> list[_Url]:
     return out
 
 
-def _urlset(urls: list[_Url]) -> bytes:
-    parts = [f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {_SITEMAP_NS}>\n']
-    for u in urls:
+def _urlset(urls: list[_Url], alternates: list[str] | None = None) -> bytes:
+    namespaces = _SITEMAP_NS + (f' xmlns:xhtml="{_XHTML}"' if alternates else "")
+    parts = [f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {namespaces}>\n']
+    for n, u in enumerate(urls):
         image = f"<image:image><image:loc>{u.image}</image:loc></image:image>" if u.image else ""
         # One line per URL, as most generators write it (and the size the issue names).
         parts.append(
             f"<url><loc>{u.loc}</loc><lastmod>{u.lastmod}</lastmod>"
             f"<changefreq>{u.changefreq}</changefreq><priority>{u.priority}</priority>"
-            f"{image}</url>\n"
+            f"{alternates[n] if alternates else ''}{image}</url>\n"
         )
     parts.append("</urlset>\n")
     return "".join(parts).encode()
+
+
+def _hreflang(english: str, german: str) -> str:
+    return "".join(f'<xhtml:link rel="alternate" hreflang="{code}" href="{href}"/>'
+                   for code, href in (("en", english), ("de", german), ("x-default", english)))
+
+
+def _generate_w1h(root: Path) -> dict[str, Any]:
+    rng = random.Random(SEED + 1)
+    half = W1_CHILDREN // 2
+    children: dict[int, bytes] = {}
+    changed = b""
+    for c in range(1, half + 1):
+        english = _urls(rng, f"{ORIGIN}/w1", W1_URLS_PER_CHILD, f"{c:02d}")
+        for n, u in enumerate(english):
+            u.image = f"{ORIGIN}/w1/media/{c:02d}{n:06d}/{rng.choice(_WORDS)}.jpg"
+        german = [
+            _Url(loc=u.loc.replace("/w1/", "/w1/de/", 1),
+                 lastmod=_lastmod(rng, rng.choice((2022, 2023, 2024))),
+                 changefreq=u.changefreq, priority=u.priority, image=u.image)
+            for u in english
+        ]
+        links = [_hreflang(e.loc, d.loc) for e, d in zip(english, german, strict=True)]
+        children[c] = _urlset(english, links)
+        children[c + half] = _urlset(german, links)
+        if c == W1_CHANGED_CHILD:  # as W1' does
+            step = W1_URLS_PER_CHILD // W1_CHANGED_URLS
+            for i in range(0, W1_URLS_PER_CHILD, step):
+                english[i].lastmod = f"2024-11-20T12:{i % 60:02d}:00+00:00"
+            changed = _urlset(english, links)
+    for c, body in children.items():
+        _write(root / "w1" / f"sitemap-{c:02d}.xml", body)
+    _write(root / "w1prime" / f"sitemap-{W1_CHANGED_CHILD:02d}.xml", changed)
+    _write_w1_indexes(root)
+    return {"urls": W1_CHILDREN * W1_URLS_PER_CHILD,
+            "bytes": sum(len(body) for body in children.values())}
+
+
+def _write_w1_indexes(root: Path) -> None:
+    """W1's index and W1''s (the changed child with a new lastmod)."""
+    lastmods = [f"2024-11-{c:02d}T08:00:00+00:00" for c in range(1, W1_CHILDREN + 1)]
+    index = [(f"{ORIGIN}/w1/sitemap-{c:02d}.xml", lm) for c, lm in enumerate(lastmods, 1)]
+    _write(root / "w1" / "sitemap_index.xml", _index(index))
+    index[W1_CHANGED_CHILD - 1] = (index[W1_CHANGED_CHILD - 1][0], "2024-11-20T12:00:00+00:00")
+    _write(root / "w1prime" / "sitemap_index.xml", _index(index))
 
 
 def _index(children: list[tuple[str, str]]) -> bytes:
@@ -183,24 +234,19 @@ def _write(path: Path, data: bytes) -> None:
 
 def _generate_w1(root: Path) -> dict[str, Any]:
     rng = random.Random(SEED)
-    child_lastmods = []
     total = 0
     for c in range(1, W1_CHILDREN + 1):
         urls = _urls(rng, f"{ORIGIN}/w1", W1_URLS_PER_CHILD, f"{c:02d}")
         body = _urlset(urls)
         total += len(body)
         _write(root / "w1" / f"sitemap-{c:02d}.xml", body)
-        child_lastmods.append(f"2024-11-{c:02d}T08:00:00+00:00")
         if c == W1_CHANGED_CHILD:
             # W1': every 100th URL of this child gets a newer lastmod, nothing else moves.
             step = W1_URLS_PER_CHILD // W1_CHANGED_URLS
             for i in range(0, W1_URLS_PER_CHILD, step):
                 urls[i].lastmod = f"2024-11-20T12:{i % 60:02d}:00+00:00"
             _write(root / "w1prime" / f"sitemap-{c:02d}.xml", _urlset(urls))
-    index = [(f"{ORIGIN}/w1/sitemap-{c:02d}.xml", lm) for c, lm in enumerate(child_lastmods, 1)]
-    _write(root / "w1" / "sitemap_index.xml", _index(index))
-    index[W1_CHANGED_CHILD - 1] = (index[W1_CHANGED_CHILD - 1][0], "2024-11-20T12:00:00+00:00")
-    _write(root / "w1prime" / "sitemap_index.xml", _index(index))
+    _write_w1_indexes(root)
     return {"urls": W1_CHILDREN * W1_URLS_PER_CHILD, "bytes": total}
 
 
@@ -214,7 +260,7 @@ def _generate_w2(root: Path) -> dict[str, Any]:
     return {"targets": W2_TARGETS, "urls": W2_TARGETS * W2_URLS_PER_TARGET, "bytes": total}
 
 
-_GENERATORS = {"W1": _generate_w1, "W2": _generate_w2}
+_GENERATORS = {"W1": _generate_w1, "W1H": _generate_w1h, "W2": _generate_w2}
 
 
 def ensure(workload: str, data_dir: Path) -> dict[str, Any]:
