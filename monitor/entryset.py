@@ -45,6 +45,7 @@ _GETTERS = tuple(attrgetter(name) for name in FIELDS)
 _SEP = "\x02"  # between the header and the columns
 _SEP_BYTES = _SEP.encode()
 _UNSET = "\x01"  # a value that is not set (None)
+_SLICE = 1 << 20  # characters of a column encoded at once by pack
 
 
 
@@ -207,7 +208,11 @@ def pack(columns: Columns) -> bytes:
     out = [packer.compress(_encode(columns.header).encode("utf-8", "surrogatepass"))]
     for text in columns.texts:
         out.append(packer.compress(_SEP_BYTES))
-        out.append(packer.compress(text.encode("utf-8", "surrogatepass")))
+        # A slice at a time: a column's text whole, encoded, would be a copy of it (W1H: an
+        # extensions column of 17 MB).
+        for start in range(0, len(text), _SLICE):
+            out.append(packer.compress(
+                text[start : start + _SLICE].encode("utf-8", "surrogatepass")))
     out.append(packer.flush())
     return b"".join(out)
 

@@ -178,6 +178,8 @@ def test_reciprocity(entries: list[tuple[str, list[str]]], unanswered: set[str])
     locs, exts = alternates_of(*entries)
     if unanswered:  # a balance of 0 says every alternate is answered (the converse need not hold)
         assert extensions.balance(locs, exts) != 0
+    text = "\x00".join(ext or "" for ext in exts)
+    assert extensions.balance_of(locs, text, chunk=1) == extensions.balance(locs, exts)
     held = extensions.Alternates()
     held.add(SITEMAP, locs, exts)
     assert {locs[i] for i in held.unanswered().get(SITEMAP, set())} == unanswered

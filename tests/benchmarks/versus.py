@@ -1,6 +1,7 @@
 """W1's first check by an earlier commit and by this checkout, alternated in rounds.
 
     .venv/bin/python tests/benchmarks/versus.py REV [--rounds N] [--database sqlite|postgres]
+        [--workload W1|W1H]
 
 The earlier commit's ``monitor`` and ``migrations`` are taken out of git (``git archive``) into a
 temporary directory; both sides run the same way (``python -c``, the package put first on
@@ -42,8 +43,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())
+    parser.add_argument("--workload", choices=["W1", "W1H"], default="W1",
+                        help="W1H: W1 with hreflang alternates and images (run.py's W1H)")
     args = parser.parse_args()
-    workloads.ensure("W1", args.data_dir)
+    if args.workload == "W1H":
+        args.data_dir = args.data_dir / "hreflang"  # as run.py keeps it
+    workloads.ensure(args.workload, args.data_dir)
     walls: dict[str, list[float]] = {args.rev: [], "this": []}
     with (tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as empty,
           serve(args.data_dir, "w1") as server):
@@ -69,7 +74,7 @@ def main() -> None:
                 walls[side].append(m.wall)
                 print(f"round {round_number} {side:>8}: wall {m.wall:.2f} s, cpu {m.cpu:.2f} s "
                       f"(tree {m.tree_cpu:.2f} s), peak {m.tree_rss_mb:.0f} MB", flush=True)
-    print(f"W1 first check [{args.database}], {args.rounds} rounds alternated:")
+    print(f"{args.workload} first check [{args.database}], {args.rounds} rounds alternated:")
     for side, values in walls.items():
         print(f"  {side:>8}: median {statistics.median(values):.2f} s, fastest {min(values):.2f} s")
     before, after = (statistics.median(walls[args.rev]), statistics.median(walls["this"]))
