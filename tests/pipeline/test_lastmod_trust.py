@@ -88,10 +88,9 @@ class Hook:
             return list(self.payloads)
 
 
-def config(tmp_path: Path, db: str, url: str, hook: str) -> str:
+def config(tmp_path: Path, url: str, hook: str) -> str:
     path = tmp_path / "c.yaml"
     path.write_text(
-        f"database_url: {db}\n"
         f'targets:\n  - {{name: t, url: "{url}"}}\n'
         "alerts:\n"
         f'  channels:\n    - {{name: hook, type: webhook, url: "{hook}"}}\n'
@@ -109,20 +108,20 @@ def test_lastmod_churn_is_one_issue_and_one_alert_an_episode(
     re-check (not the first), one alert with example URLs, the issue while it goes on, cleared
     by the first re-check without it; a new episode is a new alert."""
     hook = Hook(http_server)
-    cfg = config(tmp_path, db, site.url("/sitemap.xml"), hook.url)
+    cfg = config(tmp_path, site.url("/sitemap.xml"), hook.url)
     locs = pages(site, 50_000)
     serve(site, locs, 1)
-    first = check(capsys, "t", "--config", cfg)
+    first = check(capsys, "t", "--config", cfg, "--database-url", db)
     assert (first["urls"], first["issues"]) == (50_000, [])
 
     serve(site, locs, 2)
-    once = check(capsys, "t", "--config", cfg)
+    once = check(capsys, "t", "--config", cfg, "--database-url", db)
     assert once["changed"] == 50_000
     assert rules(once, "lastmod-churn") == []  # one re-check is a site that changed, not churn
     assert hook.deliver(db) == []
 
     serve(site, locs, 3)
-    twice = check(capsys, "t", "--config", cfg)
+    twice = check(capsys, "t", "--config", cfg, "--database-url", db)
     [churn] = rules(twice, "lastmod-churn")
     assert churn["severity"] == "warning"
     assert churn["loc"] is None
@@ -138,11 +137,12 @@ def test_lastmod_churn_is_one_issue_and_one_alert_an_episode(
     assert alert["examples"]["changed"][:3] == locs[:3]
 
     serve(site, locs, 4)  # it goes on: still the issue, no second alert
-    thrice = check(capsys, "t", "--config", cfg)
+    thrice = check(capsys, "t", "--config", cfg, "--database-url", db)
     assert len(rules(thrice, "lastmod-churn")) == 1
     assert len(hook.deliver(db)) == 1
 
-    quiet = check(capsys, "t", "--config", cfg)  # nothing changed (a 304): it clears
+    # nothing changed (a 304): it clears
+    quiet = check(capsys, "t", "--config", cfg, "--database-url", db)
     assert quiet["outcome"] == "unchanged"
     assert rules(quiet, "lastmod-churn") == []
     assert listed(capsys, db, "lastmod-churn") == []
@@ -150,7 +150,7 @@ def test_lastmod_churn_is_one_issue_and_one_alert_an_episode(
 
     for day in (5, 6):  # a new episode: again on its second re-check, again one alert
         serve(site, locs, day)
-        again = check(capsys, "t", "--config", cfg)
+        again = check(capsys, "t", "--config", cfg, "--database-url", db)
     assert len(rules(again, "lastmod-churn")) == 1
     alerts = hook.deliver(db)
     assert [(a["rule"], a["snapshot_id"]) for a in alerts] == [
