@@ -33,7 +33,7 @@ from sqlalchemy import Engine
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -44,6 +44,7 @@ from monitor.config import Http, Web
 from monitor.errors import MonitorError, StoreError
 from monitor.store import daemon as store
 from monitor.store import db
+from monitor.store import listing as store_listing
 from monitor.webauth import BasicAuth
 
 __all__ = ["Admission", "ApiReads", "create_app"]
@@ -274,6 +275,15 @@ def create_app(
     async def _snapshots(request: Request, name: str) -> Response:
         limit = _int(request, "limit", 50, 1, api_listings.SNAPSHOTS_MAX_LIMIT)
         before = _int(request, "before", None, 1, listing.MAX_ID)
+        fmt = api_listings.format_of(request)
+        if fmt != "json":  # an export: every snapshot, streamed
+            try:
+                opened = await read(store_listing.open_snapshots, name, before)
+            except listing.NotFound:
+                return error(404, f"no target named {name!r}")
+            return StreamingResponse(listing.render(opened, fmt),
+                                     media_type=api_listings.MEDIA[fmt],
+                                     headers=api_listings.download(name, "snapshots", fmt))
         assert limit is not None
         rows = await read(store.list_snapshots, name, limit=limit + 1, before=before)
         if rows is None:

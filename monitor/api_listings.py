@@ -25,15 +25,15 @@ from monitor.store import daemon as store_daemon
 from monitor.store import listing as store
 
 __all__ = [
-    "MAX_LIMIT", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "error", "one", "opening", "respond",
-    "split_path",
+    "MAX_LIMIT", "MEDIA", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "download", "error", "format_of",
+    "one", "opening", "respond", "split_path",
 ]
 
 ROUTES = ("urls", "issues", "diff", "changes")
 MAX_LIMIT = 10_000  # rows of one page: what is read whole before it is sent
 SNAPSHOTS_MAX_LIMIT = 1_000  # snapshots of one page of /snapshots (monitor.api)
 DEFAULT_LIMIT = 1_000
-_MEDIA = {"json": "application/json", "ndjson": "application/x-ndjson",
+MEDIA = {"json": "application/json", "ndjson": "application/x-ndjson",
           "csv": "text/csv; charset=utf-8"}
 _ACCEPT = (("text/csv", "csv"), ("application/x-ndjson", "ndjson"),
            ("application/ndjson", "ndjson"))
@@ -61,10 +61,11 @@ def one(request: Request, key: str) -> str | None:
     return values[0] if values else None
 
 
-def _format(request: Request) -> str:
+def format_of(request: Request) -> str:
+    """The answer's form: ``format=``, else by Accept (CSV, NDJSON), else JSON."""
     raw = one(request, "format")
     if raw:
-        if raw not in _MEDIA:
+        if raw not in MEDIA:
             raise listing.BadParameter(f"format: {raw!r} is not one of json, ndjson, csv")
         return raw
     accept = request.headers.get("accept", "")
@@ -137,13 +138,13 @@ async def respond(request: Request, name: str, suffix: str, read: Read, now: dat
                   ) -> Response:
     """The listing ``suffix`` of the target ``name``."""
     try:
-        fmt = _format(request)
+        fmt = format_of(request)
         limit = _limit(request, fmt)
         opener = opening(request, name, suffix, now)
         if limit is None:  # every row, streamed: opened here, read as the client takes it
             opened = await read(opener)
-            return StreamingResponse(listing.render(opened, fmt), media_type=_MEDIA[fmt],
-                                     headers=_download(name, suffix, fmt))
+            return StreamingResponse(listing.render(opened, fmt), media_type=MEDIA[fmt],
+                                     headers=download(name, suffix, fmt))
         link = _link(request)
 
         def page(engine: Any) -> tuple[str, str | None]:
@@ -159,13 +160,14 @@ async def respond(request: Request, name: str, suffix: str, read: Read, now: dat
         return error(400, str(exc))
     except listing.NotFound as exc:
         return error(404, str(exc))
-    headers = _download(name, suffix, fmt)
+    headers = download(name, suffix, fmt)
     if next_cursor is not None:
         headers["link"] = f'<{link(next_cursor)}>; rel="next"'
-    return Response(body, media_type=_MEDIA[fmt], headers=headers)
+    return Response(body, media_type=MEDIA[fmt], headers=headers)
 
 
-def _download(name: str, suffix: str, fmt: str) -> dict[str, str]:
+def download(name: str, suffix: str, fmt: str) -> dict[str, str]:
+    """The headers that make a CSV export a file named after the target and listing."""
     if fmt != "csv":
         return {}
     filename = _UNSAFE_FILENAME.sub("_", f"{name}-{suffix}")[:100]

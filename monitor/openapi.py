@@ -223,9 +223,12 @@ def _listing(key: str, head: dict[str, Any], row: str, params: list[dict[str, An
 
 def _json_get(summary: str, schema: dict[str, Any], *, params: Sequence[dict[str, Any]] = (),
               errors: tuple[str, ...] = ("404",), links: dict[str, Any] | None = None,
-              ) -> dict[str, Any]:
-    responses: dict[str, Any] = {"200": {"description": summary, "content": {
-        "application/json": {"schema": schema}}}}
+              exports: bool = False) -> dict[str, Any]:
+    content: dict[str, Any] = {"application/json": {"schema": schema}}
+    if exports:  # format=csv|ndjson
+        content |= {"application/x-ndjson": {"schema": {"type": "string"}},
+                    "text/csv": {"schema": {"type": "string"}}}
+    responses: dict[str, Any] = {"200": {"description": summary, "content": content}}
     if links:
         responses["200"]["links"] = links
     for status in errors:
@@ -288,8 +291,11 @@ def document() -> dict[str, Any]:
                                               "maximum": api_listings.SNAPSHOTS_MAX_LIMIT}),
                     _query("before", "Only snapshots with a smaller id (the next page's "
                            "link sets it).", {"type": "integer", "minimum": 1,
-                                              "maximum": listing.MAX_ID})],
-            errors=("400", "404")),
+                                              "maximum": listing.MAX_ID}),
+                    _query("format", "json: a page; csv or ndjson (also chosen by Accept): "
+                           "every snapshot, streamed.",
+                           {"type": "string", "enum": ["json", "ndjson", "csv", ""]})],
+            errors=("400", "404"), exports=True),
         f"{_TARGET}/urls": _listing(
             "urls", {**_HEAD, "snapshot_id": _SNAPSHOT}, "Url",
             [_query("at", f"The snapshot: {_WHEN}; the latest by default.", _WHEN_SCHEMA),

@@ -152,8 +152,11 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         rows, more = _with_previous(found, PAGE_ROWS)
         here = f"{_target_path(name)}/snapshots"
         api = f"/api/v1/targets/{quote(name, safe='')}/snapshots"
+        query = {} if before is None else {"before": before}
+        exports = {fmt: f"{api}?{urlencode({**query, 'format': fmt})}" for fmt in ("csv", "ndjson")}
         return render(request, "snapshots.html", title=f"Snapshots of {name}", name=name,
-                      snapshots=rows, api=api if before is None else f"{api}?before={before}",
+                      snapshots=rows, exports=exports,
+                      api=api if before is None else f"{api}?before={before}",
                       page_rows=PAGE_ROWS, newest=here if before is not None else None,
                       older=f"{here}?before={rows[-1]['id']}" if more else None)
 

@@ -418,6 +418,36 @@ def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Seq
             yield {"kind": kind, "loc": loc, "before": before, "after": after}, (loc,)
 
 
+# ---- snapshots -----------------------------------------------------------------------------
+
+SNAPSHOT_COLUMNS = ("id", "started_at", "finished_at", "outcome", "urls", "invalid", "added",
+                    "removed", "changed", "invalid_new", "documents_ok", "documents_failed",
+                    "fetched_bytes", "duration_seconds", "error_kind", "error_message")
+
+
+def open_snapshots(engine: Engine, name: str, before: int | None) -> Listing:
+    """Every snapshot of a target (with an id below ``before``), newest first, streamed: the
+    CSV and NDJSON exports of the snapshots page (the JSON API pages them itself)."""
+    from monitor.store.daemon import _iso
+
+    target_id = transaction(engine, lambda conn: _target_id(conn, name))
+    s = snapshots.c
+    statement = select(*(s[column] for column in SNAPSHOT_COLUMNS)).where(
+        s.target_id == target_id)
+    if before is not None:
+        statement = statement.where(s.id < before)
+
+    def rows() -> _ROWS:
+        for row in _stream(engine, statement.order_by(s.id.desc())):
+            found = dict(row._mapping)
+            found["started_at"] = _iso(found["started_at"])
+            found["finished_at"] = _iso(found["finished_at"])
+            yield found, (found["id"],)
+
+    return Listing({"target": name}, "snapshots", SNAPSHOT_COLUMNS, rows(),
+                   ("snapshots", [before]), table=("id", "finished_at", "outcome", "urls"))
+
+
 # ---- changes -------------------------------------------------------------------------------
 
 CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after", "reason",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -200,3 +201,19 @@ def test_the_snapshots_page_pages_them_and_links_each_removal_to_its_diff(
     assert diff.status_code == 200
     assert daemon.get("/targets/a/snapshots?before=x").status_code == 400
     assert daemon.get("/targets/nope/snapshots").status_code == 404
+
+    # every snapshot exported, from the page's links (CSV and NDJSON, streamed to the end)
+    first = daemon.get("/targets/a/snapshots")
+    export = re.search(r'<a href="([^"]+)">CSV</a>', first.text)
+    assert export is not None
+    assert export.group(1) == "/api/v1/targets/a/snapshots?format=csv"
+    answer = daemon.get(export.group(1))
+    assert answer.headers["content-type"].startswith("text/csv")
+    assert 'filename="a-snapshots.csv"' in answer.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(answer.text)))
+    assert [int(r["id"]) for r in rows] == list(range(260, 0, -2))
+    assert (rows[0]["outcome"], rows[0]["urls"], rows[0]["removed"]) == ("ok", "260", "1")
+    lines = daemon.get("/api/v1/targets/a/snapshots?format=ndjson&before=100").text.splitlines()
+    assert [json.loads(line)["id"] for line in lines] == list(range(98, 0, -2))
+    assert daemon.get("/api/v1/targets/nope/snapshots?format=csv").status_code == 404
+    assert daemon.get("/api/v1/targets/a/snapshots?format=xml").status_code == 400
