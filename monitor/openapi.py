@@ -162,12 +162,17 @@ def _query(name: str, description: str, schema: dict[str, Any] | None = None, *,
             "schema": schema, **({"style": "form", "explode": True} if many else {})}
 
 
+def _count(maximum: int) -> dict[str, Any]:
+    """An integer parameter from 1 to ``maximum``; empty is the same as none (an HTML form's)."""
+    return {"anyOf": [{"type": "integer", "minimum": 1, "maximum": maximum},
+                      {"type": "string", "maxLength": 0}]}
+
+
 _NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"},
          "description": "The target's configured name (a '/' in it is sent as %2F)."}
 _PAGING = [
     _query("limit", f"Rows in this page (JSON: {api_listings.DEFAULT_LIMIT} unless given; "
-           "CSV and NDJSON: every row, streamed, unless given).",
-           {"type": "integer", "minimum": 1, "maximum": api_listings.MAX_LIMIT}),
+           "CSV and NDJSON: every row, streamed, unless given).", _count(api_listings.MAX_LIMIT)),
     _query("cursor", "Where the previous page stopped: its next_cursor, as it was given."),
     _query("format", "The answer's form; also chosen by Accept: text/csv or "
            "application/x-ndjson.", {"type": "string", "enum": ["json", "ndjson", "csv", ""]}),
@@ -287,11 +292,9 @@ def document() -> dict[str, Any]:
                             "next": _nullable("string")}},
             params=[_NAME,
                     _query("limit", "Snapshots in this page (50 unless given).",
-                           {"type": "integer", "minimum": 1,
-                                              "maximum": api_listings.SNAPSHOTS_MAX_LIMIT}),
+                           _count(api_listings.SNAPSHOTS_MAX_LIMIT)),
                     _query("before", "Only snapshots with a smaller id (the next page's "
-                           "link sets it).", {"type": "integer", "minimum": 1,
-                                              "maximum": listing.MAX_ID}),
+                           "link sets it).", _count(listing.MAX_ID)),
                     _query("format", "json: a page; csv or ndjson (also chosen by Accept): "
                            "every snapshot, streamed.",
                            {"type": "string", "enum": ["json", "ndjson", "csv", ""]})],
