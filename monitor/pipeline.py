@@ -272,21 +272,21 @@ class _Check:
             if doc.url != robots_of:
                 sitemaps.append(doc.url)
         stored = self.robots_stored
-        root = self.target.url
+        root, root_robots_url = self.target.url, robots_url(self.target.url)
         # A site target's root is its robots.txt, read by this check already (a 304 of it
         # before its first version is stored is read again, whole).
         root_robots = self.root_robots if self.target.site else None
-        if root_robots is not None and root_robots.not_modified and robots_url(root) not in stored:
+        if root_robots is not None and root_robots.not_modified and root_robots_url not in stored:
             root_robots = None
         answers = await asyncio.gather(*(
             self._robots_answer(url, stored.get(url))
-            if root_robots is None or url != robots_url(root) else _answered(root_robots)
+            if root_robots is None or url != root_robots_url else _answered(root_robots)
             for url in hosts))
         versions = []
         for (url, sitemaps), answer in zip(hosts.items(), answers, strict=True):
             previous = None if url not in stored else robots.Stored(*stored[url])
             found = robots.judge(url, previous, answer, sitemaps=sitemaps, listed=(
-                [root] if not self.target.site and robots_url(root) == url else []))
+                [root] if not self.target.site and url == root_robots_url else []))
             for issue in found.issues:
                 self._issue_obj(issue)
             self.result.robots.append(found.as_json(with_text=found.changed))
@@ -769,6 +769,7 @@ class _Check:
             "say) is one search engines learn to ignore"
             + (f"; for example {', '.join(examples)}" if examples else "")),
             self.target.url)
+
     # -- hreflang-not-reciprocal: a verdict of the whole target ---------------------------
 
     async def _reciprocity(self) -> None:
@@ -828,18 +829,10 @@ class _Check:
         stored = sets.get(url)
         if stored is None:
             return
-        columns = entryset.unpack(stored.data)
-        before = columns.rules()
-        rules = {i: kept for i, ids in before.items()
-                 if (kept := " ".join(r for r in ids.split() if r != NOT_RECIPROCAL))}
-        for i in positions:
-            rules[i] = f"{rules[i]} {NOT_RECIPROCAL}" if i in rules else NOT_RECIPROCAL
-        if rules == before:
+        marked = await asyncio.to_thread(_marked, stored.data, positions)
+        if marked is None:
             return
-        columns.header.pop("rules", None)
-        if rules:
-            columns.header["rules"] = {str(i): rules[i] for i in sorted(rules)}
-        data = entryset.pack(columns)
+        data, locs, exts = marked
         if url in self.stored_now:  # this snapshot's own version: the same entries
             await self._db(store.replace_entry_set, stored.id, data)
         else:  # an earlier snapshot's: a new version, so that history keeps its verdicts
@@ -853,7 +846,6 @@ class _Check:
         if positions:
             counts[NOT_RECIPROCAL] = len(positions)
         self.read[url] = replace(state, issue_counts=counts)
-        locs, exts = columns.locs(), columns.column(4)
         for i in sorted(positions)[: max(0, self.issue_limit - len(self.result.issues))]:
             self._issue_obj(validate.issue(NOT_RECIPROCAL, Entry(locs[i], extensions=exts[i]),
                                            url), count=False)
@@ -988,6 +980,26 @@ def _churning(compared: int, changed: int) -> bool:
 
 def _share(compared: int, changed: int) -> str:
     return f"{changed:,} of {compared:,} URLs ({changed / compared:.1%})"
+
+
+def _marked(data: bytes, positions: set[int]) -> tuple[bytes, list[str], list[Any]] | None:
+    """A stored entry set with ``hreflang-not-reciprocal`` on these positions only, with its
+    locs and extensions column; None when its verdicts are those already (pure: run in a
+    thread, a 50,000-entry set takes a while to unpack and pack)."""
+    columns = entryset.unpack(data)
+    before = columns.rules()
+    rules = {i: kept for i, ids in before.items()
+             if (kept := " ".join(r for r in ids.split() if r != NOT_RECIPROCAL))}
+    for i in positions:
+        rules[i] = f"{rules[i]} {NOT_RECIPROCAL}" if i in rules else NOT_RECIPROCAL
+    if rules == before:
+        return None
+    columns.header.pop("rules", None)
+    if rules:
+        columns.header["rules"] = {str(i): rules[i] for i in sorted(rules)}
+    return entryset.pack(columns), columns.locs(), columns.column(4)
+
+
 def _add_alternates(held: extensions.Alternates, url: str, data: bytes) -> None:
     stored = entryset.unpack(data)
     held.add(url, stored.locs(), stored.column(4))
