@@ -29,8 +29,8 @@ from datetime import datetime
 from itertools import chain, islice
 from typing import IO, TYPE_CHECKING
 
+from monitor import changerows, entryset, extensions, parse, reread, validate
 from monitor import diff as diffing
-from monitor import entryset, extensions, parse, reread, validate
 from monitor.model import (
     RULES_VERSION,
     Change,
@@ -104,9 +104,15 @@ class Digest:
     hashes: bytes | None = b""
     # Sum of the document's hreflang pairs (monitor.extensions.balance): 0 for most documents
     balance: int = 0
-    # Every change against the previous entry set (none: every entry is new). On a baseline,
-    # only the first ``examples`` additions: ``urls`` were added, ``entries - urls`` invalid.
+    # Every change against the previous entry set (none: every entry is new) but those in
+    # ``rows``. On a baseline, only the first ``examples`` additions: ``urls`` were added,
+    # ``entries - urls`` invalid.
     changes: list[Change] = field(default_factory=list)
+    # The changes with a before and an after (changed, invalid): the rows to store, compact
+    # (monitor.changerows), their counts by kind and the first ``examples`` of them
+    rows: bytes = b""
+    row_counts: dict[str, int] = field(default_factory=dict)
+    row_examples: list[Change] = field(default_factory=list)
     # SPEC 12: entries kept with a valid lastmod; of them, those listed in the previous entry
     # set with a valid lastmod too, and those of these whose lastmod changed
     lastmods: int = 0
@@ -133,7 +139,23 @@ class Lastmods:
 
 
 def digest(job: Job) -> Digest:
-    """Parse, validate and diff one document; encode its entries for storage."""
+    """Parse, validate and diff one document; encode its entries and changes for storage."""
+    result = _digest(job)
+    _compact(result, job)
+    return result
+
+
+def _compact(result: Digest, job: Job) -> None:
+    """Move the changes with a before and an after into ``rows``, in order."""
+    moved = [c for c in result.changes if c.before is not None and c.after is not None]
+    if moved:
+        result.changes = [c for c in result.changes if c.before is None or c.after is None]
+    result.rows = changerows.encode(changerows.of(moved))
+    result.row_counts = dict(Counter(c.kind for c in moved))
+    result.row_examples = moved[: job.examples]
+
+
+def _digest(job: Job) -> Digest:
     if job.previous is None or job.baseline:
         return _digest_new(job)
     parsed = _parse(job)
@@ -471,6 +493,7 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
                     _previous(job))
     del states, rules, stored
     result.data = _pack(result, columns, job.url)
+    _compact(result, job)
 
 
 class Spool:

@@ -24,8 +24,8 @@ from urllib.parse import urljoin, urlsplit
 
 from sqlalchemy import Connection, Engine
 
+from monitor import changerows, entryset, extensions, parse, robots, validate
 from monitor import digest as digesting
-from monitor import entryset, extensions, parse, robots, validate
 from monitor.addresses import is_private_target
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
@@ -689,16 +689,18 @@ class _Check:
                 found.changes, {"added": found.urls, "invalid": found.entries - found.urls}
             )
             return
-        now: list[Change] = []
-        for change in found.changes:
+        for change in found.changes:  # the rest are in found.rows
             if change.after is None:
                 assert change.before is not None
                 self.pending_removed[change.loc] = change.before
-            elif change.before is None:
-                self.pending_added[change.loc] = change.after
             else:
-                now.append(change)
-        await self._record(now)
+                self.pending_added[change.loc] = change.after
+        if found.rows:
+            self.changes.add_counted(found.row_examples, found.row_counts)
+            snapshot_id = await self._snapshot()
+            self.changes_written += await self._db(
+                store.write_change_rows, self._target_id(), snapshot_id,
+                changerows.decode(found.rows))
 
     async def _record(self, found: list[Change]) -> None:
         if not found:

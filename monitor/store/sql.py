@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, Select, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from monitor import entryset
+from monitor import changerows, entryset
 from monitor.errors import StoreError
-from monitor.model import Change, CheckResult, DocumentResult, EntryState, invalid_rule
+from monitor.model import Change, CheckResult, DocumentResult
 from monitor.store.db import redact
 from monitor.store.schema import (
     changes,
@@ -45,6 +45,7 @@ __all__ = [
     "read_sets",
     "transaction",
     "url_set_at",
+    "write_change_rows",
     "write_changes",
     "write_entry_set",
 ]
@@ -308,12 +309,16 @@ def write_changes(
 ) -> int:
     """One row per change (re-checks; a first check is the baseline and writes none); return
     how many rows were written (for ``SnapshotWrite.changes_written``)."""
+    return write_change_rows(conn, target_id, snapshot_id, changerows.of(found))
+
+
+def write_change_rows(
+    conn: Connection, target_id: int, snapshot_id: int, rows: Iterable[changerows.Row]
+) -> int:
+    """``write_changes`` of changes already made rows (``monitor.changerows``)."""
     return _copy(conn, changes, _CHANGE_COLUMNS, (
-        (snapshot_id, target_id, c.kind, c.loc,
-         None if c.before is None else _state_json(c.before),
-         None if c.after is None else _state_json(c.after),
-         invalid_rule(c.loc) if c.kind == "invalid" else None)
-        for c in found
+        (snapshot_id, target_id, kind, loc, before, after, rule)
+        for kind, loc, before, after, rule in rows
     ))
 
 
@@ -431,25 +436,6 @@ def _write_document_states(conn: Connection, snapshot_id: int, w: SnapshotWrite)
             {"target": w.target_id, "doc": url, "snapshot": snapshot_id}
             for url in w.untouched_documents
         ])
-
-
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: the hot path
-
-
-def _state_json(state: EntryState) -> str:
-    """An entry state as compact JSON, leaving out what is unset (valid only when false)."""
-    data: dict[str, object] = {}
-    if state.lastmod is not None:
-        data["lastmod"] = state.lastmod
-    if state.changefreq is not None:
-        data["changefreq"] = state.changefreq
-    if state.priority is not None:
-        data["priority"] = state.priority
-    if state.extensions is not None:
-        data["extensions"] = state.extensions
-    if not state.valid:
-        data["valid"] = False
-    return _encode(data)
 
 
 _CHANGE_COLUMNS = ("snapshot_id", "target_id", "kind", "loc", "before", "after", "rule")
