@@ -22,7 +22,7 @@ from json.encoder import encode_basestring_ascii as _quote
 
 from monitor.model import Change, EntryState, invalid_rule
 
-__all__ = ["Row", "decode", "encode", "of", "row", "state_json"]
+__all__ = ["Row", "Writer", "decode", "encode", "of", "row", "state_json"]
 
 Row = tuple[str, str, str | None, str | None, str | None]  # kind, loc, before, after, rule
 _LEVEL = 1
@@ -69,6 +69,30 @@ def encode(rows: Iterable[Row]) -> bytes:
     """The compact value of these rows (b"" for none)."""
     text = "\x01".join("\x00".join(_UNSET if v is None else v for v in r) for r in rows)
     return zlib.compress(text.encode(), _LEVEL) if text else b""
+
+
+class Writer:
+    """``encode`` a batch of rows at a time: only the compressed value is held."""
+
+    def __init__(self) -> None:
+        self._packer = zlib.compressobj(_LEVEL)
+        self._out: list[bytes] = []
+        self._any = False
+
+    def add(self, rows: Iterable[Row]) -> None:
+        """The next rows, in order."""
+        text = "\x01".join("\x00".join(_UNSET if v is None else v for v in r) for r in rows)
+        if text:
+            self._out.append(self._packer.compress(
+                (("\x01" if self._any else "") + text).encode()))
+            self._any = True
+
+    def finish(self) -> bytes:
+        """The value of every row added (b"" for none)."""
+        if not self._any:
+            return b""
+        self._out.append(self._packer.flush())
+        return b"".join(self._out)
 
 
 def decode(data: bytes) -> Iterator[Row]:

@@ -148,8 +148,9 @@ def digest(job: Job) -> Digest:
 def _compact(result: Digest, job: Job) -> None:
     """Move the changes with a before and an after into ``rows``, in order."""
     moved = [c for c in result.changes if c.before is not None and c.after is not None]
-    if moved:
-        result.changes = [c for c in result.changes if c.before is None or c.after is None]
+    if not moved:  # none, or they are rows already (monitor.reread)
+        return
+    result.changes = [c for c in result.changes if c.before is None or c.after is None]
     result.rows = changerows.encode(changerows.of(moved))
     result.row_counts = dict(Counter(c.kind for c in moved))
     result.row_examples = moved[: job.examples]
@@ -158,15 +159,33 @@ def _compact(result: Digest, job: Job) -> None:
 def _digest(job: Job) -> Digest:
     if job.previous is None or job.baseline:
         return _digest_new(job)
-    parsed = _parse(job)
+    stored = _previous(job)
+    assert stored is not None
+    # The usual re-read document lists the stored locs in the stored order: it is compared
+    # with the stored set a batch at a time as it is parsed (monitor.reread). One that does
+    # not is parsed again from its start, and validated and diffed whole.
+    reader = reread.Rereader(stored, job.url, now=job.now, examples=job.examples)
+    parser = _parser(job)
+    for batch in _batches(job, parser):
+        if not reader.add(batch):
+            del parser, reader
+            return _digest_whole(job, stored)
+    parsed = parser.close()
     result = _document(parsed)
     if not _has_entries(result):
         return result
-    stored = _previous(job)
-    assert stored is not None
-    found = reread.reread(parsed.entries, stored, job.url, now=job.now, examples=job.examples)
-    if found is not None:  # the stored locs, in order: only what differs is validated
-        _take(result, found, parsed.unkeyed_invalid, job)
+    found = reader.finish()
+    if found is None:
+        return _digest_whole(job, stored)
+    _take(result, found, parsed.unkeyed_invalid, job)
+    return result
+
+
+def _digest_whole(job: Job, stored: entryset.Columns) -> Digest:
+    """A re-read document whose locs are not the stored ones: validated and diffed whole."""
+    parsed = _parse(job)
+    result = _document(parsed)
+    if not _has_entries(result):
         return result
     checked = validate.validate_document(parsed.entries, job.url, now=job.now)
     del parsed.entries
@@ -326,12 +345,13 @@ def _previous(job: Job) -> entryset.Columns | None:
 def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job) -> None:
     result.counts.update(found.counts)
     result.entry_issues = found.issues
-    result.entries = len(found.locs)
+    result.entries = found.columns.size
     result.urls = result.entries - found.invalid
     result.invalid = found.invalid + unkeyed_invalid
     result.data = _pack(result, found.columns, job.url)
-    result.hashes = _fingerprints(found.locs, job)
-    result.changes = found.changes
+    result.hashes = _fingerprints(found.locs, job) if job.fingerprints else None
+    result.rows, result.row_counts = found.rows, found.row_counts
+    result.row_examples = found.row_examples
     result.lastmod_compared, result.lastmod_changed = found.lastmod_compared, found.lastmod_changed
 
 
@@ -489,6 +509,7 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
     ]
     # The check has fingerprints of this document's locs (it found their duplicates): it needs
     # those of the locs that stay.
+    result.rows, result.row_counts, result.row_examples = b"", {}, []  # _fill diffs again
     columns = _fill(result, states, rules, result.invalid, replace(job, fingerprints=True),
                     _previous(job))
     del states, rules, stored

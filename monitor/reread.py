@@ -29,11 +29,21 @@ from itertools import compress, count
 from operator import ne
 from typing import cast
 
+from monitor import changerows, entryset, validate
 from monitor import diff as diffing
-from monitor import entryset, validate
-from monitor.model import RULES_VERSION, Change, ChangeKind, Entry, Issue, entry_state
+from monitor.model import (
+    RULES_VERSION,
+    Change,
+    ChangeKind,
+    Entry,
+    Issue,
+    entry_state,
+    invalid_rule,
+)
 
-__all__ = ["Reread", "reread"]
+__all__ = ["Reread", "Rereader", "reread"]
+
+_UNSET = "\x01"  # an unset value in a stored column (monitor.entryset)
 
 _FUTURE = "lastmod-future"
 _INVALID = "lastmod-invalid"
@@ -45,118 +55,245 @@ _TARGET_RULES = frozenset({"hreflang-not-reciprocal"})
 @dataclass(slots=True)
 class Reread:
     """What ``validate_document`` and ``entryset.columns`` would have made of the document,
-    with its changes against the stored set."""
+    with its changes against the stored set (all of them have a before and an after: the
+    locs are the stored ones), as the rows to store (``monitor.changerows``)."""
 
     columns: entryset.Columns
-    locs: Sequence[str]
     counts: dict[str, int]  # every issue's rule, counted
     issues: list[Issue]  # the first ``examples`` issues, in document order
     invalid: int  # invalid entries
-    changes: list[Change]
+    rows: bytes  # the changes, as ``changerows.encode`` gives them
+    row_counts: dict[str, int]  # the changes by kind
+    row_examples: list[Change]  # the first ``examples`` changes
     # SPEC 12: entries with a valid lastmod here and in the stored set, and those of them
     # whose lastmod changed
     lastmod_compared: int = 0
     lastmod_changed: int = 0
+
+    @property
+    def locs(self) -> list[str]:
+        """The locs, in order (the stored ones)."""
+        return self.columns.locs()
 
 
 def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: datetime,
            examples: int) -> Reread | None:
     """The document's verdicts, columns and changes, or None when the stored set cannot serve
     (other locs, another order, duplicates, or verdicts of other rules)."""
-    size = len(entries)
-    if not size or size != before.size or before.header.get("verdicts") != RULES_VERSION:
+    reader = Rereader(before, url, now=now, examples=examples)
+    if not reader.add(entries):
         return None
-    locs, *fields = zip(*entries, strict=True)
-    loc_text = "\x00".join(locs)
-    if loc_text != before.texts[0]:  # stored locs are unique: equal text, no duplicates
-        return None
-    texts, absent = entryset.field_texts(fields)
-    recheck: set[int] = set()  # positions whose verdicts are validated again
-    # Each field's values in the stored set: a column whose text is the same holds the same
-    # values as now, so only a column that differs is split (a tenth of the time, each).
-    old_columns: list[Sequence[str | None]] = list(fields)
-    for index, (column, text, name) in enumerate(zip(fields, texts, entryset.FIELDS,
-                                                     strict=True), 1):
-        if text == before.texts[index] and (name in absent) == before.absent(index):
-            continue
-        old = old_columns[index - 1] = before.column(index)
-        if len(old) != size:
-            raise ValueError(f"a stored column of {len(old)} values for {size} entries")
-        recheck.update(compress(count(), map(ne, old, column)))
-    changed = frozenset(recheck)
-    old_rules = cast("dict[str, str]", before.header.get("rules") or {})
-    recheck.update(int(i) for i, ids in old_rules.items() if _FUTURE in ids.split())
-    if '"news":' in texts[3]:  # news-too-old looks at the check's time too, and only rises
-        recheck.update(i for i, ext in enumerate(fields[3]) if ext and '"news":' in ext)
-    old_invalid = before.invalid()
-    rules = {int(i): ids for i, ids in old_rules.items() if int(i) not in recheck}
-    if any(rule in ids for ids in rules.values() for rule in _TARGET_RULES):
-        rules = {i: kept for i, ids in rules.items()
-                 if (kept := " ".join(r for r in ids.split() if r not in _TARGET_RULES))}
-    invalid = old_invalid - recheck
-    if recheck:
-        order = sorted(recheck)
-        checked = validate.validate_document([entries[i] for i in order], url, now=now)
-        position = dict(zip((locs[i] for i in order), order, strict=True))
-        rules.update((position[loc], ids) for loc, ids in checked.rules.items())
-        invalid.update(position[loc] for loc, state in checked.entries.items() if not state.valid)
-    # SPEC 12: each lastmod that changed against the stored one, in the loop that builds the
-    # changes; one that moved backwards is ``lastmod-regressed``, which stays with the entry
-    # (as its stored verdict) until its lastmod changes again.
-    # Validity comes of error rules, which look only at the fields: it changes with them.
-    new_bad = _positions(rules, _INVALID)
-    changes, fresh, both, regressed = _changes(
-        entries, old_columns, changed, old_invalid, invalid, _positions(old_rules, _INVALID),
-        new_bad)
-    old_lastmods = old_columns[0]
-    regressed.extend(i for i in _positions(old_rules, diffing.REGRESSED)
-                     if i in recheck and old_lastmods[i] == entries[i][1])
-    for i in regressed:
-        rules[i] = f"{rules[i]} {diffing.REGRESSED}" if i in rules else diffing.REGRESSED
-    ordered = dict(sorted(rules.items()))
-    columns = entryset.assemble(size, [loc_text, *texts], absent, sorted(invalid), ordered)
-    counts: dict[str, int] = {}
-    issues: list[Issue] = []
-    for i, ids in ordered.items():
-        for rule in ids.split():
-            counts[rule] = counts.get(rule, 0) + 1
-            if len(issues) < examples:
-                issues.append(validate.issue(rule, entries[i], url))
-    # Entries with a valid lastmod now, but for those whose lastmod changed, plus those of
-    # them whose lastmod was valid before too: an unchanged lastmod is as valid as it was.
-    compared = columns.present(1) - len(new_bad) - fresh + both
-    return Reread(columns, locs, counts, issues, len(invalid), changes, compared, both)
+    return reader.finish()
+
+
+class _Column:
+    """One stored column read in step with the document: where its next value starts."""
+
+    __slots__ = ("absent", "offset", "parts", "set", "text", "unset")
+
+    def __init__(self, text: str, absent: bool) -> None:
+        self.text, self.absent = text, absent
+        self.offset = 0
+        self.parts: list[str] = []  # the new column's text, a batch at a time
+        self.set = self.unset = False  # whether the new column has a value set, one unset
+
+    def same(self, new: str, last: bool) -> bool:
+        """Whether the stored values from ``offset`` on begin with these (``new``: their text
+        with unset values as \x01); if so, they are taken (the offset moves past them)."""
+        text, end = self.text, self.offset + len(new)
+        if self.absent:
+            return False
+        if not text.startswith(new, self.offset) or (
+                end != len(text) if last else text[end : end + 1] != "\x00"):
+            return False
+        self.offset = end + 1
+        return True
+
+    def take(self, n: int) -> list[str | None]:
+        """The next ``n`` stored values (an absent column's are all unset)."""
+        if self.absent:
+            return [None] * n
+        text, start = self.text, self.offset
+        window = 64 * n
+        while True:
+            values = text[start : start + window].split("\x00", n)
+            if len(values) > n or start + window >= len(text):
+                break
+            window *= 4
+        if len(values) < n:
+            raise ValueError(f"a stored column of fewer values than its {n} entries")
+        taken = values[:n]
+        self.offset = start + sum(map(len, taken)) + n
+        return [None if v == _UNSET else v for v in taken]
+
+    def text_of(self, size: int) -> tuple[str, bool]:
+        """The new column's stored text and whether it is absent (``entryset.field_texts``)."""
+        if not self.set:
+            return "", True
+        return "\x00".join(self.parts), False
+
+
+class Rereader:
+    """``reread`` a batch of entries at a time (as the parser yields them), so that a
+    document's parsed entries, its changes and their states are never all held at once: the
+    stored columns are compared with each batch's text where they stand, a batch whose text
+    is the same costs a comparison in C, and only a batch that differs is split and looked at
+    entry by entry. The new columns, verdicts and change rows are built as the batches come."""
+
+    def __init__(self, before: entryset.Columns, url: str, *, now: datetime,
+                 examples: int) -> None:
+        self.before, self.url, self.now, self.examples = before, url, now, examples
+        self.size = before.size
+        self.ok = bool(self.size) and before.header.get("verdicts") == RULES_VERSION
+        self.position = 0
+        self.locs = _Column(before.texts[0], False)
+        self.fields = [_Column(before.texts[i], before.absent(i)) for i in range(1, 5)]
+        old_rules = cast("dict[str, str]", before.header.get("rules") or {})
+        self.old_rules = {int(i): ids for i, ids in old_rules.items()}
+        self.future = _positions(self.old_rules, _FUTURE)
+        self.old_bad = _positions(self.old_rules, _INVALID)
+        self.old_regressed = _positions(self.old_rules, diffing.REGRESSED)
+        self.old_invalid = before.invalid()
+        self.strip = any(rule in ids for ids in self.old_rules.values()
+                         for rule in _TARGET_RULES)
+        self.rules: dict[int, str] = {}
+        self.invalid: list[int] = []
+        self.counts: dict[str, int] = {}
+        self.issues: list[Issue] = []
+        self.rows = changerows.Writer()
+        self.row_counts: dict[str, int] = {}
+        self.row_examples: list[Change] = []
+        self.lastmods = self.bad = self.fresh = self.both = 0
+
+    def add(self, entries: list[Entry]) -> bool:
+        """Take the next entries of the document; False when the stored set cannot serve."""
+        if not self.ok:
+            return False
+        if not entries:
+            return True
+        n, start = len(entries), self.position
+        if start + n > self.size:
+            self.ok = False
+            return False
+        last = start + n == self.size
+        locs, *fields = zip(*entries, strict=True)
+        if not self.locs.same("\x00".join(locs), last):  # stored locs are unique: no duplicate
+            self.ok = False
+            return False
+        self.position += n
+        old_columns: list[Sequence[str | None]] = list(fields)
+        changed: set[int] = set()
+        for index, (column, values) in enumerate(zip(self.fields, fields, strict=True)):
+            has_unset = None in values
+            text = "\x00".join([_UNSET if v is None else v for v in values]
+                                if has_unset else cast("Sequence[str]", values))
+            column.parts.append(text)
+            column.unset = column.unset or has_unset
+            column.set = column.set or not has_unset or values.count(None) != n
+            if column.same(text, last):
+                continue
+            old = old_columns[index] = column.take(n)
+            changed.update(compress(count(), map(ne, old, values)))
+        self._judge(entries, start, old_columns, changed)
+        return True
+
+    def _judge(self, entries: list[Entry], start: int,
+               old_columns: list[Sequence[str | None]], changed: set[int]) -> None:
+        """The verdicts and changes of one batch (positions in it; ``start`` is the first's
+        in the document)."""
+        end = start + len(entries)
+        recheck = set(changed)
+        recheck.update(i - start for i in self.future if start <= i < end)
+        if '"news":' in self.fields[3].parts[-1]:  # news-too-old looks at the time, and rises
+            recheck.update(i for i, entry in enumerate(entries)
+                           if entry.extensions and '"news":' in entry.extensions)
+        rules: dict[int, str] = {}
+        for i in range(start, end):
+            ids = self.old_rules.get(i)
+            if ids is not None and i - start not in recheck:
+                if self.strip:
+                    ids = " ".join(r for r in ids.split() if r not in _TARGET_RULES)
+                if ids:
+                    rules[i - start] = ids
+        invalid = {i - start for i in self.old_invalid if start <= i < end} - recheck
+        if recheck:
+            order = sorted(recheck)
+            checked = validate.validate_document([entries[i] for i in order], self.url,
+                                                 now=self.now)
+            position = {entries[i].loc: i for i in order}
+            rules.update((position[loc], ids) for loc, ids in checked.rules.items())
+            invalid.update(position[loc] for loc, state in checked.entries.items()
+                           if not state.valid)
+        new_bad = _positions(rules, _INVALID)
+        regressed = self._changes(entries, start, old_columns, changed, invalid, new_bad)
+        old_lastmods = old_columns[0]
+        regressed.extend(i for i in sorted(recheck)
+                         if start + i in self.old_regressed and old_lastmods[i] == entries[i][1])
+        for i in regressed:
+            rules[i] = f"{rules[i]} {diffing.REGRESSED}" if i in rules else diffing.REGRESSED
+        self.bad += len(new_bad)
+        self.lastmods += sum(1 for entry in entries if entry.lastmod is not None)
+        self.invalid.extend(start + i for i in sorted(invalid))
+        for i, ids in sorted(rules.items()):
+            self.rules[start + i] = ids
+            for rule in ids.split():
+                self.counts[rule] = self.counts.get(rule, 0) + 1
+                if len(self.issues) < self.examples:
+                    self.issues.append(validate.issue(rule, entries[i], self.url))
+
+    def _changes(self, entries: list[Entry], start: int,
+                 old_columns: list[Sequence[str | None]], positions: set[int],
+                 invalid: set[int], new_bad: set[int]) -> list[int]:
+        """The changes at these positions of the batch, as rows; returns the positions whose
+        lastmod went back."""
+        lastmods, changefreqs, priorities, extensions = old_columns
+        rows = []
+        regressed = []
+        for i in sorted(positions):
+            loc, lastmod, changefreq, priority, extension = entries[i]
+            before = lastmods[i]
+            was_valid = start + i not in self.old_invalid
+            now_valid = i not in invalid
+            kind: ChangeKind = "invalid" if was_valid and not now_valid else "changed"
+            was = changerows.state_json(before, changefreqs[i], priorities[i], extensions[i],
+                                        was_valid)
+            now = changerows.state_json(lastmod, changefreq, priority, extension, now_valid)
+            rows.append((kind, loc, was, now, invalid_rule(loc) if kind == "invalid" else None))
+            self.row_counts[kind] = self.row_counts.get(kind, 0) + 1
+            if len(self.row_examples) < self.examples:
+                self.row_examples.append(Change(
+                    kind, loc,
+                    entry_state(before, changefreqs[i], priorities[i], extensions[i],
+                                was_valid),
+                    entry_state(lastmod, changefreq, priority, extension, now_valid)))
+            if lastmod != before and lastmod is not None and i not in new_bad:
+                self.fresh += 1
+                if before is not None and start + i not in self.old_bad:
+                    self.both += 1
+                    if diffing.lastmod_earlier(lastmod, before):
+                        regressed.append(i)
+        self.rows.add(rows)
+        return regressed
+
+    def finish(self) -> Reread | None:
+        """The document's result, or None when the stored set could not serve it."""
+        if not self.ok or self.position != self.size:
+            return None
+        texts, absent = [], []
+        for name, column in zip(entryset.FIELDS, self.fields, strict=True):
+            text, gone = column.text_of(self.size)
+            texts.append(text)
+            if gone:
+                absent.append(name)
+        columns = entryset.assemble(self.size, [self.before.texts[0], *texts], absent,
+                                    self.invalid, self.rules)
+        # Entries with a valid lastmod now, but for those whose lastmod changed, plus those of
+        # them whose lastmod was valid before too: an unchanged lastmod is as valid as it was.
+        compared = self.lastmods - self.bad - self.fresh + self.both
+        return Reread(columns, self.counts, self.issues, len(self.invalid), self.rows.finish(),
+                      self.row_counts, self.row_examples, compared, self.both)
 
 
 def _positions(rules: Mapping[int, str] | Mapping[str, str], rule: str) -> set[int]:
     """The positions whose rule ids include ``rule`` (keys as ints)."""
     return {int(i) for i, ids in rules.items() if rule in ids.split()}
-
-
-def _changes(entries: list[Entry], old_columns: list[Sequence[str | None]],
-             positions: frozenset[int], old_invalid: set[int], invalid: set[int],
-             old_bad: set[int], new_bad: set[int],
-             ) -> tuple[list[Change], int, int, list[int]]:
-    """The changes at these positions; of them, how many have a new lastmod that is valid,
-    how many of those had a valid one before, and the positions whose lastmod went back."""
-    if not positions:
-        return [], 0, 0, []
-    lastmods, changefreqs, priorities, extensions = old_columns
-    changes = []
-    fresh = both = 0
-    regressed = []
-    for i in sorted(positions):
-        loc, lastmod, changefreq, priority, extension = entries[i]
-        before = lastmods[i]
-        was = entry_state(before, changefreqs[i], priorities[i], extensions[i],
-                          i not in old_invalid)
-        now = entry_state(lastmod, changefreq, priority, extension, i not in invalid)
-        kind: ChangeKind = "invalid" if was.valid and not now.valid else "changed"
-        changes.append(Change(kind, loc, was, now))
-        if lastmod != before and lastmod is not None and i not in new_bad:
-            fresh += 1
-            if before is not None and i not in old_bad:
-                both += 1
-                if diffing.lastmod_earlier(lastmod, before):
-                    regressed.append(i)
-    return changes, fresh, both, regressed

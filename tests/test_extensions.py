@@ -243,4 +243,4 @@ def test_a_reread_document_judges_its_news_at_the_new_check() -> None:
     later = reread.reread(entries, stored, SITEMAP, now=NOW + timedelta(days=3), examples=10)
     assert later is not None
     assert later.counts == {"news-too-old": 1}
-    assert later.changes == []  # a warning: no change
+    assert later.rows == b""  # a warning: no change

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import digest, entryset, reread, validate
+from monitor import changerows, digest, entryset, reread, validate
 from monitor.diff import lastmod_earlier
 from monitor.model import Entry
 
@@ -75,7 +75,9 @@ def test_reread_is_validate_encode_and_diff(rows: list[tuple[str, tuple[str | No
     assert entryset.pack(found.columns) == entryset.pack(columns)
     assert list(found.locs) == [loc for loc, _, _ in rows]
     assert (found.counts, found.issues, found.invalid) == (counts, issues, invalid)
-    assert found.changes == changes
+    assert list(changerows.decode(found.rows)) == list(changerows.of(changes))
+    assert found.row_examples == changes[:examples]
+    assert sum(found.row_counts.values()) == len(changes)
     # SPEC 12, by its definition: the lastmods valid on both sides, those that changed, and
     # those that went back.
     both = [(old[0], new[0]) for _, old, new in rows if _valid(old[0]) and _valid(new[0])]
@@ -116,7 +118,7 @@ def test_a_lifted_future_lastmod_is_validated_again() -> None:
     assert found.counts == {"changefreq-invalid": 1}
     assert [i.rule for i in found.issues] == ["changefreq-invalid"]
     assert found.invalid == 0  # a field error leaves the URL valid (SPEC 4)
-    assert found.changes == []  # a warning lifted: the entry itself did not change
+    assert found.rows == b""  # a warning lifted: the entry itself did not change
 
 
 @pytest.mark.parametrize("verdicts", [None, 0])
@@ -151,8 +153,50 @@ def test_digest_takes_the_same_result_either_way(monkeypatch: pytest.MonkeyPatch
         for examples in (1000, 3):
             fast = digest.digest(job(body, previous, examples))
             with monkeypatch.context() as patch:
-                patch.setattr(reread, "reread", lambda *args, **kwargs: None)
+                patch.setattr(reread.Rereader, "add", lambda *args, **kwargs: False)
                 full = digest.digest(job(body, previous, examples))
-            assert asdict(fast) == asdict(full)
+            assert list(changerows.decode(fast.rows)) == list(changerows.decode(full.rows))
+            assert asdict(fast) == {**asdict(full), "rows": fast.rows}
             assert fast.invalid > 0  # the <url> without a loc, and invalid priorities
     assert fast.changes == []
+    assert fast.row_counts == {}  # the last body is the stored document again
+
+
+@given(st.lists(st.tuples(locs, fields, fields), unique_by=lambda row: row[0], min_size=1),
+       later, st.integers(min_value=0, max_value=4), st.lists(st.integers(1, 5), max_size=12))
+def test_a_document_read_in_batches_is_read_as_one(
+        rows: list[tuple[str, tuple[str | None, ...], tuple[str | None, ...]]],
+        elapsed: timedelta, examples: int, cuts: list[int]) -> None:
+    """Rereader fed the entries as the parser yields them, in batches of any size (empty
+    ones too), gives what one batch of all of them gives."""
+    before = [Entry(loc, *old) for loc, old, _ in rows]
+    after = [Entry(loc, *new) for loc, _, new in rows]
+    stored = entryset.unpack(_stored(before, T0))
+    now = T0 + elapsed
+    whole = reread.reread(after, stored, URL, now=now, examples=examples)
+    assert whole is not None
+    reader = reread.Rereader(stored, URL, now=now, examples=examples)
+    start = 0
+    for cut in [*cuts, len(after)]:
+        assert reader.add(after[start : start + cut - 1])
+        start += cut - 1
+    assert reader.add(after[start:])
+    found = reader.finish()
+    assert found is not None
+    assert list(changerows.decode(found.rows)) == list(changerows.decode(whole.rows))
+    assert {**asdict(found), "rows": b""} == {**asdict(whole), "rows": b""}
+
+
+def test_a_batch_of_other_locs_stops_the_reader() -> None:
+    entries = [Entry(f"https://e.test/sitemaps/{i}", "2024-01-01") for i in range(6)]
+    stored = entryset.unpack(_stored(entries, T0))
+    for other in ([*entries[:3], Entry("https://e.test/sitemaps/x")],  # another loc
+                  entries[:3] + entries[4:],  # one fewer
+                  [*entries, Entry("https://e.test/sitemaps/9")]):  # one more
+        reader = reread.Rereader(stored, URL, now=T0, examples=5)
+        fed = reader.add(other[:2]) and reader.add(other[2:])
+        assert not fed or reader.finish() is None
+    # a loc that is another's prefix is no match either (the stored text goes on)
+    prefix = [*entries[:5], Entry("https://e.test/sitemaps/")]
+    reader = reread.Rereader(stored, URL, now=T0, examples=5)
+    assert not reader.add(prefix)
