@@ -27,6 +27,7 @@ __all__ = ["Row", "Writer", "decode", "encode", "of", "row", "state_json"]
 Row = tuple[str, str, str | None, str | None, str | None]  # kind, loc, before, after, rule
 _LEVEL = 1
 _UNSET = "\x02"
+_SLICE = 64 * 1024  # compressed bytes decompressed at once
 
 
 def state_json(lastmod: str | None, changefreq: str | None, priority: str | None,
@@ -96,10 +97,22 @@ class Writer:
 
 
 def decode(data: bytes) -> Iterator[Row]:
-    """The rows of ``encode``'s value, in order."""
+    """The rows of ``encode``'s value, in order, decompressed a slice at a time (the rows of
+    50,000 changes are ~12 MB of text)."""
     if not data:
         return
-    for line in zlib.decompress(data).decode().split("\x01"):
-        kind, loc, before, after, rule = line.split("\x00")
-        yield (kind, loc, None if before == _UNSET else before,
-               None if after == _UNSET else after, None if rule == _UNSET else rule)
+    unpacker = zlib.decompressobj()
+    pending = b""  # a row begun in one slice, ended in the next (UTF-8 has no \x01 inside)
+    for start in range(0, len(data), _SLICE):
+        pending += unpacker.decompress(data[start : start + _SLICE])
+        lines = pending.split(b"\x01")
+        pending = lines.pop()
+        yield from map(_row, lines)
+    pending += unpacker.flush()
+    yield from map(_row, pending.split(b"\x01"))
+
+
+def _row(line: bytes) -> Row:
+    kind, loc, before, after, rule = line.decode().split("\x00")
+    return (kind, loc, None if before == _UNSET else before,
+            None if after == _UNSET else after, None if rule == _UNSET else rule)

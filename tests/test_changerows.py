@@ -94,3 +94,23 @@ def test_additions_and_removals_stay_changes() -> None:
     assert sorted((c.kind, c.loc) for c in found.changes) == [
         ("added", "https://e.test/new"), ("removed", "https://e.test/0")]
     assert [r[:2] for r in changerows.decode(found.rows)] == [("changed", "https://e.test/1")]
+
+
+def test_many_rows_come_back_across_slices() -> None:
+    """A value many slices long (decode decompresses a slice at a time): every row whole, in
+    order, with non-ASCII text split anywhere."""
+    import random
+
+    rng = random.Random(7)
+    rows: list[changerows.Row] = [
+        ("changed", f"https://e.test/{rng.getrandbits(64):x}/é{i}",
+         changerows.state_json(f"2024-01-{i % 28 + 1:02d}", None, None, None, True),
+         changerows.state_json(f"{rng.getrandbits(40):x}", "weekly", None, None, i % 7 > 0),
+         None) for i in range(20_000)]
+    writer = changerows.Writer()
+    for start in range(0, len(rows), 999):
+        writer.add(rows[start : start + 999])
+    data = writer.finish()
+    assert len(data) > 4 * changerows._SLICE
+    assert list(changerows.decode(data)) == rows
+    assert list(changerows.decode(changerows.encode(rows))) == rows
