@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+import sys
 import zlib
 from array import array
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor import entryset
@@ -55,12 +58,36 @@ def test_loc_hash_is_stable_across_processes() -> None:
 
 
 documents = st.lists(st.lists(st.integers(min_value=0, max_value=60), max_size=12), max_size=8)
+# Fingerprints over their whole range (they are below 2**60), and small ones, from a pool so that
+# later documents list some of the earlier ones' again.
+fingerprint = st.one_of(st.integers(min_value=0, max_value=2**60 - 1),
+                        st.integers(min_value=0, max_value=60),
+                        st.sampled_from([0, 2**50 - 1, 2**50, 2**59, 2**60 - 1]))
+spread = st.lists(st.lists(fingerprint, max_size=20), max_size=30)
 
 
+# No deadline: with arrays=0 every document is a run of its own, 1,024 buckets to build and
+# merge, a few ms each on a loaded machine.
+@settings(deadline=None)
 @given(documents, st.integers(min_value=0, max_value=4))
 def test_fingerprints_hit_what_an_earlier_document_held(docs: list[list[int]], arrays: int,
                                                         ) -> None:
-    """As arrays, as one set, and across the switch from one to the other."""
+    """As arrays, as runs, and across the switch from one to the other."""
+    _hits_as_a_set_would(docs, arrays)
+
+
+@settings(deadline=None)
+@given(st.data(), st.integers(min_value=0, max_value=3))
+def test_fingerprints_of_many_documents_hit_as_one_set_would(data: st.DataObject, arrays: int,
+                                                            ) -> None:
+    """Any number of documents past the arrays, fingerprints anywhere in their range."""
+    pool = data.draw(st.lists(fingerprint, min_size=1, max_size=40))
+    docs = data.draw(st.lists(st.lists(st.one_of(fingerprint, st.sampled_from(pool)),
+                                       max_size=20), max_size=30))
+    _hits_as_a_set_would(docs, arrays)
+
+
+def _hits_as_a_set_would(docs: list[list[int]], arrays: int) -> None:
     index = entryset.Fingerprints(arrays=arrays)
     held: set[int] = set()
     for doc in docs:
@@ -68,17 +95,43 @@ def test_fingerprints_hit_what_an_earlier_document_held(docs: list[list[int]], a
         assert index.hits(hashes) == held & set(doc)
         index.add(hashes)
         held |= set(doc)
+    assert index.hits(array("Q", held)) == held
 
 
-def test_fingerprints_of_many_documents_become_one_set() -> None:
-    """Two documents' as arrays; from the third on, one set."""
+def test_fingerprints_of_many_documents_are_runs_of_sorted_buckets() -> None:
+    """Two documents' as arrays; from the third on, runs, each more than twice the next, of
+    sorted buckets by the top bits; never a set."""
+    rng = random.Random(5)
     index = entryset.Fingerprints(arrays=2)
-    for start in range(0, 40, 10):
-        index.add(array("Q", range(start, start + 10)))
-        assert (index._set is None) == (start < 20)
-    assert index._set == set(range(40))
-    assert index._arrays == []
-    assert index.hits(array("Q", [5, 39, 40])) == {5, 39}
+    docs = [array("Q", (rng.getrandbits(60) for _ in range(1000))) for _ in range(40)]
+    for n, doc in enumerate(docs, 1):
+        index.add(doc)
+        assert (not index._runs) == (n <= 2)
+        sizes = index._sizes
+        assert all(earlier > 2 * later for earlier, later in itertools.pairwise(sizes))
+        assert len(sizes) <= 5
+        assert sum(sizes) + sum(map(len, index._arrays)) == 1000 * n
+    assert not any(isinstance(value, set) for value in vars(index).values())
+    for run in index._runs:
+        for bucket, values in enumerate(run):
+            assert values[-1] == 2**64 - 1
+            assert list(values[:-1]) == sorted(values[:-1])
+            assert all(v >> 50 == bucket for v in values[:-1])
+    held = set().union(*docs)
+    assert index.hits(array("Q", [*docs[0][:3], *docs[39][-3:], 2**60 - 1, 12345])) == held & {
+        *docs[0][:3], *docs[39][-3:], 2**60 - 1, 12345}
+
+
+def test_fingerprints_of_an_index_take_about_8_bytes_each() -> None:
+    """SPEC 3.4: 100 documents of 2,000 fingerprints, held in about 8 bytes each."""
+    rng = random.Random(7)
+    index = entryset.Fingerprints(arrays=4)
+    for _ in range(100):
+        index.add(array("Q", (rng.getrandbits(60) for _ in range(2000))))
+    held = sum(map(sys.getsizeof, index._arrays)) + sum(
+        sys.getsizeof(run) + sum(map(sys.getsizeof, run)) for run in index._runs)
+    assert len(index._runs) <= 4
+    assert held < 200_000 * 8.5 + 4 * 1024 * 90  # and a run's 1,024 buckets: ~90 bytes each
 
 
 def test_fingerprints_held_as_an_entry_set_are_worked_out_when_another_document_comes() -> None:

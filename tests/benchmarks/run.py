@@ -1,8 +1,10 @@
 """The benchmark: sitemap-monitor against advertools, ultimate-sitemap-parser and lxml's floor.
 
-    .venv-bench/bin/python tests/benchmarks/run.py [--workload W1|W2] [--database sqlite|postgres]
+    .venv-bench/bin/python tests/benchmarks/run.py [--workload W1|W1H|W2|W4]
+        [--database sqlite|postgres]
 
-Without options it runs W1 and W2 on SQLite and PostgreSQL. Every measured run is its own process;
+Without options it runs W1 and W2 on SQLite and PostgreSQL; W4 (50 x 50,000 URLs) runs the first
+check only. Every measured run is its own process;
 the table gives wall and CPU seconds and the peak RSS of that process alone, and the issue's
 targets (issue 5) with PASS/FAIL. See README.md beside this file.
 """
@@ -25,6 +27,7 @@ from harness import HERE, Server, child_env, database, monitor_cli, monitor_cli_
 from measure import Measurement
 
 EXPECTED_W1 = workloads.W1_CHILDREN * workloads.W1_URLS_PER_CHILD
+EXPECTED_W4 = workloads.W4_CHILDREN * workloads.W1_URLS_PER_CHILD
 CHANGED_W1 = workloads.W1_CHANGED_URLS
 EXTRA_ENV: dict[str, str] = {}  # for sitemap-monitor's runs (--parse-workers)
 
@@ -77,7 +80,7 @@ def _check(
     m = _through(server, name, argv)
     if pg0 is not None:
         m.extra["db_cpu"] = measure.postgres_cpu_seconds() - pg0
-    _verify(m, {"urls": EXPECTED_W1, **expect})
+    _verify(m, {"urls": EXPECTED_W1, **expect})  # expect may name other urls (W4)
     r = m.extra["result"]
     m.extra["urls"] = r.get("urls")
     m.extra["in_process"] = r.get("duration_seconds")
@@ -170,6 +173,56 @@ def _trio(server: Server, kind: str, url: str) -> tuple[Measurement, Measurement
         finally:
             server.variant("base")
     return first, again, changed
+
+
+def run_w4(data_dir: Path, kinds: list[str], *, repeat: int = 1) -> dict[str, Any]:
+    """W4: the first check of the 2.5 M-URL index into an empty database, per database,
+    ``repeat`` times in rounds; the fastest run counts, the highest memory is reported."""
+    manifest = workloads.ensure("W4", data_dir)
+    print(f"W4: {manifest['urls']:,} URLs, {int(manifest['bytes']) / 1e6:.1f} MB in {data_dir}")
+    runs: dict[str, list[Measurement]] = {kind: [] for kind in kinds}
+    with serve(data_dir, "w4") as server:
+        url = f"{server.origin}/w4/sitemap_index.xml"
+        for round_number in range(1, repeat + 1):
+            print(f"  round {round_number} of {repeat}", flush=True)
+            for kind in kinds:
+                with database(kind) as db:
+                    harness.upgrade(db)
+                    runs[kind].append(_check(server, db, f"first check [{kind}]", url, {
+                        "urls": EXPECTED_W4, "outcome": "ok", "added": EXPECTED_W4,
+                        "removed": 0, "changed": 0}))
+    print("  fastest of each:", flush=True)
+    out: dict[str, Any] = {"repeat": repeat, "checks": {}}
+    for kind, measured in runs.items():
+        best = _best(measured)
+        # memory is not the fastest run's but the most any run took
+        best.extra["peak_rss_mb"] = max(m.peak_rss_mb for m in measured)
+        best.extra["tree_pss_mb"] = max(m.tree_rss_mb for m in measured)
+        out["checks"][kind] = best
+    return out
+
+
+def report_w4(out: dict[str, Any]) -> list[str]:
+    """W4's table and its target (issue 27: the tree's peak PSS within W1's 150 MB)."""
+    lines = [
+        "| run | URLs | wall s (fastest) | wall s, every run | CPU s | PostgreSQL CPU s "
+        "| peak RSS MB (most) | tree PSS MB (most) | in-process s | verified |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for m in out["checks"].values():
+        lines.append(
+            f"| {_label(m.name)} | {m.extra.get('urls')} | {m.wall:.2f} | {_walls(m)} | "
+            f"{m.tree_cpu:.2f} | {_fmt(m.extra.get('db_cpu'))} | "
+            f"{m.extra['peak_rss_mb']:.0f} | {m.extra['tree_pss_mb']:.0f} | "
+            f"{_fmt(m.extra.get('in_process'))} | {m.extra.get('verified')} |"
+        )
+    lines += ["", "| target (issue 27) | database | measured | limit | result | |",
+              "|---|---|---|---|---|---|"]
+    for kind, m in out["checks"].items():
+        _target(lines, kind, m.extra.get("verified") == "yes",
+                "first check peak memory, whole process tree (summed PSS)",
+                m.extra["tree_pss_mb"], 150, "MB")
+    return lines
 
 
 def _best(runs: list[Measurement]) -> Measurement:
@@ -382,8 +435,9 @@ def main() -> None:
     """Parse options, run the chosen workloads and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--workload", choices=["W1", "W1H", "W2"], action="append",
-        help="W1H: W1 with three hreflang alternates and an image on every URL (issue 24)",
+        "--workload", choices=["W1", "W1H", "W2", "W4"], action="append",
+        help="W1H: W1 with three hreflang alternates and an image on every URL (issue 24); "
+        "W4: an index of 50 x 50,000 URLs, its first check only (issue 27)",
     )
     parser.add_argument("--database", choices=["sqlite", "postgres"], action="append")
     parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())
@@ -393,7 +447,7 @@ def main() -> None:
         type=int,
         default=3,
         metavar="N",
-        help="W1: run every measured step N times and count the fastest (default 3)",
+        help="W1, W4: run every measured step N times and count the fastest (default 3)",
     )
     parser.add_argument("--profile", action="store_true", help="py-spy profiles of the W1 checks")
     parser.add_argument(
@@ -460,6 +514,11 @@ def main() -> None:
         if "profile" in w1h:
             lines += report_profile(w1h["profile"])
         results["W1H"] = w1h
+    if "W4" in workload_names:
+        w4 = run_w4(args.data_dir, kinds, repeat=max(1, args.repeat))
+        lines += ["", f"W4: index of 50 x 50,000 URLs, first check, fastest of {w4['repeat']} "
+                  "runs each (memory: the most of any run)", *report_w4(w4)]
+        results["W4"] = w4
     if "W2" in workload_names:
         import daemon
 

@@ -8,6 +8,9 @@ Children 1-5 hold English pages, 6-10 their German versions (URL i of child c an
 each names the English page (en), the German one (de) and the English one again (x-default),
 so every alternate is answered, across documents. W1H' changes child 3 as W1' does.
 W2: 1,000 independent targets of 1,000 URLs each.
+W4: W1's generator, five times the index: 50 children x 50,000 URLs (2.5 M URLs, about 480 MB),
+under ``w4/`` (issue 27: memory that does not grow with the index). Its first ten children are
+W1's, but for the folder in their URLs. (W3 is url_health.py's.)
 
 Every URL is written with the placeholder authority ``127.0.0.1:00000``; the server swaps in its
 real port (always five digits, so the byte counts never change) when it loads the files.
@@ -36,6 +39,7 @@ W1_CHANGED_CHILD = 3  # 1-based: sitemap-03.xml changes in W1'
 W1_CHANGED_URLS = 500
 W2_TARGETS = 1_000
 W2_URLS_PER_TARGET = 1_000
+W4_CHILDREN = 50
 
 _XHTML = "http://www.w3.org/1999/xhtml"
 _SITEMAP_NS = (
@@ -250,6 +254,20 @@ def _generate_w1(root: Path) -> dict[str, Any]:
     return {"urls": W1_CHILDREN * W1_URLS_PER_CHILD, "bytes": total}
 
 
+def _generate_w4(root: Path) -> dict[str, Any]:
+    rng = random.Random(SEED)  # as W1's: the same first ten children
+    total = 0
+    index = []
+    for c in range(1, W4_CHILDREN + 1):
+        body = _urlset(_urls(rng, f"{ORIGIN}/w4", W1_URLS_PER_CHILD, f"{c:02d}"))
+        total += len(body)
+        _write(root / "w4" / f"sitemap-{c:02d}.xml", body)
+        index.append((f"{ORIGIN}/w4/sitemap-{c:02d}.xml",
+                      f"2024-11-{c % 28 + 1:02d}T08:00:00+00:00"))
+    _write(root / "w4" / "sitemap_index.xml", _index(index))
+    return {"urls": W4_CHILDREN * W1_URLS_PER_CHILD, "bytes": total}
+
+
 def _generate_w2(root: Path) -> dict[str, Any]:
     rng = random.Random(SEED + 2)
     total = 0
@@ -260,7 +278,7 @@ def _generate_w2(root: Path) -> dict[str, Any]:
     return {"targets": W2_TARGETS, "urls": W2_TARGETS * W2_URLS_PER_TARGET, "bytes": total}
 
 
-_GENERATORS = {"W1": _generate_w1, "W1H": _generate_w1h, "W2": _generate_w2}
+_GENERATORS = {"W1": _generate_w1, "W1H": _generate_w1h, "W2": _generate_w2, "W4": _generate_w4}
 
 
 def ensure(workload: str, data_dir: Path) -> dict[str, Any]:
@@ -268,6 +286,8 @@ def ensure(workload: str, data_dir: Path) -> dict[str, Any]:
     stamp = data_dir / f"{workload}.manifest.json"
     shape = (GENERATOR_VERSION, SEED, W1_CHILDREN, W1_URLS_PER_CHILD, W1_CHANGED_CHILD,
              W1_CHANGED_URLS, W2_TARGETS, W2_URLS_PER_TARGET)  # fmt: skip
+    if workload == "W4":  # its own shape only: the others' cached copies stay valid
+        shape += (W4_CHILDREN,)
     key = hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
     if stamp.exists():
         manifest: dict[str, Any] = json.loads(stamp.read_text())

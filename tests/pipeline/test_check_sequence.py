@@ -202,20 +202,22 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
 def test_duplicates_across_many_children(site: Site, db: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     """A URL listed again by a later child is a loc-duplicate there, whichever earlier child
-    listed it: past the 16th child the check holds fingerprints as one set, not arrays."""
-    children = {i: {f"{U}{i}/{j}": "2024-01-01" for j in range(3)} for i in range(20)}
-    children[5][f"{U}0/1"] = "2024-01-01"  # listed by the first child
-    children[18][f"{U}1/0"] = "2024-01-01"  # by the second
-    children[19][f"{U}17/2"] = "2024-01-01"  # by the 18th
+    listed it: the check holds the first 16 children's fingerprints as arrays, folds them into
+    a sorted run at the 17th, the next 17 into another, merges the two, and so on."""
+    children = {i: {f"{U}{i}/{j}": "2024-01-01" for j in range(3)} for i in range(40)}
+    listed_again = {5: 0, 18: 1, 19: 17, 36: 2, 38: 20, 39: 35}  # child: the earlier one
+    for later, earlier in listed_again.items():
+        children[later][f"{U}{earlier}/1"] = "2024-01-01"
     for i, entries in children.items():
         site.set(f"/c{i}.xml", urlset(entries))
-    site.set("/index.xml", index([site.url(f"/c{i}.xml") for i in range(20)]))
+    site.set("/index.xml", index([site.url(f"/c{i}.xml") for i in range(40)]))
     code, r = check(capsys, site.url("/index.xml"), db)
     assert code == 0
     found = [(i["loc"], i["document"].rsplit("/", 1)[1]) for i in r["issues"]
              if i["rule"] == "loc-duplicate"]
-    assert found == [(f"{U}0/1", "c5.xml"), (f"{U}1/0", "c18.xml"), (f"{U}17/2", "c19.xml")]
-    assert (r["urls"], r["invalid"], r["duplicates"], r["added"]) == (60, 0, 3, 60)
+    assert found == [(f"{U}{earlier}/1", f"c{later}.xml")
+                     for later, earlier in listed_again.items()]
+    assert (r["urls"], r["invalid"], r["duplicates"], r["added"]) == (120, 0, 6, 120)
 
 
 def test_unchanged_recheck_is_one_read_and_three_writes(
