@@ -7,8 +7,13 @@ first round (every target checked once), it counts snapshots for ``--seconds`` a
 daemon's CPU time and memory from /proc. Optionally ``--changing`` makes every sitemap change
 on every request (no 304, a full parse, diff and write per check).
 
+``--replicas N`` starts N daemons on the same PostgreSQL database and targets (SPEC 10): the
+checks per second are the fleet's, the CPU is the sum over the replicas, and the row adds the
+checks per daemon CPU-second and the seconds of the second round (the next ``--targets``
+snapshots after the first round: one full round of re-checks of unchanged targets).
+
     .venv/bin/python tests/benchmarks/daemon_scale.py [--database sqlite|postgres]
-        [--targets 1000] [--seconds 30] [--concurrency 8] [--changing]
+        [--targets 1000] [--seconds 30] [--concurrency 8] [--changing] [--replicas N]
 """
 
 from __future__ import annotations
@@ -129,7 +134,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--changing", action="store_true")
+    parser.add_argument("--replicas", type=int, default=1)
     args = parser.parse_args()
+    if args.replicas > 1 and args.database != "postgres":
+        parser.error("--replicas needs --database postgres (SQLite runs one replica)")
 
     server, port = start_server(args.urls, args.changing)
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,41 +157,56 @@ def main() -> int:
         config = folder / "bench.yaml"
         config.write_text("\n".join(lines) + "\n", encoding="utf-8")
         script = Path(sys.executable).with_name("sitemap-monitor")
-        daemon = subprocess.Popen(
-            [str(script), "run", "--config", str(config)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        daemons = [
+            subprocess.Popen([str(script), "run", "--config", str(config)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(args.replicas)
+        ]
 
         def snapshot_count() -> int:
             with engine.connect() as conn:
                 return int(conn.execute(select(func.count()).select_from(snapshots)).scalar_one())
 
+        def cpu() -> float:
+            return sum(_cpu_seconds(d.pid) for d in daemons)
+
+        def wait_for(count: int) -> float:
+            began = time.monotonic()
+            while snapshot_count() < count:
+                for daemon in daemons:
+                    if daemon.poll() is not None:
+                        raise SystemExit(f"a daemon exited with {daemon.returncode}")
+                time.sleep(0.2)
+            return time.monotonic() - began
+
         try:
-            started = time.monotonic()
-            while snapshot_count() < args.targets:
-                if daemon.poll() is not None:
-                    raise SystemExit(f"the daemon exited with {daemon.returncode}")
-                time.sleep(0.5)
-            first_round = time.monotonic() - started
-            n0, cpu0, t0 = snapshot_count(), _cpu_seconds(daemon.pid), time.monotonic()
+            first_round = wait_for(args.targets)
+            second_round = wait_for(snapshot_count() + args.targets)
+            n0, cpu0, t0 = snapshot_count(), cpu(), time.monotonic()
             time.sleep(args.seconds)
-            n1, cpu1, t1 = snapshot_count(), _cpu_seconds(daemon.pid), time.monotonic()
-            rss, peak = _memory_mib(daemon.pid)
+            n1, cpu1, t1 = snapshot_count(), cpu(), time.monotonic()
+            memory = [_memory_mib(d.pid) for d in daemons]
         finally:
-            daemon.terminate()
-            code = daemon.wait(60)
+            for daemon in daemons:
+                daemon.terminate()
+            codes = [daemon.wait(60) for daemon in daemons]
             engine.dispose()
             server.terminate()
             if pg_name:
                 _drop(pg_name)
     rate = (n1 - n0) / (t1 - t0)
-    cpu = (cpu1 - cpu0) / (t1 - t0)
+    cores = (cpu1 - cpu0) / (t1 - t0)
+    rss = max(m[0] for m in memory)
+    peak = max(m[1] for m in memory)
     kind = "changing" if args.changing else "unchanged (304)"
-    print("| database | targets | sitemaps | concurrency | first round s | checks/s "
-          "| CPU (cores) | CPU ms/check | RSS MiB | peak RSS MiB | exit |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| {args.database} | {args.targets} | {args.urls} URLs, {kind} | {args.concurrency} "
-          f"| {first_round:.1f} | {rate:.1f} | {cpu:.2f} | {1000 * cpu / rate:.1f} "
-          f"| {rss:.0f} | {peak:.0f} | {code} |")
+    print("| database | replicas | targets | sitemaps | concurrency | first round s "
+          "| second round s | checks/s | CPU (cores) | CPU ms/check | checks/CPU-s "
+          "| RSS MiB | peak RSS MiB | exit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {args.database} | {args.replicas} | {args.targets} | {args.urls} URLs, {kind} "
+          f"| {args.concurrency} | {first_round:.1f} | {second_round:.1f} | {rate:.1f} "
+          f"| {cores:.2f} | {1000 * cores / rate:.1f} | {rate / cores:.1f} "
+          f"| {rss:.0f} | {peak:.0f} | {' '.join(map(str, codes))} |")
     return 0
 
 
