@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 from sqlalchemy import create_engine, func, make_url, select, text
 
 from monitor.store import db
@@ -103,6 +105,26 @@ def _memory_mib(pid: int) -> tuple[float, float]:
     return values["VmRSS"], values["VmHWM"]
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _claims(ports: list[int]) -> tuple[float, float] | None:
+    """Claim statements so far over the replicas, all and empty; None if not exported."""
+    total = empty = 0.0
+    for port in ports:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+        found = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+                 if line.startswith("sitemap_monitor_claims_total{")}
+        if not found:
+            return None
+        total += sum(found.values())
+        empty += found.get('sitemap_monitor_claims_total{outcome="empty"}', 0.0)
+    return total, empty
+
+
 def _database(kind: str, folder: Path) -> tuple[str, str | None]:
     if kind == "sqlite":
         return f"sqlite:///{folder}/bench.db", None
@@ -145,22 +167,26 @@ def main() -> int:
         url, pg_name = _database(args.database, folder)
         engine = db.make_engine(url)
         db.upgrade(engine)
+        ports = [_free_port() for _ in range(args.replicas)]
         lines = [
             f"database_url: {url}",
-            "listen: 127.0.0.1:0",
+            "listen: 127.0.0.1:{port}",
             "defaults: {interval: 1s, jitter: 0, allow_private: true}",
             f"scheduler: {{concurrency: {args.concurrency}, per_host: {args.concurrency}}}",
             "targets:",
             *[f'  - {{name: t{i}, url: "http://127.0.0.1:{port}/t{i}.xml"}}'
               for i in range(args.targets)],
         ]
-        config = folder / "bench.yaml"
-        config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        text = "\n".join(lines) + "\n"
+        configs = []
+        for port_of in ports:  # the same targets, each replica on a port of its own
+            configs.append(folder / f"bench-{port_of}.yaml")
+            configs[-1].write_text(text.replace("{port}", str(port_of)), encoding="utf-8")
         script = Path(sys.executable).with_name("sitemap-monitor")
         daemons = [
             subprocess.Popen([str(script), "run", "--config", str(config)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(args.replicas)
+            for config in configs
         ]
 
         def snapshot_count() -> int:
@@ -182,9 +208,11 @@ def main() -> int:
         try:
             first_round = wait_for(args.targets)
             second_round = wait_for(snapshot_count() + args.targets)
+            claims0 = _claims(ports)
             n0, cpu0, t0 = snapshot_count(), cpu(), time.monotonic()
             time.sleep(args.seconds)
             n1, cpu1, t1 = snapshot_count(), cpu(), time.monotonic()
+            claims1 = _claims(ports)
             memory = [_memory_mib(d.pid) for d in daemons]
         finally:
             for daemon in daemons:
@@ -199,13 +227,20 @@ def main() -> int:
     rss = max(m[0] for m in memory)
     peak = max(m[1] for m in memory)
     kind = "changing" if args.changing else "unchanged (304)"
+    # Claim statements per check, those that found nothing due among them (a version of the
+    # daemon without sitemap_monitor_claims_total shows "-").
+    claims = "-"
+    if claims0 is not None and claims1 is not None:
+        done = n1 - n0
+        claims = (f"{(claims1[0] - claims0[0]) / done:.2f} "
+                  f"({(claims1[1] - claims0[1]) / done:.2f} empty)")
     print("| database | replicas | targets | sitemaps | concurrency | first round s "
           "| second round s | checks/s | CPU (cores) | CPU ms/check | checks/CPU-s "
-          "| RSS MiB | peak RSS MiB | exit |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| claims/check | RSS MiB | peak RSS MiB | exit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(f"| {args.database} | {args.replicas} | {args.targets} | {args.urls} URLs, {kind} "
           f"| {args.concurrency} | {first_round:.1f} | {second_round:.1f} | {rate:.1f} "
-          f"| {cores:.2f} | {1000 * cores / rate:.1f} | {rate / cores:.1f} "
+          f"| {cores:.2f} | {1000 * cores / rate:.1f} | {rate / cores:.1f} | {claims} "
           f"| {rss:.0f} | {peak:.0f} | {' '.join(map(str, codes))} |")
     return 0
 
