@@ -99,7 +99,12 @@ class Scheduler:
         self._clock = clock
         self._aps = AsyncIOScheduler(timezone=UTC)
         self._targets: dict[str, config.Target] = {}
+        self._removed: set[str] = set()  # by the last reload
+        # Claims name the configured targets only once a claim got one this replica does not
+        # know (another replica's configuration is newer: a rollout); else any unparked target
+        # is one of this replica's, and the claim reads only the due ones, by their index.
         self._configured = store.configured(())
+        self._listed = False
         # The claimed targets' runs, by name: one at a time per target, at most concurrency.
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._checking: set[asyncio.Task[Any]] = set()
@@ -161,13 +166,15 @@ class Scheduler:
         ]
         configured = await asyncio.to_thread(store.configured, new)
         await asyncio.to_thread(store.upsert_targets, self._engine, rows, now)
-        for count, name in enumerate(set(self._targets) - set(new), 1):
+        self._removed = set(self._targets) - set(new)
+        for count, name in enumerate(self._removed, 1):
             self._due.pop(name, None)
             log.info("target removed", target=name)
             if count % _SLICE == 0:
                 await asyncio.sleep(0)
         self._targets = new
         self._configured = configured
+        self._listed = False
         for _ in self._metrics.set_targets_in_steps(new, _SLICE):
             await asyncio.sleep(0)
         self._metrics.set_intervals({n: t.settings.interval for n, t in new.items()})
@@ -249,8 +256,8 @@ class Scheduler:
                 now = self._clock()
                 try:
                     got = await asyncio.to_thread(
-                        store.claim_due, self._engine, self._configured, self._owner, now,
-                        lease=self._lease, limit=free)
+                        store.claim_due, self._engine, self._configured if self._listed else None,
+                        self._owner, now, lease=self._lease, limit=free)
                 except MonitorError as exc:
                     log.warning("claim failed", error=str(exc))
                     break
@@ -270,8 +277,21 @@ class Scheduler:
         target = self._targets.get(name)
         if name in self._runs:
             return  # its lease ran out under a check of it here, which gives the lease back
-        if target is None or self._stopping:
-            # Removed by a reload while the claim was in the database: give it back as it was.
+        if target is None and name in self._removed:
+            # Removed by a reload while the claim was in the database: parked, as it would be.
+            self._spawn(self._release(name, store.PARKED))
+            return
+        if target is None:
+            # Another replica's configuration names it and this one's does not: leave it to
+            # them, as due as it was, and claim only this configuration's targets from now on.
+            if not self._listed:
+                log.warning("a due target is not in this replica's configuration: another "
+                            "replica's is newer; claiming only the configured targets",
+                            target=name)
+                self._listed = True
+            self._spawn(self._release(name, None))
+            return
+        if self._stopping:
             self._spawn(self._release(name, None))
             return
         if due is not None:
@@ -336,7 +356,8 @@ class Scheduler:
             # In the snapshot's transaction: the lease goes back when the snapshot commits, and
             # only if this replica still holds it; else the whole check rolls back (SPEC 10).
             nonlocal handed_back
-            if not store.release_in(conn, name, self._owner, next_due_at=next_due):
+            due = next_due if name in self._targets else store.PARKED  # removed meanwhile
+            if not store.release_in(conn, name, self._owner, next_due_at=due):
                 raise LeaseLost(f"{name}: the lease was taken over while this check ran")
             handed_back = True
 
@@ -353,6 +374,8 @@ class Scheduler:
         finally:
             self._checking.discard(task)
             heartbeat.cancel()
+            if name not in self._targets:
+                next_due = store.PARKED  # removed by a reload while it ran
             if not (committed and handed_back):
                 await asyncio.shield(self._release(name, next_due))
             if name in self._targets and not self._stopping:

@@ -45,6 +45,7 @@ from monitor.store.schema import documents, snapshots, targets
 from monitor.store.sql import transaction
 
 __all__ = [
+    "PARKED",
     "TargetGauges",
     "claim_due",
     "configured",
@@ -88,23 +89,27 @@ _t = targets.c
 _now = bindparam("now", type_=_t.lease_until.type)
 
 
-def _claim_statement(dialect: str) -> Update:
-    """Lease up to ``limit`` due, free targets among the configured ``names`` (a JSON list)."""
-    names = bindparam("names", type_=Text)
-    if dialect == "postgresql":
-        listed = select(func.json_array_elements_text(cast(names, JSON)))
-    else:
-        listed = select(func.json_each(names).table_valued("value").c.value)
+# The due time of a target no replica is configured for (removed from the configuration):
+# never due, so claims do not read it, until a configuration names it again.
+PARKED = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def _claim_statement(dialect: str, *, listed: bool) -> Update:
+    """Lease up to ``limit`` due, free targets, the longest-due first; ``listed``: only those
+    among ``names`` (a JSON list)."""
     due = (
         select(_t.id)
-        .where(
-            _t.name.in_(listed),
-            or_(_t.next_due_at.is_(None), _t.next_due_at <= _now),
-            or_(_t.lease_until.is_(None), _t.lease_until < _now),
-        )
-        .order_by(_t.next_due_at.asc().nulls_first())
+        .where(_t.next_due_at <= _now, or_(_t.lease_until.is_(None), _t.lease_until < _now))
+        .order_by(_t.next_due_at)
         .limit(bindparam("limit"))
     )
+    if listed:
+        names = bindparam("names", type_=Text)
+        if dialect == "postgresql":
+            among = select(func.json_array_elements_text(cast(names, JSON)))
+        else:
+            among = select(func.json_each(names).table_valued("value").c.value)
+        due = due.where(_t.name.in_(among))
     if dialect == "postgresql":
         due = due.with_for_update(skip_locked=True)
     return (
@@ -118,23 +123,32 @@ def _claim_statement(dialect: str) -> Update:
     )
 
 
-_CLAIMS = {dialect: _claim_statement(dialect) for dialect in ("postgresql", "sqlite")}
+_CLAIMS = {
+    (dialect, listed): _claim_statement(dialect, listed=listed)
+    for dialect in ("postgresql", "sqlite") for listed in (False, True)
+}
 _RELEASE = (
     update(targets)
     .where(_t.name == bindparam("target_name"), _t.lease_owner == bindparam("owner"))
     .values(lease_owner=None, lease_until=None)
 )
 _RELEASE_DUE = _RELEASE.values(next_due_at=bindparam("due", type_=_t.next_due_at.type))
+_SET_DUE = (
+    update(targets)
+    .where(_t.name == bindparam("target_name"))
+    .values(next_due_at=bindparam("due", type_=_t.next_due_at.type))
+)
 
 
 def upsert_targets(
     engine: Engine, configured: Sequence[tuple[str, str, datetime]], now: datetime
 ) -> None:
-    """Create a row for every configured (name, url, first due time) that has none; follow URL
-    changes. A target's row keeps its due time across restarts and reloads."""
-    if not configured:
-        return
+    """Make the stored targets what this configuration says: a row for every configured (name,
+    url, first due time) that has none, URL changes followed, the targets it no longer names
+    parked (``PARKED``) and those it names again due at their first due time. A target's row
+    keeps its due time across restarts and reloads."""
     dialect_insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+    wanted = {name: (url, first) for name, url, first in configured}
 
     def work(conn: Connection) -> None:
         rows = [{"name": name, "url": url, "created_at": now, "next_due_at": first}
@@ -142,11 +156,23 @@ def upsert_targets(
         for start in range(0, len(rows), 500):
             statement = dialect_insert(targets).on_conflict_do_nothing(index_elements=["name"])
             conn.execute(statement, rows[start : start + 500])
-        urls = {name: url for name, url, _ in configured}
-        stored = conn.execute(select(targets.c.name, targets.c.url)).all()
-        for name, url in stored:
-            if name in urls and urls[name] != url:
-                conn.execute(update(targets).where(targets.c.name == name).values(url=urls[name]))
+        stored = conn.execute(select(_t.name, _t.url, _t.next_due_at)).all()
+        park, unpark = [], []
+        for name, url, due in stored:
+            parked = due is not None and _utc(due) == PARKED
+            if name not in wanted:
+                if not parked:
+                    park.append(name)
+                continue
+            if wanted[name][0] != url:
+                conn.execute(update(targets).where(_t.name == name).values(url=wanted[name][0]))
+            if parked or due is None:
+                unpark.append({"target_name": name, "due": wanted[name][1]})
+        for start in range(0, len(park), 500):
+            conn.execute(update(targets).where(_t.name.in_(park[start : start + 500]))
+                         .values(next_due_at=PARKED))
+        if unpark:
+            conn.execute(_SET_DUE, unpark)
 
     transaction(engine, work)
 
@@ -158,15 +184,16 @@ def configured(names: Iterable[str]) -> str:
 
 def claim_due(
     engine: Engine,
-    names: str,
+    names: str | None,
     owner: str,
     now: datetime,
     *,
     lease: float,
     limit: int,
 ) -> list[tuple[str, datetime | None]]:
-    """Lease up to ``limit`` due, unleased targets among ``names`` (``configured``), the
-    longest-due first: each (name, due time) this owner got, in one statement.
+    """Lease up to ``limit`` due, unleased targets, the longest-due first: each (name, due
+    time) this owner got, in one statement. ``names`` (``configured``) limits the claim to
+    those targets; None claims any target (every replica knows every unparked target).
 
     The due time stays as it was: the check's release sets the next one. A target whose
     holder died is claimable once its lease has run out (its due time has long passed).
@@ -175,7 +202,8 @@ def claim_due(
         return []
     params = {"names": names, "now": now, "owner": owner, "limit": limit,
               "until": now + timedelta(seconds=lease)}
-    statement = _CLAIMS["postgresql" if engine.dialect.name == "postgresql" else "sqlite"]
+    dialect = "postgresql" if engine.dialect.name == "postgresql" else "sqlite"
+    statement = _CLAIMS[dialect, names is not None]
 
     def work(conn: Connection) -> list[tuple[str, datetime | None]]:
         return [(name, _utc(due)) for name, due in conn.execute(statement, params)]

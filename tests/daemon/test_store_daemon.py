@@ -22,7 +22,8 @@ def test_upsert_creates_once_and_follows_url_changes(engine: Engine) -> None:
     later = T0 + timedelta(seconds=5)
     store.upsert_targets(engine, [("a", "http://127.0.0.1/a.xml", later),
                                   ("b", "http://127.0.0.1/b", T0)], T0)
-    store.upsert_targets(engine, [("a", "http://127.0.0.1/new.xml", T0)], T0)
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/new.xml", T0),
+                                  ("b", "http://127.0.0.1/b", T0)], T0)
     with engine.connect() as conn:
         rows = {r.name: r for r in conn.execute(select(targets))}
     assert {n: r.url for n, r in rows.items()} == {
@@ -31,14 +32,27 @@ def test_upsert_creates_once_and_follows_url_changes(engine: Engine) -> None:
     assert _utc(rows["a"].next_due_at) == later
 
 
+def test_a_removed_target_is_parked_until_it_is_configured_again(engine: Engine) -> None:
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/a", T0), ("b", "http://127.0.0.1/b",
+                                                                    T0)], T0)
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/a", T0)], T0)
+    assert due_of(engine, "b") == store.PARKED
+    assert claim(engine, "r1", T0 + timedelta(days=365)) == ["a"]  # never due, never read
+    back = T0 + timedelta(seconds=7)
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/a", T0), ("b", "http://127.0.0.1/b",
+                                                                    back)], T0)
+    assert due_of(engine, "b") == back
+    assert claim(engine, "r1", back) == ["b"]
+
+
 def _utc(moment: datetime | None) -> datetime | None:
     return None if moment is None else moment.replace(tzinfo=UTC)
 
 
 def claim(engine: Engine, owner: str, now: datetime, *names: str, lease: float = 60,
           limit: int = 10) -> list[str]:
-    """The names ``owner`` claims at ``now`` among ``names`` (all three if none given)."""
-    listed = store.configured(names or ("a", "b", "c"))
+    """The names ``owner`` claims at ``now`` among ``names`` (any target if none given)."""
+    listed = store.configured(names) if names else None
     return [n for n, _ in store.claim_due(engine, listed, owner, now, lease=lease, limit=limit)]
 
 
@@ -50,7 +64,7 @@ def due_of(engine: Engine, name: str) -> datetime | None:
 
 
 def test_only_one_owner_claims_a_due_target(engine: Engine) -> None:
-    add_target(engine, "a")  # never checked: due at once
+    add_target(engine, "a")  # never checked: due since its row was made
     assert claim(engine, "r1", T0, "a") == ["a"]
     # Leased: nobody else, not even the holder, gets it again while the lease lasts.
     assert claim(engine, "r2", T0, "a") == []
@@ -75,7 +89,7 @@ def test_an_expired_lease_is_taken_over(engine: Engine) -> None:
     assert claim(engine, "r2", T0 + timedelta(seconds=5.1), "a", lease=5) == ["a"]
     # The dead replica's late release must not free the new holder's lease nor move its due.
     assert not store.release(engine, "a", "dead", next_due_at=T0 + timedelta(hours=1))
-    assert due_of(engine, "a") is None
+    assert due_of(engine, "a") == T0
     with engine.connect() as conn:
         assert conn.execute(select(targets.c.lease_owner)).scalar_one() == "r2"
 
@@ -187,26 +201,24 @@ def test_changes_filter_by_time_and_kind_and_page(engine: Engine) -> None:
     with pytest.raises(listing.NotFound):
         store_listing.open_changes(engine, "nope", None, (), None)
 
-def test_a_claim_takes_the_longest_due_free_configured_targets_up_to_its_limit(
-    engine: Engine,
-) -> None:
-    for name in ("new", "old", "older", "leased", "later", "other"):
-        add_target(engine, name)
-    dues = {"old": T0 - timedelta(seconds=1), "older": T0 - timedelta(seconds=5),
-            "later": T0 + timedelta(seconds=100), "other": T0 - timedelta(seconds=9)}
-    assert claim(engine, "r1", T0, "leased") == ["leased"]
+def test_a_claim_takes_the_longest_due_free_targets_up_to_its_limit(engine: Engine) -> None:
+    dues = {"new": T0, "old": T0 - timedelta(seconds=1), "older": T0 - timedelta(seconds=5),
+            "leased": T0 - timedelta(seconds=60), "later": T0 + timedelta(seconds=100),
+            "other": T0 - timedelta(seconds=9)}
     for name, due in dues.items():
-        assert claim(engine, "r1", T0 - timedelta(seconds=60), name) == [name]
-        store.release(engine, name, "r1", next_due_at=due)
+        add_target(engine, name, due=due)
+    assert claim(engine, "r1", T0, "leased") == ["leased"]
     mine = ("new", "old", "older", "leased", "later", "missing")  # not "other"
-    # A never-checked target first, then by due time; "other" is not this replica's.
-    assert claim(engine, "r2", T0, *mine, limit=2) == ["new", "older"]
-    assert claim(engine, "r2", T0, *mine, limit=5) == ["old"]
+    # The longest-due first (in no order: RETURNING keeps none); "other" is not in the list.
+    assert sorted(claim(engine, "r2", T0, *mine, limit=2)) == ["old", "older"]
+    assert claim(engine, "r2", T0, *mine, limit=5) == ["new"]
     assert claim(engine, "r3", T0, *mine) == []
     with engine.connect() as conn:
         owners = dict(conn.execute(select(targets.c.name, targets.c.lease_owner)).all())
     assert owners == {"new": "r2", "old": "r2", "older": "r2", "leased": "r1", "later": None,
                       "other": None}
+    # Without a list, any due free target: here the one no list named.
+    assert claim(engine, "r3", T0) == ["other"]
     got = store.claim_due(engine, store.configured(["later"]), "r3",
                           T0 + timedelta(seconds=100), lease=60, limit=1)
     assert got == [("later", T0 + timedelta(seconds=100))]  # with its due time
