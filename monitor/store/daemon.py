@@ -377,7 +377,8 @@ def _targets_json(conn: Connection, name: str | None, *, after: str | None = Non
         {
             "name": r.name,
             "url": r.url,
-            "next_due_at": _iso(r.next_due_at),
+            # A parked target (no longer configured) is due at no time.
+            "next_due_at": None if _utc(r.next_due_at) == PARKED else _iso(r.next_due_at),
             "leased_by": r.lease_owner if r.lease_until is not None else None,
             "snapshots": r.snapshot_count or 0,
             "changes": r.change_count or 0,

@@ -38,6 +38,9 @@ def test_a_removed_target_is_parked_until_it_is_configured_again(engine: Engine)
     store.upsert_targets(engine, [("a", "http://127.0.0.1/a", T0)], T0)
     assert due_of(engine, "b") == store.PARKED
     assert claim(engine, "r1", T0 + timedelta(days=365)) == ["a"]  # never due, never read
+    parked = store.get_target(engine, "b")
+    assert parked is not None
+    assert parked["next_due_at"] is None  # the API: due at no time
     back = T0 + timedelta(seconds=7)
     store.upsert_targets(engine, [("a", "http://127.0.0.1/a", T0), ("b", "http://127.0.0.1/b",
                                                                     back)], T0)
