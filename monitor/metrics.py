@@ -74,6 +74,11 @@ class Metrics:
         self.leases_lost = Counter(
             f"{p}_leases_lost", "Checks rolled back, writing nothing, because another replica "
             "had taken the target's lease meanwhile (this one was paused past it).", registry=r)
+        # Per replica: what scale-out costs (issue 27). A replica that finds nothing due asks
+        # once a second (scheduler.POLL); many empty claims beside few checks is waste.
+        self.claims = Counter(
+            f"{p}_claims", "Statements that claimed due targets, by whether they got some "
+            "(claimed) or found none due and free (empty).", ["outcome"], registry=r)
         self.alerts = Counter(
             f"{p}_alerts", "Notification delivery attempts, by channel and outcome.",
             ["channel", "outcome"], registry=r)
@@ -103,13 +108,15 @@ class Metrics:
             "Share of the listed URLs checked within url_checks.recheck.", ["target"],
             registry=r)
         self._url_targets: set[str] = set()
-        self._plain = (self.leases_lost, self.alerts, self.alerts_pending, self.build_info,
-                       self.reload_ok, self.reload_time, self.http_refused, self.url_health,
-                       self.url_checks, self.url_coverage)
+        self._plain = (self.leases_lost, self.claims, self.alerts, self.alerts_pending,
+                       self.build_info, self.reload_ok, self.reload_time, self.http_refused,
+                       self.url_health, self.url_checks, self.url_coverage)
         registry.register(self.targets)
         self.build_info.labels(__version__).set(1)
         for lane in HTTP_LANES:
             self.http_refused.labels(lane)
+        for outcome in ("claimed", "empty"):
+            self.claims.labels(outcome)
         self.set_targets(targets)
         for channel in channels:
             self.add_channel(channel)
@@ -255,6 +262,10 @@ class Metrics:
     def alert_result(self, channel: str, outcome: str) -> None:
         """Count one delivery attempt of a notification (the outbox's ``on_result``)."""
         self.alerts.labels(channel, outcome).inc()
+
+    def claimed(self, count: int) -> None:
+        """Count one claim statement that got ``count`` targets."""
+        self.claims.labels("claimed" if count else "empty").inc()
 
     def lease_lost(self) -> None:
         """Count a check rolled back because its replica no longer held the lease."""

@@ -1,22 +1,25 @@
-"""WHEN checks run: one APScheduler job per target, claims in the database, graceful stop.
+"""WHEN checks run: due times in the database, claimed in batches by each replica, graceful stop.
 
-Every replica schedules every target locally (interval plus jitter, never two at once); before
-a check it claims the target in the database (``store.daemon.claim``), so across replicas each
-due check runs once. A target's job is paused from the moment it fires until its run is over
-(waiting for a concurrency slot included), then resumes on its interval: a daemon that is behind
-does not re-fire the jobs that are already waiting. A replica that loses a claim moves its local
-job to the time the target is next claimable, so replicas converge on the due time instead of
-polling. Claims that wait at the same time are taken together, in one statement (the database's
-write lock and round trips are the cost of a check that finds nothing new). The check gives the
-lease back in its own transaction; a check that raises or is cancelled gives it back on its own.
-A check that raises is logged with its exception and pushed one interval on; it never stops the
-other targets (STYLE 10). ``stop`` lets in-flight checks finish within a grace period and cancels
-the rest; a cancelled check writes nothing because the pipeline commits atomically.
+The due times live in the database (``targets.next_due_at``), not in every replica: replicas do
+not all schedule all targets (issue 27). Each replica has one dispatcher, an APScheduler job
+that wakes at the earliest due time this replica knows (the ones its own checks set), when a
+concurrency slot frees, and at least every ``POLL`` seconds (the others' targets, a dead
+replica's). It claims, in one statement (``store.daemon.claim_due``), as many due, free targets
+as it has free slots, the longest-due first: a busy replica leaves the work to the others, and
+replicas claiming at once take different targets instead of racing for the same ones (on
+PostgreSQL ``FOR UPDATE SKIP LOCKED``). Each due check runs once across replicas. A check gives
+the lease back in its own transaction, with the target's next due time (its claim plus the
+interval plus jitter); a check that raises or is cancelled gives it back on its own. A check
+that raises is logged with its exception and pushed one interval on; it never stops the other
+targets (STYLE 10). ``stop`` lets in-flight checks finish within a grace period and cancels the
+rest; a cancelled check writes nothing because the pipeline commits atomically, and its target
+is due again at once, for any replica.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import random
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import suppress
@@ -24,9 +27,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.interval import IntervalTrigger
+from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import Connection, Engine
 
 from monitor import config
@@ -35,7 +37,7 @@ from monitor.metrics import Metrics
 from monitor.model import CheckResult
 from monitor.store import daemon as store
 
-__all__ = ["CheckFn", "Clock", "InTransaction", "Scheduler", "utcnow"]
+__all__ = ["POLL", "CheckFn", "Clock", "InTransaction", "Scheduler", "utcnow"]
 
 InTransaction = Callable[[Connection], None]
 # A check of one target; it runs the hook in the transaction that stores its snapshot, just
@@ -45,6 +47,19 @@ Clock = Callable[[], datetime]
 log = structlog.get_logger("monitor.scheduler")
 # Targets applied between two passes of the event loop in ``update`` (about 0.1 s of work).
 _SLICE = 50
+# The longest a replica waits before it asks the database for due targets: how soon it sees
+# what another replica released or left behind (a dead one's, once its lease has run out).
+POLL = 1.0
+# How long a wake-up waits for others before its claim: the targets due together, and the slots
+# of checks ending together, are claimed by one statement.
+_GATHER = timedelta(seconds=0.005)
+# A target claimed this long after its due time waited for a slot (here or on other replicas):
+# the replicas are behind, and a freed slot should not wait for the next poll.
+_WAITED = timedelta(seconds=0.25)
+# Checks that start this late are counted, and summed up in one log line every _LATE_EVERY.
+_LATE = 2.0
+_LATE_EVERY = 60.0
+_DISPATCH = "dispatch"
 
 
 def utcnow() -> datetime:
@@ -56,52 +71,14 @@ def _jitter(target: config.Target) -> float:
     return target.settings.interval * target.settings.jitter
 
 
-def _timing(target: config.Target) -> tuple[float, float]:
-    return target.settings.interval, _jitter(target)
-
-
-class _Claims:
-    """Claims in batches: whatever waits while one batch is in the database goes in the next."""
-
-    def __init__(self, engine: Engine, owner: str, lease: float, clock: Clock) -> None:
-        self._engine = engine
-        self._owner = owner
-        self._lease = lease
-        self._clock = clock
-        self._waiting: list[tuple[str, float, asyncio.Future[datetime | None]]] = []
-        self._drainer: asyncio.Task[None] | None = None
-
-    async def claim(self, name: str, interval: float) -> datetime | None:
-        """Claim one target; the time of the claim if this replica got it, else None."""
-        future: asyncio.Future[datetime | None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((name, interval, future))
-        if self._drainer is None or self._drainer.done():
-            self._drainer = asyncio.create_task(self._drain())
-        return await future
-
-    async def _drain(self) -> None:
-        while self._waiting:
-            batch, self._waiting = self._waiting, []
-            now = self._clock()
-            try:
-                got = await asyncio.to_thread(
-                    store.claim_many, self._engine, [(n, i) for n, i, _ in batch], self._owner,
-                    now, lease=self._lease,
-                )
-            except Exception as exc:  # noqa: BLE001 - each waiter handles it as its own
-                for _, _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            for name, _, future in batch:
-                if not future.done():
-                    # A name twice in a batch (a job replaced while it ran) is claimed once.
-                    future.set_result(now if name in got else None)
-                    got.discard(name)
+def _after(moment: datetime, target: config.Target, *, jittered: bool = True) -> datetime:
+    """One interval after ``moment`` plus a random share of the target's jitter."""
+    extra = random.uniform(0, _jitter(target)) if jittered else 0.0  # noqa: S311
+    return moment + timedelta(seconds=target.settings.interval + extra)
 
 
 class Scheduler:
-    """Runs each target's checks on its schedule, claimed through the database."""
+    """Runs the targets' checks when due, claimed in batches through the database."""
 
     def __init__(
         self,
@@ -118,14 +95,29 @@ class Scheduler:
         self._metrics = metrics
         self._owner = owner
         self._lease = settings.lease
+        self._concurrency = settings.concurrency
         self._clock = clock
-        self._semaphore = asyncio.Semaphore(settings.concurrency)
-        self._claims = _Claims(engine, owner, settings.lease, clock)
         self._aps = AsyncIOScheduler(timezone=UTC)
-        self._aps.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES)
         self._targets: dict[str, config.Target] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._removed: set[str] = set()  # by the last reload
+        # Claims name the configured targets only once a claim got one this replica does not
+        # know (another replica's configuration is newer: a rollout); else any unparked target
+        # is one of this replica's, and the claim reads only the due ones, by their index.
+        self._configured = store.configured(())
+        self._listed = False
+        # The claimed targets' runs, by name: one at a time per target, at most concurrency.
+        self._runs: dict[str, asyncio.Task[None]] = {}
         self._checking: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        # Due times this replica set (its own checks'), earliest first: when to wake next.
+        self._wakes: list[datetime] = []
+        self._due: dict[str, datetime] = {}
+        self._dispatching = False
+        # The last claim filled every free slot with targets that had waited: more may be due,
+        # so a freed slot claims again at once.
+        self._behind = False
+        self._late = (0, 0.0)  # checks that started late since the last summary, most seconds
+        self._late_since = 0.0
         # Releases that failed and are retried (see _release), by target.
         self._retries: dict[str, tuple[asyncio.Task[None], asyncio.Event]] = {}
         self._stopping = False
@@ -151,68 +143,47 @@ class Scheduler:
         return list(self._targets)
 
     async def start(self, targets: Iterable[config.Target]) -> None:
-        """Register the targets in the database and schedule their first checks."""
+        """Register the targets in the database and start claiming the due ones."""
         self._started = True
         self._aps.start()
+        self._late_since = asyncio.get_running_loop().time()
         await self.update(targets)
+        self._wake_at(self._clock())
 
     async def update(self, targets: Iterable[config.Target]) -> None:
-        """Apply a (re)loaded target list: add, reschedule and remove jobs.
+        """Apply a (re)loaded target list: the targets this replica claims from now on.
 
-        In slices of ``_SLICE`` targets with a pass of the event loop between them: a reload to
-        10,000 targets costs tens of seconds of CPU (metric label sets, jobs) and must not hold
-        the loop, which also answers /healthz, that long (SPEC 10).
+        A new target is due within its jitter from now; a known one keeps the due time in the
+        database. The metric series are made in slices of ``_SLICE`` targets with a pass of the
+        event loop between them: a reload to 10,000 targets costs seconds of CPU and must not
+        hold the loop, which also answers /healthz, that long (SPEC 10).
         """
         new = {t.name: t for t in targets}
         now = self._clock()
-        await asyncio.to_thread(
-            store.upsert_targets, self._engine, [(t.name, t.url) for t in new.values()], now
-        )
-        for count, name in enumerate(set(self._targets) - set(new), 1):
-            with suppress(LookupError):
-                self._aps.remove_job(name)
+        rows = [
+            (t.name, t.url, now + timedelta(seconds=random.uniform(0, _jitter(t))))  # noqa: S311
+            for t in new.values()
+        ]
+        configured = await asyncio.to_thread(store.configured, new)
+        await asyncio.to_thread(store.upsert_targets, self._engine, rows, now)
+        self._removed = set(self._targets) - set(new)
+        for count, name in enumerate(self._removed, 1):
+            self._due.pop(name, None)
             log.info("target removed", target=name)
             if count % _SLICE == 0:
                 await asyncio.sleep(0)
-        added = [t for name, t in new.items() if name not in self._targets]
-        changed = [
-            t for name, t in new.items()
-            if name in self._targets and _timing(t) != _timing(self._targets[name])
-        ]
         self._targets = new
+        self._configured = configured
+        self._listed = False
         for _ in self._metrics.set_targets_in_steps(new, _SLICE):
             await asyncio.sleep(0)
         self._metrics.set_intervals({n: t.settings.interval for n, t in new.items()})
-        if not added and not changed:
-            return
-        times = await asyncio.to_thread(
-            store.schedule_times, self._engine, [t.name for t in (*added, *changed)]
-        )
-        for count, target in enumerate((*added, *changed), 1):
-            due = times.get(target.name)
-            first = max(now, due) if due is not None else now
-            first += timedelta(seconds=random.uniform(0, _jitter(target)))  # noqa: S311
-            interval, jitter = _timing(target)
-            self._aps.add_job(
-                self._run,
-                IntervalTrigger(seconds=interval, jitter=jitter or None, start_date=first,
-                                timezone=UTC),
-                args=[target.name],
-                id=target.name,
-                name=target.name,
-                coalesce=True,
-                max_instances=1,
-                misfire_grace_time=None,
-                replace_existing=True,
-                next_run_time=first,
-            )
-            if count % _SLICE == 0:
-                await asyncio.sleep(0)
+        if self._started:
+            self._wake_at(self._clock())
 
     def next_run_time(self, name: str) -> datetime | None:
-        """When the local job of a target fires next (for tests and the API)."""
-        job = self._aps.get_job(name)
-        return None if job is None else job.next_run_time
+        """When a target is next due, as far as this replica knows (its own checks set it)."""
+        return self._due.get(name) if name in self._targets else None
 
     async def stop(self, grace: float) -> int:
         """Start no new check; wait ``grace`` seconds for running ones, cancel the rest.
@@ -221,7 +192,8 @@ class Scheduler:
         """
         self._stopping = True
         if self._aps.running:
-            self._aps.pause()
+            with suppress(LookupError):
+                self._aps.remove_job(_DISPATCH)
         checking = set(self._checking)
         pending: set[asyncio.Task[Any]] = set()
         if checking:
@@ -231,85 +203,169 @@ class Scheduler:
                 task.cancel()
         for _retry, stop in list(self._retries.values()):
             stop.set()
-        # Jobs still queued for a concurrency slot see the stop and return at once.
+        # Runs that have not begun their check yet see the stop, give the lease back and end.
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=10)
         if self._aps.running:
             self._aps.shutdown(wait=False)
         return len(pending)
 
-    def _skipped(self, event: JobSubmissionEvent) -> None:
-        # A check longer than its interval: the next one is coalesced away, which is the point.
-        log.debug("check skipped: the previous one is still running", target=event.job_id)
+    # ---- the dispatcher ------------------------------------------------------------------
 
-    async def _run(self, name: str) -> None:
+    def _wake_at(self, at: datetime) -> None:
+        """Have the dispatcher run at ``at`` at the latest."""
+        if self._stopping or not self._aps.running:
+            return
+        heapq.heappush(self._wakes, at)
+        if self._dispatching:
+            return  # it plans its next run when it ends, from _wakes
+        job = self._aps.get_job(_DISPATCH)
+        if job is None:
+            self._plan(None)
+        elif job.next_run_time is None or job.next_run_time > at:
+            job.modify(next_run_time=at)
+
+    def _plan(self, served: datetime | None) -> None:
+        """Set the dispatcher's next run: the earliest wake not ``served`` yet (by a dispatch
+        that began at that time), or one ``POLL`` on."""
+        if self._stopping or not self._aps.running:
+            return
+        while self._wakes and served is not None and self._wakes[0] <= served:
+            heapq.heappop(self._wakes)
+        # Replicas' polls drift apart instead of asking the database in step.
+        at = self._clock() + timedelta(seconds=POLL * random.uniform(0.75, 1.0))  # noqa: S311
+        if self._wakes and self._wakes[0] < at:
+            at = self._wakes[0]
+        # Two instances: a wake may fire while the dispatch that planned it is ending; the
+        # second returns at once (APScheduler would log each such overlap as a warning).
+        self._aps.add_job(
+            self._dispatch, DateTrigger(run_date=at, timezone=UTC), id=_DISPATCH,
+            name=_DISPATCH, misfire_grace_time=None, max_instances=2, replace_existing=True)
+
+    async def _dispatch(self) -> None:
+        """Claim as many due targets as there are free slots and start their checks."""
+        if self._stopping or self._dispatching:
+            return
+        self._dispatching = True
+        began = self._clock()
+        try:
+            while not self._stopping and self._targets:
+                free = self._concurrency - len(self._runs)
+                if free <= 0:
+                    break
+                now = self._clock()
+                try:
+                    got = await asyncio.to_thread(
+                        store.claim_due, self._engine, self._configured if self._listed else None,
+                        self._owner, now, lease=self._lease, limit=free)
+                except MonitorError as exc:
+                    log.warning("claim failed", error=str(exc))
+                    break
+                self._metrics.claimed(len(got))
+                for name, due in got:
+                    self._begin(name, now, due)
+                waited = min((d for _, d in got if d is not None), default=now)
+                self._behind = len(got) == free and now - waited > _WAITED
+                if len(got) < free:
+                    break  # nothing more is due now
+        finally:
+            self._dispatching = False
+            self._plan(began)
+
+    def _begin(self, name: str, claimed_at: datetime, due: datetime | None) -> None:
+        """Start the check of a target just claimed."""
+        target = self._targets.get(name)
+        if name in self._runs:
+            return  # its lease ran out under a check of it here, which gives the lease back
+        if target is None and name in self._removed:
+            # Removed by a reload while the claim was in the database: parked, as it would be.
+            self._spawn(self._release(name, store.PARKED))
+            return
+        if target is None:
+            # Another replica's configuration names it and this one's does not: leave it to
+            # them, as due as it was, and claim only this configuration's targets from now on.
+            if not self._listed:
+                log.warning("a due target is not in this replica's configuration: another "
+                            "replica's is newer; claiming only the configured targets",
+                            target=name)
+                self._listed = True
+            self._spawn(self._release(name, None))
+            return
+        if self._stopping:
+            self._spawn(self._release(name, None))
+            return
+        if due is not None:
+            self._count_late((claimed_at - due).total_seconds())
+        self._runs[name] = self._spawn(self._run(target, claimed_at))
+
+    def _spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _count_late(self, seconds: float) -> None:
+        """Count a check that starts late; one summary line every ``_LATE_EVERY`` seconds
+        while some do (a replica behind its schedule), not one line per check."""
+        count, most = self._late
+        if seconds >= _LATE:
+            count, most = count + 1, max(most, seconds)
+        self._late = (count, most)
+        clock = asyncio.get_running_loop().time()
+        if clock - self._late_since < _LATE_EVERY:
+            return
+        if count:
+            log.warning("checks started late: due targets wait for a free slot",
+                        checks=count, most_seconds=round(most, 1),
+                        over_seconds=round(clock - self._late_since), concurrency=self._concurrency)
+        self._late, self._late_since = (0, 0.0), clock
+
+    async def _run(self, target: config.Target, claimed_at: datetime) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)
-        self._hold(name)
-        resume_at: datetime | None = None
+        name = target.name
         try:
-            async with self._semaphore:
-                target = self._targets.get(name)
-                if self._stopping or target is None:
-                    return
-                resume_at = await self._claim_and_check(target, task)
+            await self._no_release_pending(name)
+            if not self._stopping:
+                await self._claimed(target, claimed_at, task)
+            else:
+                await asyncio.shield(self._release(name, claimed_at))
         except asyncio.CancelledError:
             # Only stop() cancels, and the task ends here; nothing was half-written.
             log.warning("check cancelled at shutdown", target=name)
         finally:
-            self._tasks.discard(task)
-            self._resume(name, resume_at)
+            self._runs.pop(name, None)
+            # A slot is free: if due targets were left for want of one, claim again (with the
+            # slots freed meanwhile). Else nothing is due before a known due time or a poll.
+            if self._behind:
+                self._wake_at(self._clock() + _GATHER)
 
-    def _hold(self, name: str) -> None:
-        """Pause a target's job while its run waits and checks (see the module docstring)."""
-        with suppress(LookupError):
-            self._aps.pause_job(name)
-
-    def _resume(self, name: str, at: datetime | None) -> None:
-        """Fire a held job next at ``at``, or else at its next interval from now."""
-        if self._stopping:
-            return
-        job = self._aps.get_job(name)
-        if job is None or job.next_run_time is not None:
-            return  # removed, or replaced by update() meanwhile: its new schedule stands
-        with suppress(LookupError):
-            if at is None:
-                self._aps.resume_job(name)
-            else:
-                self._aps.modify_job(name, next_run_time=at)
-
-    async def _claim_and_check(
-        self, target: config.Target, task: asyncio.Task[Any]
-    ) -> datetime | None:
-        """Claim and check a target; return when its local job should fire next if not on
-        its interval (another replica has it)."""
+    async def _claimed(
+        self, target: config.Target, claimed_at: datetime, task: asyncio.Task[Any]
+    ) -> None:
+        """Check a claimed target and give its lease back with its next due time."""
         name = target.name
-        await self._no_release_pending(name)
-        try:
-            claimed_at = await self._claims.claim(name, target.settings.interval)
-        except MonitorError as exc:
-            log.warning("claim failed", target=name, error=str(exc))
-            return None
-        if claimed_at is None:
-            return await self._follow(target)
         self._checking.add(task)
         heartbeat = asyncio.create_task(self._heartbeat(name))
         handed_back = False
+        # Anchored at the claim: a 10-minute target is checked every 10 minutes (plus jitter)
+        # however long its checks take.
+        next_due = _after(claimed_at, target)
 
         def give_back(conn: Connection) -> None:
             # In the snapshot's transaction: the lease goes back when the snapshot commits, and
             # only if this replica still holds it; else the whole check rolls back (SPEC 10).
             nonlocal handed_back
-            if not store.release_in(conn, name, self._owner):
+            due = next_due if name in self._targets else store.PARKED  # removed meanwhile
+            if not store.release_in(conn, name, self._owner, next_due_at=due):
                 raise LeaseLost(f"{name}: the lease was taken over while this check ran")
             handed_back = True
 
         committed = False
-        next_due: datetime | None = None
         try:
             with structlog.contextvars.bound_contextvars(target=name):
-                next_due, committed = await self._checked(target, give_back)
+                pushed, committed = await self._checked(target, give_back)
+            next_due = pushed or next_due
         except asyncio.CancelledError:
             # The check did not happen (or committed whole): due again now, for any replica.
             # If it did commit, the lease is back already and this release changes nothing.
@@ -318,9 +374,13 @@ class Scheduler:
         finally:
             self._checking.discard(task)
             heartbeat.cancel()
+            if name not in self._targets:
+                next_due = store.PARKED  # removed by a reload while it ran
             if not (committed and handed_back):
                 await asyncio.shield(self._release(name, next_due))
-        return None
+            if name in self._targets and not self._stopping:
+                self._due[name] = next_due
+                self._wake_at(next_due + _GATHER)
 
     async def _checked(
         self, target: config.Target, in_transaction: InTransaction
@@ -350,7 +410,7 @@ class Scheduler:
                 duration_seconds=(finished - started).total_seconds(),
             )
             self._metrics.observe(failed, target.name, finished_at=finished)
-            return finished + timedelta(seconds=target.settings.interval), False
+            return _after(finished, target, jittered=False), False
         self._report(result, target.name)
         return None, True
 
@@ -435,15 +495,3 @@ class Scheduler:
             retry, stop = pending
             stop.set()
             await asyncio.wait([retry])
-
-    async def _follow(self, target: config.Target) -> datetime | None:
-        """Another replica has the target: when it becomes claimable (None: unknown)."""
-        try:
-            times = await asyncio.to_thread(store.schedule_times, self._engine, [target.name])
-        except MonitorError:
-            return None
-        due = times.get(target.name)
-        if due is None:
-            return None
-        return max(due, self._clock()) + timedelta(
-            seconds=random.uniform(0, _jitter(target)) + 0.01)  # noqa: S311

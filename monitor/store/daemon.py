@@ -1,36 +1,54 @@
 """The daemon's queries: configured targets, claims with a lease, gauges to restore, the API.
 
-Replicas coordinate only through the ``targets`` row (SPEC 10, STYLE 9): a replica runs a
-check after a conditional ``UPDATE`` that takes a free lease on a due target has changed
-exactly one row; whoever loses the race sees ``rowcount == 0`` and leaves the check to the
-winner. The same statement runs on SQLite and PostgreSQL. Times are passed in (UTC), never
-read from the database's clock, so tests can drive them; replicas' clocks are NTP-close.
+Replicas coordinate only through the ``targets`` row (SPEC 10, STYLE 9): the due times live
+there (``next_due_at``), and a replica runs a check only after a conditional ``UPDATE`` took a
+free lease on the due target. ``claim_due`` takes a batch of the longest-due free targets in
+one statement, as job queues on PostgreSQL do: the rows are picked ``FOR UPDATE SKIP LOCKED``,
+so replicas claiming at once take different rows instead of queueing on the same ones, and the
+lease condition is checked again under each row's lock, so a row goes to one replica only. On
+SQLite (one writer) the same statement without the locking clause. Times are passed in (UTC),
+never read from the database's clock, so tests can drive them; replicas' clocks are NTP-close.
 
 A claim, a renewal and a release are each one statement, run in autocommit: the statement is
 its own transaction, so it stays atomic, without the round trips of ``BEGIN`` and ``COMMIT``.
-The daemon gives a lease back inside the check's own transaction (``release_in``); ``release``
-is for a check that did not commit.
+The daemon gives a lease back, with the target's next due time, inside the check's own
+transaction (``release_in``); ``release`` is for a check that did not commit.
 """
 
 from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, func, literal, or_, select, union_all, update
+from sqlalchemy import (
+    JSON,
+    Connection,
+    Engine,
+    Text,
+    Update,
+    bindparam,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.store.schema import documents, snapshots, targets
 from monitor.store.sql import transaction
 
 __all__ = [
+    "PARKED",
     "TargetGauges",
-    "claim",
-    "claim_many",
+    "claim_due",
+    "configured",
     "get_target",
     "last_gauges",
     "list_snapshots",
@@ -38,7 +56,6 @@ __all__ = [
     "release",
     "release_in",
     "renew",
-    "schedule_times",
     "upsert_targets",
 ]
 
@@ -70,93 +87,126 @@ def _iso(value: datetime | None) -> str | None:
 # than running it (issue 5, W2). Times are typed, so SQLite stores them as SQLAlchemy does.
 _t = targets.c
 _now = bindparam("now", type_=_t.lease_until.type)
-_CLAIM = (
-    update(targets)
-    .where(
-        _t.name.in_(bindparam("names", expanding=True)),
-        or_(_t.lease_until.is_(None), _t.lease_until < _now),
-        or_(_t.next_due_at.is_(None), _t.next_due_at <= _now),
+
+
+# The due time of a target no replica is configured for (removed from the configuration):
+# never due, so claims do not read it, until a configuration names it again.
+PARKED = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def _claim_statement(dialect: str, *, listed: bool) -> Update:
+    """Lease up to ``limit`` due, free targets, the longest-due first; ``listed``: only those
+    among ``names`` (a JSON list)."""
+    due = (
+        select(_t.id)
+        .where(_t.next_due_at <= _now, or_(_t.lease_until.is_(None), _t.lease_until < _now))
+        .order_by(_t.next_due_at)
+        .limit(bindparam("limit"))
     )
-    .values(
-        lease_owner=bindparam("owner"),
-        lease_until=bindparam("until", type_=_t.lease_until.type),
-        next_due_at=bindparam("due", type_=_t.next_due_at.type),
+    if listed:
+        names = bindparam("names", type_=Text)
+        if dialect == "postgresql":
+            among = select(func.json_array_elements_text(cast(names, JSON)))
+        else:
+            among = select(func.json_each(names).table_valued("value").c.value)
+        due = due.where(_t.name.in_(among))
+    if dialect == "postgresql":
+        due = due.with_for_update(skip_locked=True)
+    return (
+        update(targets)
+        .where(_t.id.in_(due.scalar_subquery()))
+        .values(
+            lease_owner=bindparam("owner"),
+            lease_until=bindparam("until", type_=_t.lease_until.type),
+        )
+        .returning(_t.name, _t.next_due_at)
     )
-    .returning(_t.name)
-)
+
+
+_CLAIMS = {
+    (dialect, listed): _claim_statement(dialect, listed=listed)
+    for dialect in ("postgresql", "sqlite") for listed in (False, True)
+}
 _RELEASE = (
     update(targets)
     .where(_t.name == bindparam("target_name"), _t.lease_owner == bindparam("owner"))
     .values(lease_owner=None, lease_until=None)
 )
 _RELEASE_DUE = _RELEASE.values(next_due_at=bindparam("due", type_=_t.next_due_at.type))
+_SET_DUE = (
+    update(targets)
+    .where(_t.name == bindparam("target_name"))
+    .values(next_due_at=bindparam("due", type_=_t.next_due_at.type))
+)
 
 
-def upsert_targets(engine: Engine, configured: Sequence[tuple[str, str]], now: datetime) -> None:
-    """Create a row for every configured (name, url) that has none; follow URL changes."""
-    if not configured:
-        return
+def upsert_targets(
+    engine: Engine, configured: Sequence[tuple[str, str, datetime]], now: datetime
+) -> None:
+    """Make the stored targets what this configuration says: a row for every configured (name,
+    url, first due time) that has none, URL changes followed, the targets it no longer names
+    parked (``PARKED``) and those it names again due at their first due time. A target's row
+    keeps its due time across restarts and reloads."""
     dialect_insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+    wanted = {name: (url, first) for name, url, first in configured}
 
     def work(conn: Connection) -> None:
-        rows = [{"name": name, "url": url, "created_at": now} for name, url in configured]
+        rows = [{"name": name, "url": url, "created_at": now, "next_due_at": first}
+                for name, url, first in configured]
         for start in range(0, len(rows), 500):
             statement = dialect_insert(targets).on_conflict_do_nothing(index_elements=["name"])
             conn.execute(statement, rows[start : start + 500])
-        urls = dict(configured)
-        stored = conn.execute(select(targets.c.name, targets.c.url)).all()
-        for name, url in stored:
-            if name in urls and urls[name] != url:
-                conn.execute(update(targets).where(targets.c.name == name).values(url=urls[name]))
+        stored = conn.execute(select(_t.name, _t.url, _t.next_due_at)).all()
+        park, unpark = [], []
+        for name, url, due in stored:
+            parked = due is not None and _utc(due) == PARKED
+            if name not in wanted:
+                if not parked:
+                    park.append(name)
+                continue
+            if wanted[name][0] != url:
+                conn.execute(update(targets).where(_t.name == name).values(url=wanted[name][0]))
+            if parked or due is None:
+                unpark.append({"target_name": name, "due": wanted[name][1]})
+        for start in range(0, len(park), 500):
+            conn.execute(update(targets).where(_t.name.in_(park[start : start + 500]))
+                         .values(next_due_at=PARKED))
+        if unpark:
+            conn.execute(_SET_DUE, unpark)
 
     transaction(engine, work)
 
 
-def claim(
+def configured(names: Iterable[str]) -> str:
+    """The names ``claim_due`` may claim, as it takes them: made once a (re)load, not a claim."""
+    return json.dumps(sorted(names))
+
+
+def claim_due(
     engine: Engine,
-    name: str,
+    names: str | None,
     owner: str,
     now: datetime,
     *,
     lease: float,
-    interval: float,
-) -> bool:
-    """Take the lease on a due, unleased target; True only for the one replica that got it.
+    limit: int,
+) -> list[tuple[str, datetime | None]]:
+    """Lease up to ``limit`` due, unleased targets, the longest-due first: each (name, due
+    time) this owner got, in one statement. ``names`` (``configured``) limits the claim to
+    those targets; None claims any target (every replica knows every unparked target).
 
-    The next due time moves one interval on at once, anchored at the claim: a 10-minute
-    target is checked every 10 minutes however long its checks take.
+    The due time stays as it was: the check's release sets the next one. A target whose
+    holder died is claimable once its lease has run out (its due time has long passed).
     """
-    return name in claim_many(engine, [(name, interval)], owner, now, lease=lease)
+    if limit <= 0:
+        return []
+    params = {"names": names, "now": now, "owner": owner, "limit": limit,
+              "until": now + timedelta(seconds=lease)}
+    dialect = "postgresql" if engine.dialect.name == "postgresql" else "sqlite"
+    statement = _CLAIMS[dialect, names is not None]
 
-
-def claim_many(
-    engine: Engine,
-    wanted: Iterable[tuple[str, float]],
-    owner: str,
-    now: datetime,
-    *,
-    lease: float,
-) -> set[str]:
-    """``claim`` for several (name, interval) at once: the names this owner got.
-
-    One conditional ``UPDATE ... RETURNING`` per distinct interval; each row is still taken
-    by exactly one replica (the condition is evaluated per row, under its row lock).
-    """
-    by_interval: dict[float, set[str]] = {}
-    for name, interval in wanted:
-        by_interval.setdefault(interval, set()).add(name)
-    until = now + timedelta(seconds=lease)
-    batches = [
-        {"names": sorted(names), "now": now, "owner": owner, "until": until,
-         "due": now + timedelta(seconds=interval)}
-        for interval, names in by_interval.items()
-    ]
-
-    def work(conn: Connection) -> set[str]:
-        got: set[str] = set()
-        for params in batches:
-            got.update(conn.execute(_CLAIM, params).scalars())
-        return got
+    def work(conn: Connection) -> list[tuple[str, datetime | None]]:
+        return [(name, _utc(due)) for name, due in conn.execute(statement, params)]
 
     return transaction(_autocommit(engine), work)
 
@@ -177,7 +227,7 @@ def release_in(
 ) -> bool:
     """Give the lease back in the caller's transaction; False if this owner no longer held it.
 
-    ``next_due_at`` overrides the due time the claim set.
+    ``next_due_at``: when the target is due next (None keeps the due time it has).
     """
     if next_due_at is None:
         done = conn.execute(_RELEASE, {"target_name": name, "owner": owner})
@@ -194,25 +244,6 @@ def release(
         _autocommit(engine),
         lambda conn: release_in(conn, name, owner, next_due_at=next_due_at),
     )
-
-
-def schedule_times(engine: Engine, names: Collection[str]) -> dict[str, datetime | None]:
-    """For each target, the earliest time it can be claimed (due and its lease expired)."""
-    t = targets.c
-
-    def work(conn: Connection) -> dict[str, datetime | None]:
-        query = select(t.name, t.next_due_at, t.lease_until)
-        if len(names) <= 100:  # one target that another replica has (see Scheduler._follow)
-            query = query.where(t.name.in_(sorted(names)))
-        rows = conn.execute(query).all()
-        out: dict[str, datetime | None] = {}
-        for name, due, lease_until in rows:
-            if name in names:
-                times = [x for x in (_utc(due), _utc(lease_until)) if x is not None]
-                out[name] = max(times) if times else None
-        return out
-
-    return transaction(_autocommit(engine), work)
 
 
 @dataclass(slots=True)
@@ -346,7 +377,8 @@ def _targets_json(conn: Connection, name: str | None, *, after: str | None = Non
         {
             "name": r.name,
             "url": r.url,
-            "next_due_at": _iso(r.next_due_at),
+            # A parked target (no longer configured) is due at no time.
+            "next_due_at": None if _utc(r.next_due_at) == PARKED else _iso(r.next_due_at),
             "leased_by": r.lease_owner if r.lease_until is not None else None,
             "snapshots": r.snapshot_count or 0,
             "changes": r.change_count or 0,

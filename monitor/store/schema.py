@@ -49,7 +49,8 @@ targets = Table(
     Column("name", String(200), nullable=False, unique=True),
     Column("url", Text, nullable=False),
     Column("created_at", UTC, nullable=False),
-    # Scheduling across replicas (SPEC 10): a replica claims a due target with a lease.
+    # Scheduling across replicas (SPEC 10): a replica claims a due target with a lease. Set
+    # when the row is made (NULL only in rows from before 0011), far ahead for a removed target.
     Column("next_due_at", UTC, nullable=True),
     Column("lease_owner", String(200), nullable=True),
     Column("lease_until", UTC, nullable=True),
@@ -62,6 +63,8 @@ targets = Table(
     # the next re-check's lastmod-churn and the churn gauge read (migration 0009).
     Column("lastmod_compared", Integer, nullable=True),
     Column("lastmod_changed", Integer, nullable=True),
+    # Claims read the due targets in this order (store.daemon.claim_due, migration 0011).
+    Index("ix_targets_next_due_at", "next_due_at"),
 )
 
 snapshots = Table(

@@ -7,8 +7,14 @@ first round (every target checked once), it counts snapshots for ``--seconds`` a
 daemon's CPU time and memory from /proc. Optionally ``--changing`` makes every sitemap change
 on every request (no 304, a full parse, diff and write per check).
 
+``--replicas N`` starts N daemons on the same PostgreSQL database and targets (SPEC 10): the
+checks per second are the fleet's, the CPU is the sum over the replicas, and the row adds the
+checks per daemon CPU-second and the seconds of the second round (the next ``--targets``
+snapshots after the first round: one full round of re-checks of unchanged targets).
+
     .venv/bin/python tests/benchmarks/daemon_scale.py [--database sqlite|postgres]
-        [--targets 1000] [--seconds 30] [--concurrency 8] [--changing]
+        [--targets 1000] [--seconds 30] [--concurrency 8] [--changing] [--replicas N]
+        [--interval 1]
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 from sqlalchemy import create_engine, func, make_url, select, text
 
 from monitor.store import db
@@ -98,6 +106,26 @@ def _memory_mib(pid: int) -> tuple[float, float]:
     return values["VmRSS"], values["VmHWM"]
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _claims(ports: list[int]) -> tuple[float, float] | None:
+    """Claim statements so far over the replicas, all and empty; None if not exported."""
+    total = empty = 0.0
+    for port in ports:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+        found = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+                 if line.startswith("sitemap_monitor_claims_total{")}
+        if not found:
+            return None
+        total += sum(found.values())
+        empty += found.get('sitemap_monitor_claims_total{outcome="empty"}', 0.0)
+    return total, empty
+
+
 def _database(kind: str, folder: Path) -> tuple[str, str | None]:
     if kind == "sqlite":
         return f"sqlite:///{folder}/bench.db", None
@@ -129,7 +157,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--changing", action="store_true")
+    parser.add_argument("--replicas", type=int, default=1)
+    # Far below what the daemon keeps up with (the default), or a fixed demand the fleet can
+    # meet (targets / interval checks a second): then the CPU per check is what a check costs
+    # at that load, not at saturation of a shared machine.
+    parser.add_argument("--interval", type=float, default=1.0)
     args = parser.parse_args()
+    if args.replicas > 1 and args.database != "postgres":
+        parser.error("--replicas needs --database postgres (SQLite runs one replica)")
 
     server, port = start_server(args.urls, args.changing)
     with tempfile.TemporaryDirectory() as tmp:
@@ -137,53 +172,81 @@ def main() -> int:
         url, pg_name = _database(args.database, folder)
         engine = db.make_engine(url)
         db.upgrade(engine)
+        ports = [_free_port() for _ in range(args.replicas)]
         lines = [
             f"database_url: {url}",
-            "listen: 127.0.0.1:0",
-            "defaults: {interval: 1s, jitter: 0, allow_private: true}",
+            "listen: 127.0.0.1:{port}",
+            f"defaults: {{interval: {args.interval}s, jitter: 0, allow_private: true}}",
             f"scheduler: {{concurrency: {args.concurrency}, per_host: {args.concurrency}}}",
             "targets:",
             *[f'  - {{name: t{i}, url: "http://127.0.0.1:{port}/t{i}.xml"}}'
               for i in range(args.targets)],
         ]
-        config = folder / "bench.yaml"
-        config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        text = "\n".join(lines) + "\n"
+        configs = []
+        for port_of in ports:  # the same targets, each replica on a port of its own
+            configs.append(folder / f"bench-{port_of}.yaml")
+            configs[-1].write_text(text.replace("{port}", str(port_of)), encoding="utf-8")
         script = Path(sys.executable).with_name("sitemap-monitor")
-        daemon = subprocess.Popen(
-            [str(script), "run", "--config", str(config)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        daemons = [
+            subprocess.Popen([str(script), "run", "--config", str(config)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for config in configs
+        ]
 
         def snapshot_count() -> int:
             with engine.connect() as conn:
                 return int(conn.execute(select(func.count()).select_from(snapshots)).scalar_one())
 
+        def cpu() -> float:
+            return sum(_cpu_seconds(d.pid) for d in daemons)
+
+        def wait_for(count: int) -> float:
+            began = time.monotonic()
+            while snapshot_count() < count:
+                for daemon in daemons:
+                    if daemon.poll() is not None:
+                        raise SystemExit(f"a daemon exited with {daemon.returncode}")
+                time.sleep(0.2)
+            return time.monotonic() - began
+
         try:
-            started = time.monotonic()
-            while snapshot_count() < args.targets:
-                if daemon.poll() is not None:
-                    raise SystemExit(f"the daemon exited with {daemon.returncode}")
-                time.sleep(0.5)
-            first_round = time.monotonic() - started
-            n0, cpu0, t0 = snapshot_count(), _cpu_seconds(daemon.pid), time.monotonic()
+            first_round = wait_for(args.targets)
+            second_round = wait_for(snapshot_count() + args.targets)
+            claims0 = _claims(ports)
+            n0, cpu0, t0 = snapshot_count(), cpu(), time.monotonic()
             time.sleep(args.seconds)
-            n1, cpu1, t1 = snapshot_count(), _cpu_seconds(daemon.pid), time.monotonic()
-            rss, peak = _memory_mib(daemon.pid)
+            n1, cpu1, t1 = snapshot_count(), cpu(), time.monotonic()
+            claims1 = _claims(ports)
+            memory = [_memory_mib(d.pid) for d in daemons]
         finally:
-            daemon.terminate()
-            code = daemon.wait(60)
+            for daemon in daemons:
+                daemon.terminate()
+            codes = [daemon.wait(60) for daemon in daemons]
             engine.dispose()
             server.terminate()
             if pg_name:
                 _drop(pg_name)
     rate = (n1 - n0) / (t1 - t0)
-    cpu = (cpu1 - cpu0) / (t1 - t0)
+    cores = (cpu1 - cpu0) / (t1 - t0)
+    rss = max(m[0] for m in memory)
+    peak = max(m[1] for m in memory)
     kind = "changing" if args.changing else "unchanged (304)"
-    print("| database | targets | sitemaps | concurrency | first round s | checks/s "
-          "| CPU (cores) | CPU ms/check | RSS MiB | peak RSS MiB | exit |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| {args.database} | {args.targets} | {args.urls} URLs, {kind} | {args.concurrency} "
-          f"| {first_round:.1f} | {rate:.1f} | {cpu:.2f} | {1000 * cpu / rate:.1f} "
-          f"| {rss:.0f} | {peak:.0f} | {code} |")
+    # Claim statements per check, those that found nothing due among them (a version of the
+    # daemon without sitemap_monitor_claims_total shows "-").
+    claims = "-"
+    if claims0 is not None and claims1 is not None:
+        done = n1 - n0
+        claims = (f"{(claims1[0] - claims0[0]) / done:.2f} "
+                  f"({(claims1[1] - claims0[1]) / done:.2f} empty)")
+    print("| database | replicas | targets | sitemaps | concurrency | first round s "
+          "| second round s | checks/s | CPU (cores) | CPU ms/check | checks/CPU-s "
+          "| claims/check | RSS MiB | peak RSS MiB | exit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {args.database} | {args.replicas} | {args.targets} | {args.urls} URLs, {kind} "
+          f"| {args.concurrency} | {first_round:.1f} | {second_round:.1f} | {rate:.1f} "
+          f"| {cores:.2f} | {1000 * cores / rate:.1f} | {rate / cores:.1f} | {claims} "
+          f"| {rss:.0f} | {peak:.0f} | {' '.join(map(str, codes))} |")
     return 0
 
 

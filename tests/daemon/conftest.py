@@ -44,11 +44,14 @@ def sqlite_engine(tmp_path: object) -> Iterator[Engine]:
     eng.dispose()
 
 
-def add_target(engine: Engine, name: str, url: str = "http://127.0.0.1/sitemap.xml") -> int:
-    """Insert a target row; return its id."""
+def add_target(engine: Engine, name: str, url: str = "http://127.0.0.1/sitemap.xml", *,
+               due: datetime = T0) -> int:
+    """Insert a target row, due at ``due`` (when it was made, as upsert_targets makes it);
+    return its id."""
     with engine.begin() as conn:
         return int(conn.execute(
-            insert(targets).values(name=name, url=url, created_at=T0).returning(targets.c.id)
+            insert(targets).values(name=name, url=url, created_at=T0, next_due_at=due)
+            .returning(targets.c.id)
         ).scalar_one())
 
 

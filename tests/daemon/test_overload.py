@@ -216,10 +216,11 @@ def test_a_burst_of_2000_connections_is_queued_not_dropped(
 def test_healthz_answers_while_10000_targets_are_being_scheduled(
     http_server: TestServer, tmp_path: Path, daemons: list[Daemon]
 ) -> None:
-    """A start with many targets makes their series and jobs in slices after the port answers:
+    """A start with many targets makes their series in slices after the port answers:
     /healthz is up within seconds of the spawn, before the 'started' line (which comes once every
-    target is scheduled), and never says 'stopping' meanwhile. Before, the port opened only
-    after all of it (12.5 s for 20,000 targets, tests/benchmarks/daemon_startup.py)."""
+    target is scheduled), is answered promptly all along, and never says 'stopping' meanwhile.
+    Before, the port opened only after all of it (12.5 s for 20,000 targets,
+    tests/benchmarks/daemon_startup.py)."""
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
@@ -231,14 +232,20 @@ def test_healthz_answers_while_10000_targets_are_being_scheduled(
                       "defaults: {interval: 2h, jitter: 0}\ntargets:\n" + targets)
     daemon = Daemon(config)
     daemons.append(daemon)
-    answers: list[int] = []
+    answers: list[tuple[int, float]] = []
     while not any(line.get("event") == "started" for line in list(daemon.lines)):
         assert daemon.proc.poll() is None, "".join(daemon.raw[-20:])
+        began = time.monotonic()
         with contextlib.suppress(httpx.TransportError):
-            answers.append(httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code)
+            status = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code
+            answers.append((status, time.monotonic() - began))
         time.sleep(0.05)
-    print(f"{len(answers)} answers to /healthz before the 'started' line")
+    slowest = max((seconds for _, seconds in answers), default=0.0)
+    print(f"{len(answers)} answers to /healthz before the 'started' line, slowest {slowest:.2f} s")
     # Probes every 0.05 s while the start goes on: before, the one probe sent waited for its
-    # end; now they are answered all along, and every one says alive.
-    assert len(answers) >= 10
-    assert set(answers) == {200}
+    # end; now they are answered all along, at once, and every one says alive. (How many
+    # depends on how long the start takes: with one job per target, 10,000 jobs took seconds;
+    # with the due times in the database there are none to make.)
+    assert answers
+    assert {status for status, _ in answers} == {200}
+    assert slowest < 1.0, answers

@@ -18,9 +18,11 @@ from sqlalchemy import Engine, event, select
 from structlog.testing import capture_logs
 
 from monitor import config
+from monitor import scheduler as scheduler_module
 from monitor.metrics import Metrics
 from monitor.model import CheckResult
 from monitor.scheduler import InTransaction, Scheduler
+from monitor.store import daemon as store
 from monitor.store import db
 from monitor.store.schema import targets
 
@@ -325,24 +327,32 @@ async def test_a_check_that_skips_the_hook_still_gives_the_lease_back(
     assert lease_row(sqlite_engine, "a")[0] is None
 
 
-async def test_jobs_waiting_for_a_slot_are_not_fired_again(
-    sqlite_engine: Engine, caplog: pytest.LogCaptureFixture
+async def test_a_replica_behind_takes_the_targets_in_turn_and_sums_the_lateness_up(
+    sqlite_engine: Engine, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(scheduler_module, "_LATE", 0.1)
+    monkeypatch.setattr(scheduler_module, "_LATE_EVERY", 0.5)
+
     async def slow(_t: config.Target) -> None:
         await asyncio.sleep(0.2)
 
     check = Recorder(sqlite_engine, slow)
     scheduler, _ = make(sqlite_engine, check, concurrency=1)
-    with caplog.at_level(logging.DEBUG, logger="apscheduler"):
+    with caplog.at_level(logging.DEBUG, logger="apscheduler"), capture_logs() as logs:
         await scheduler.start([target(f"t{i}", 0.1) for i in range(3)])
         await asyncio.sleep(2.0)
         await scheduler.stop(1)
-    # Behind by design (3 checks of 0.2 s every 0.1 s through one slot): the targets take turns,
-    # and no job fires again while its run still waits, so nothing is skipped.
+    # Behind by design (3 checks of 0.2 s every 0.1 s through one slot): the longest-due target
+    # goes first, so the targets take turns, and nothing is skipped.
     counts = sorted(len(check.calls[f"t{i}"]) for i in range(3))
     assert counts[0] >= 2
     assert counts[-1] - counts[0] <= 1
     assert not [r for r in caplog.records if "maximum number of running instances" in r.message]
+    # One summary line a period (0.5 s here, a minute in the daemon), not one a late check.
+    late = [e for e in logs if e["event"].startswith("checks started late")]
+    assert 1 <= len(late) <= 4, late
+    assert sum(e["checks"] for e in late) >= len(late)
+    assert sum(counts) > 2 * len(late)
 
 
 async def test_claims_that_wait_together_go_in_one_statement(sqlite_engine: Engine) -> None:
@@ -360,5 +370,45 @@ async def test_claims_that_wait_together_go_in_one_statement(sqlite_engine: Engi
     await scheduler.stop(1)
     assert sorted(check.calls) == [f"t{i}" for i in range(8)]
     assert all(len(calls) == 1 for calls in check.calls.values())
-    # Eight jobs fire at once: their claims share a statement or two, not one each.
+    # Eight targets due at once: they are claimed by a statement or two, not one each.
     assert 1 <= len(statements) <= 2
+
+
+async def test_a_target_of_a_newer_configuration_is_left_to_the_replicas_that_know_it(
+    sqlite_engine: Engine,
+) -> None:
+    """A rollout: another replica's configuration adds "c", this one's does not name it. This
+    replica claims it once (any due target is, as a rule, one of its own), gives it back as
+    due as it was, and from then on claims only its configured targets."""
+    check = Recorder(sqlite_engine)
+    scheduler, _ = make(sqlite_engine, check)
+    with capture_logs() as logs:
+        await scheduler.start([target("a", 0.3)])
+        await asyncio.sleep(0.3)
+        due = datetime.now(UTC) - timedelta(seconds=1)
+        # What the other replica's start does: its targets' rows, "c" new and due.
+        store.upsert_targets(sqlite_engine, [("a", "http://127.0.0.1:9/a.xml", due),
+                                             ("c", "http://127.0.0.1:9/c.xml", due)], due)
+        await asyncio.sleep(1.5)  # past a poll
+        await scheduler.stop(1)
+    assert "c" not in check.calls
+    assert len(check.calls["a"]) >= 4
+    owner, stored = lease_row(sqlite_engine, "c")
+    assert owner is None
+    assert stored == due.replace(tzinfo=UTC)
+    warned = [e for e in logs if e["event"].startswith("a due target is not in this")]
+    assert [e["target"] for e in warned] == ["c"]
+
+
+async def test_a_target_removed_by_a_reload_is_parked(sqlite_engine: Engine) -> None:
+    check = Recorder(sqlite_engine)
+    scheduler, _ = make(sqlite_engine, check)
+    await scheduler.start([target("a", 0.3), target("b", 0.3)])
+    await asyncio.sleep(0.5)
+    await scheduler.update([target("a", 0.3)])
+    seen = len(check.calls["b"])
+    await asyncio.sleep(0.8)
+    await scheduler.stop(1)
+    assert len(check.calls["b"]) == seen
+    assert lease_row(sqlite_engine, "b") == (None, store.PARKED)
+    assert scheduler.next_run_time("b") is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,56 +19,100 @@ from monitor.store.schema import targets
 
 
 def test_upsert_creates_once_and_follows_url_changes(engine: Engine) -> None:
-    store.upsert_targets(engine, [("a", "http://127.0.0.1/a.xml"), ("b", "http://127.0.0.1/b")], T0)
-    store.upsert_targets(engine, [("a", "http://127.0.0.1/new.xml")], T0)
+    later = T0 + timedelta(seconds=5)
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/a.xml", later),
+                                  ("b", "http://127.0.0.1/b", T0)], T0)
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/new.xml", T0),
+                                  ("b", "http://127.0.0.1/b", T0)], T0)
     with engine.connect() as conn:
-        rows = dict(conn.execute(select(targets.c.name, targets.c.url)).all())
-    assert rows == {"a": "http://127.0.0.1/new.xml", "b": "http://127.0.0.1/b"}
+        rows = {r.name: r for r in conn.execute(select(targets))}
+    assert {n: r.url for n, r in rows.items()} == {
+        "a": "http://127.0.0.1/new.xml", "b": "http://127.0.0.1/b"}
+    # A new target is first due when its row is made; a known one keeps its due time.
+    assert _utc(rows["a"].next_due_at) == later
+
+
+def test_a_removed_target_is_parked_until_it_is_configured_again(engine: Engine) -> None:
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/a", T0), ("b", "http://127.0.0.1/b",
+                                                                    T0)], T0)
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/a", T0)], T0)
+    assert due_of(engine, "b") == store.PARKED
+    assert claim(engine, "r1", T0 + timedelta(days=365)) == ["a"]  # never due, never read
+    parked = store.get_target(engine, "b")
+    assert parked is not None
+    assert parked["next_due_at"] is None  # the API: due at no time
+    back = T0 + timedelta(seconds=7)
+    store.upsert_targets(engine, [("a", "http://127.0.0.1/a", T0), ("b", "http://127.0.0.1/b",
+                                                                    back)], T0)
+    assert due_of(engine, "b") == back
+    assert claim(engine, "r1", back) == ["b"]
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return None if moment is None else moment.replace(tzinfo=UTC)
+
+
+def claim(engine: Engine, owner: str, now: datetime, *names: str, lease: float = 60,
+          limit: int = 10) -> list[str]:
+    """The names ``owner`` claims at ``now`` among ``names`` (any target if none given)."""
+    listed = store.configured(names) if names else None
+    return [n for n, _ in store.claim_due(engine, listed, owner, now, lease=lease, limit=limit)]
+
+
+def due_of(engine: Engine, name: str) -> datetime | None:
+    """A target's stored due time."""
+    with engine.connect() as conn:
+        return _utc(conn.execute(
+            select(targets.c.next_due_at).where(targets.c.name == name)).scalar_one())
 
 
 def test_only_one_owner_claims_a_due_target(engine: Engine) -> None:
-    add_target(engine, "a")
-    assert store.claim(engine, "a", "r1", T0, lease=60, interval=10)
-    # Leased and no longer due: nobody else, not even the holder, gets it again.
-    assert not store.claim(engine, "a", "r2", T0, lease=60, interval=10)
-    assert not store.claim(engine, "a", "r1", T0, lease=60, interval=10)
+    add_target(engine, "a")  # never checked: due since its row was made
+    assert claim(engine, "r1", T0, "a") == ["a"]
+    # Leased: nobody else, not even the holder, gets it again while the lease lasts.
+    assert claim(engine, "r2", T0, "a") == []
+    assert claim(engine, "r1", T0 + timedelta(seconds=59), "a") == []
 
 
-def test_a_released_target_is_claimable_when_due_again(engine: Engine) -> None:
+def test_a_released_target_is_claimable_when_its_next_due_time_comes(engine: Engine) -> None:
     add_target(engine, "a")
-    assert store.claim(engine, "a", "r1", T0, lease=60, interval=10)
-    store.release(engine, "a", "r1")
-    assert not store.claim(engine, "a", "r2", T0 + timedelta(seconds=9.9), lease=60, interval=10)
-    assert store.claim(engine, "a", "r2", T0 + timedelta(seconds=10), lease=60, interval=10)
+    assert claim(engine, "r1", T0, "a") == ["a"]
+    assert store.release(engine, "a", "r1", next_due_at=T0 + timedelta(seconds=10))
+    assert due_of(engine, "a") == T0 + timedelta(seconds=10)
+    assert claim(engine, "r2", T0 + timedelta(seconds=9.9), "a") == []
+    assert claim(engine, "r2", T0 + timedelta(seconds=10), "a") == ["a"]
 
 
 def test_an_expired_lease_is_taken_over(engine: Engine) -> None:
     add_target(engine, "a")
-    assert store.claim(engine, "a", "dead", T0, lease=5, interval=1)
-    # Due after 1 s but leased until 5 s: the dead replica still holds it at 4 s.
-    assert not store.claim(engine, "a", "r2", T0 + timedelta(seconds=4), lease=5, interval=1)
-    assert store.claim(engine, "a", "r2", T0 + timedelta(seconds=5.1), lease=5, interval=1)
-    # The dead replica's late release must not free the new holder's lease.
-    store.release(engine, "a", "dead", next_due_at=T0)
-    times = store.schedule_times(engine, ["a"])
-    assert times["a"] == T0 + timedelta(seconds=10.1)
+    assert claim(engine, "dead", T0, "a", lease=5) == ["a"]
+    # The claim leaves the due time as it was: the holder's release sets the next one. The
+    # dead replica still holds it at 4 s, and loses it when its lease runs out.
+    assert claim(engine, "r2", T0 + timedelta(seconds=4), "a", lease=5) == []
+    assert claim(engine, "r2", T0 + timedelta(seconds=5.1), "a", lease=5) == ["a"]
+    # The dead replica's late release must not free the new holder's lease nor move its due.
+    assert not store.release(engine, "a", "dead", next_due_at=T0 + timedelta(hours=1))
+    assert due_of(engine, "a") == T0
+    with engine.connect() as conn:
+        assert conn.execute(select(targets.c.lease_owner)).scalar_one() == "r2"
 
 
 def test_renew_extends_only_the_holders_lease(engine: Engine) -> None:
     add_target(engine, "a")
-    assert store.claim(engine, "a", "r1", T0, lease=5, interval=1)
+    assert claim(engine, "r1", T0, "a", lease=5) == ["a"]
     assert store.renew(engine, "a", "r1", T0 + timedelta(seconds=4), lease=5)
     assert not store.renew(engine, "a", "r2", T0 + timedelta(seconds=4), lease=5)
-    assert not store.claim(engine, "a", "r2", T0 + timedelta(seconds=6), lease=5, interval=1)
-    assert store.claim(engine, "a", "r2", T0 + timedelta(seconds=9.5), lease=5, interval=1)
+    assert claim(engine, "r2", T0 + timedelta(seconds=6), "a", lease=5) == []
+    assert claim(engine, "r2", T0 + timedelta(seconds=9.5), "a", lease=5) == ["a"]
 
 
-def test_release_can_push_the_due_time(engine: Engine) -> None:
+def test_a_release_without_a_due_time_keeps_the_one_stored(engine: Engine) -> None:
     add_target(engine, "a")
-    assert store.claim(engine, "a", "r1", T0, lease=60, interval=10)
+    assert claim(engine, "r1", T0, "a") == ["a"]
     store.release(engine, "a", "r1", next_due_at=T0 + timedelta(seconds=100))
-    assert store.schedule_times(engine, ["a", "missing"]) == {"a": T0 + timedelta(seconds=100)}
-    assert not store.claim(engine, "a", "r1", T0 + timedelta(seconds=99), lease=60, interval=10)
+    assert claim(engine, "r1", T0 + timedelta(seconds=100), "a") == ["a"]
+    store.release(engine, "a", "r1")
+    assert due_of(engine, "a") == T0 + timedelta(seconds=100)
 
 
 def test_last_gauges_come_from_the_last_snapshot(engine: Engine) -> None:
@@ -160,46 +204,49 @@ def test_changes_filter_by_time_and_kind_and_page(engine: Engine) -> None:
     with pytest.raises(listing.NotFound):
         store_listing.open_changes(engine, "nope", None, (), None)
 
-def test_a_batch_claims_the_due_free_targets_each_on_its_interval(engine: Engine) -> None:
-    for name in ("a", "b", "leased", "later"):
-        add_target(engine, name)
-    assert store.claim(engine, "leased", "r1", T0, lease=60, interval=1)
-    assert store.claim(engine, "later", "r1", T0, lease=60, interval=1)
-    store.release(engine, "later", "r1", next_due_at=T0 + timedelta(seconds=100))
-    now = T0 + timedelta(seconds=2)
-    wanted = [("a", 10), ("b", 20), ("leased", 10), ("later", 10), ("missing", 10)]
-    assert store.claim_many(engine, wanted, "r2", now, lease=60) == {"a", "b"}
+def test_a_claim_takes_the_longest_due_free_targets_up_to_its_limit(engine: Engine) -> None:
+    dues = {"new": T0, "old": T0 - timedelta(seconds=1), "older": T0 - timedelta(seconds=5),
+            "leased": T0 - timedelta(seconds=60), "later": T0 + timedelta(seconds=100),
+            "other": T0 - timedelta(seconds=9)}
+    for name, due in dues.items():
+        add_target(engine, name, due=due)
+    assert claim(engine, "r1", T0, "leased") == ["leased"]
+    mine = ("new", "old", "older", "leased", "later", "missing")  # not "other"
+    # The longest-due first (in no order: RETURNING keeps none); "other" is not in the list.
+    assert sorted(claim(engine, "r2", T0, *mine, limit=2)) == ["old", "older"]
+    assert claim(engine, "r2", T0, *mine, limit=5) == ["new"]
+    assert claim(engine, "r3", T0, *mine) == []
     with engine.connect() as conn:
-        rows = {r.name: r for r in conn.execute(select(targets))}
-    assert rows["a"].next_due_at.replace(tzinfo=None) == (now + timedelta(seconds=10)).replace(
-        tzinfo=None)
-    assert rows["b"].next_due_at.replace(tzinfo=None) == (now + timedelta(seconds=20)).replace(
-        tzinfo=None)
-    assert (rows["a"].lease_owner, rows["leased"].lease_owner, rows["later"].lease_owner) == (
-        "r2", "r1", None)
-    assert store.claim_many(engine, wanted, "r3", now, lease=60) == set()
+        owners = dict(conn.execute(select(targets.c.name, targets.c.lease_owner)).all())
+    assert owners == {"new": "r2", "old": "r2", "older": "r2", "leased": "r1", "later": None,
+                      "other": None}
+    # Without a list, any due free target: here the one no list named.
+    assert claim(engine, "r3", T0) == ["other"]
+    got = store.claim_due(engine, store.configured(["later"]), "r3",
+                          T0 + timedelta(seconds=100), lease=60, limit=1)
+    assert got == [("later", T0 + timedelta(seconds=100))]  # with its due time
+    assert store.claim_due(engine, store.configured([]), "r3", T0, lease=60, limit=5) == []
 
 
-def test_racing_batches_split_the_targets_between_replicas(engine: Engine) -> None:
+def test_racing_claims_split_the_targets_between_replicas(engine: Engine) -> None:
     names = [f"t{i}" for i in range(40)]
     for name in names:
         add_target(engine, name)
+    listed = store.configured(names)
     start = threading.Barrier(4)
 
-    def replica(owner: str) -> set[str]:
+    def replica(owner: str) -> list[str]:
         start.wait()
-        got: set[str] = set()
-        for offset in range(0, 40, 8):  # overlapping batches, in a different order per owner
-            batch = names[offset:] + names[:offset] if owner != "r0" else names[::-1]
-            got |= store.claim_many(engine, [(n, 10) for n in batch[:20]], owner, T0,
-                                    lease=60)
+        got: list[str] = []
+        for _ in range(6):
+            got += [n for n, _ in store.claim_due(engine, listed, owner, T0, lease=60, limit=3)]
         return got
 
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(replica, ["r0", "r1", "r2", "r3"]))
     claimed = [name for got in results for name in got]
     assert sorted(claimed) == sorted(set(claimed))  # nobody claimed what another got
-    assert set(claimed) == set(names)
+    assert set(claimed) == set(names)  # 72 asked for: every one of the 40 went to someone
     with engine.connect() as conn:
         owners = dict(conn.execute(select(targets.c.name, targets.c.lease_owner)).all())
     for owner, got in zip(["r0", "r1", "r2", "r3"], results, strict=True):
