@@ -639,6 +639,7 @@ class _Check:
         assert found is not None
         assert job is not None
         assert found.data is not None
+        await self._dedupe_unchanged(got)
         if found.hashes is None:  # digested without its fingerprints (see _digest)
             if not self.seen:
                 self.seen.add_later(found.data)
@@ -665,6 +666,34 @@ class _Check:
                 hashes = array("Q")
                 hashes.frombytes(found.hashes)
         self.seen.add(hashes)
+
+    async def _dedupe_unchanged(self, got: _Got) -> None:
+        """Drop the locs new to a re-read document that a document of this check lists which
+        was not read again (304 or the same body, ``untouched``): ``seen`` holds only the
+        documents read, and such a loc was a URL added and counted twice. A document read
+        again is never among them, so a URL that moves between two changed documents stays a
+        move. One whose answer comes later than this document is not looked at (the
+        duplicate then stays, as before). The usual re-read document has no new loc and
+        costs nothing here."""
+        found, job = got.digest, got.job
+        assert found is not None
+        assert job is not None
+        assert self.state is not None
+        new = {c.loc for c in found.changes if c.before is None}
+        if self.first or not new:
+            return
+        unread = [url for url in self.untouched
+                   if (state := self.state.documents.get(url)) is not None
+                   and state.kind not in INDEX_KINDS and state.urls + state.invalid > 0]
+        duplicates: set[str] = set()
+        for url in unread:  # one entry set at a time (SPEC 3.4)
+            sets: dict[str, StoredSet] = await self._db(
+                store.load_entry_sets, self._target_id(), [url])
+            for stored in sets.values():
+                duplicates |= new.intersection(
+                    await asyncio.to_thread(entryset.locs, stored.data))
+        if duplicates:
+            await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
 
     async def _entries(self, got: _Got) -> None:
         """Store a document's new entry set; count or hold back its changes."""

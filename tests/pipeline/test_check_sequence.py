@@ -323,3 +323,30 @@ def test_a_duplicate_is_found_whichever_child_was_read_first(
              if i["rule"] == "loc-duplicate"]
     assert found == [(f"{U}a/2", "b.xml")]
     assert (r["urls"], r["invalid"], r["duplicates"], r["added"]) == (3, 0, 1, 1)
+
+
+def test_a_changed_child_listing_a_url_of_an_unchanged_one_lists_a_duplicate(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A re-check reads only the children that changed: one that now lists a URL an earlier,
+    unchanged (304) child lists has a loc-duplicate there, as a first check finds, not a
+    URL added and counted twice. A URL that moves from a later child is a move, not a
+    duplicate (the later child is read after it)."""
+    site.set("/a.xml", urlset({f"{U}a/1": "2024-01-01", f"{U}a/2": "2024-01-01"}))
+    site.set("/b.xml", urlset({f"{U}b/1": "2024-01-01"}))
+    site.set("/c.xml", urlset({f"{U}c/1": "2024-01-01", f"{U}c/2": "2024-01-01"}))
+    site.set("/index.xml", index([site.url(f"/{n}.xml") for n in "abc"]))
+    assert check(capsys, site.url("/index.xml"), db)[0] == 0
+    # b lists a URL of a (before it, unchanged) and takes one from c (after it, changed)
+    site.set("/b.xml", urlset({f"{U}b/1": "2024-01-01", f"{U}a/1": "2024-01-01",
+                               f"{U}c/2": "2024-01-01"}))
+    site.set("/c.xml", urlset({f"{U}c/1": "2024-01-01"}))
+    code, r = check(capsys, site.url("/index.xml"), db)
+    assert code == 0
+    assert sorted(d["outcome"] for d in r["documents"]) == [
+        "not_modified", "not_modified", "ok", "ok"]
+    found = [(i["loc"], i["document"].rsplit("/", 1)[1]) for i in r["issues"]
+             if i["rule"] == "loc-duplicate"]
+    assert found == [(f"{U}a/1", "b.xml")]
+    assert (r["urls"], r["duplicates"], r["added"], r["removed"]) == (5, 1, 0, 0)
+    assert r["changes"] == []
