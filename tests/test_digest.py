@@ -167,8 +167,9 @@ def test_a_new_document_that_fails_at_its_end_keeps_nothing() -> None:
         None, b"", 0, [], Counter())
 
 
-def _peaks(data: bytes) -> tuple[digest.Digest, int, int]:
-    """A new document's digest, the peak memory of parsing it alone, and of digesting it."""
+def _peaks(data: bytes, job: digest.Job | None = None) -> tuple[digest.Digest, int, int]:
+    """A document's digest (a new one's, unless ``job`` says otherwise), the peak memory of
+    parsing it alone, and of digesting it."""
     gc.collect()
     tracemalloc.start()
     try:
@@ -176,7 +177,7 @@ def _peaks(data: bytes) -> tuple[digest.Digest, int, int]:
         parse_peak = tracemalloc.get_traced_memory()[1]
         del parsed
         tracemalloc.reset_peak()
-        found = digest.digest(_job(data, baseline=True))
+        found = digest.digest(job or _job(data, baseline=True))
         digest_peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -291,23 +292,6 @@ def test_a_job_without_fingerprints_digests_the_same_without_them(stored: bool) 
         entryset.locs(found.data or b""))).tobytes()
 
 
-def _reread_peaks(before: bytes, after: bytes) -> tuple[digest.Digest, int, int]:
-    """A re-read document's digest, the peak of parsing it alone, and of digesting it."""
-    stored = digest.digest(_job(before, baseline=True)).data
-    gc.collect()
-    tracemalloc.start()
-    try:
-        parsed = parse_document(after, URL)
-        parse_peak = tracemalloc.get_traced_memory()[1]
-        del parsed
-        tracemalloc.reset_peak()
-        found = digest.digest(_job(after, previous=stored))
-        digest_peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    return found, parse_peak, digest_peak
-
-
 def test_a_re_read_document_whose_every_lastmod_changed_is_never_held_whole() -> None:
     """Issue 27: a re-read document is compared with its stored set a batch at a time, and its
     changes leave as compressed rows, so the digest holds neither its parsed entries nor its
@@ -317,7 +301,8 @@ def test_a_re_read_document_whose_every_lastmod_changed_is_never_held_whole() ->
     before = _clean_document(20_000)
     after = before.replace(b"<lastmod>20", b"<lastmod>19")
     assert after != before
-    found, parse_peak, digest_peak = _reread_peaks(before, after)
+    stored = digest.digest(_job(before, baseline=True)).data
+    found, parse_peak, digest_peak = _peaks(after, _job(after, previous=stored))
     assert (found.entries, found.changes) == (20_000, [])
     assert found.row_counts == {"changed": 16_000}  # every lastmod (one URL in 5 has none)
     assert digest_peak < 1.4 * parse_peak, (digest_peak, parse_peak)
