@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from harness import Daemon, sitemap
 from httpserver import Reply, TestServer
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Connection, Engine, func, select, text
 
 from monitor.store import db
 from monitor.store.schema import snapshots, targets
@@ -30,6 +30,18 @@ BEFORE_KILL = 10.0
 AFTER_KILL = 10.0
 # Seconds a check may start late: the claim, the check's own start, the scheduler's wake-up.
 SLACK = 0.6
+
+
+def _starts(conn: Connection) -> dict[str, list[datetime]]:
+    """Each target's snapshots' start times, in the order they were stored."""
+    starts: dict[str, list[datetime]] = defaultdict(list)
+    for name, started_at in conn.execute(
+        select(targets.c.name, snapshots.c.started_at)
+        .join(snapshots, snapshots.c.target_id == targets.c.id)
+        .order_by(snapshots.c.id)
+    ):
+        starts[name].append(started_at)
+    return starts
 
 
 def interval_of(i: int) -> float:
@@ -78,15 +90,8 @@ def test_three_replicas_check_each_due_target_once(
             replica.stop()
 
     with engine.connect() as conn:
-        rows = conn.execute(
-            select(targets.c.name, snapshots.c.started_at)
-            .join(snapshots, snapshots.c.target_id == targets.c.id)
-            .order_by(snapshots.c.id)
-        ).all()
+        starts = _starts(conn)
     engine.dispose()
-    starts: dict[str, list[datetime]] = defaultdict(list)
-    for name, started_at in rows:
-        starts[name].append(started_at)
     assert len(starts) == TARGETS
 
     by_replica = [len(r.checks()) for r in replicas]
@@ -245,20 +250,14 @@ def test_three_replicas_share_the_work_without_racing_for_it(
             replica.stop()
 
     with engine.connect() as conn:
-        rows = conn.execute(
-            select(targets.c.name, snapshots.c.started_at)
-            .join(snapshots, snapshots.c.target_id == targets.c.id)
-            .order_by(snapshots.c.id)
-        ).all()
+        starts = _starts(conn)
         # Every statement of the replicas (and of this test) on this database, the claims
         # that found nothing included: each one is a transaction (most run in autocommit).
         xacts = conn.execute(text(
             "SELECT xact_commit + xact_rollback FROM pg_stat_database"
             " WHERE datname = current_database()")).scalar_one()
     engine.dispose()
-    starts: dict[str, list[datetime]] = defaultdict(list)
-    for name, started_at in rows:
-        starts[name].append(started_at)
+    snapshot_count = sum(map(len, starts.values()))
     # (a) Each due check once: never two snapshots of a target within its interval.
     assert len(starts) == SHARED_TARGETS
     for name, times in starts.items():
@@ -267,13 +266,13 @@ def test_three_replicas_share_the_work_without_racing_for_it(
     # (b) The work is spread: every replica did a fair share of the checks.
     by_replica = [len(r.checks()) for r in replicas]
     total = sum(by_replica)
-    assert total == len(rows)
+    assert total == snapshot_count
     assert all(n >= total / 10 for n in by_replica), by_replica
     # (c) Lost claims are rare. From outside: the database's transactions per check (the
     # check's own, a share of a batch's claim, a poll a second): 4.0 here; 11.5 when every
     # replica raced for every target at its due time, the losers asking when to come back.
-    per_check = xacts / len(rows)
-    assert per_check <= 6, (xacts, len(rows))
+    per_check = xacts / snapshot_count
+    assert per_check <= 6, (xacts, snapshot_count)
     # From inside: the claims that found nothing (a race lost, or nothing due) are at most the
     # polls of a replica with nothing to do (one a second, scheduler.POLL) and a few more.
     summary = []
@@ -284,5 +283,5 @@ def test_three_replicas_share_the_work_without_racing_for_it(
         assert empty <= elapsed + 25 + 0.1 * checked, (empty, checked, elapsed)
         summary.append(f"{checked} checks, {claimed:.0f} claims, {empty:.0f} empty")
     print(f"\n{SHARED_TARGETS} targets every {SHARED_INTERVAL:g}s, {elapsed:.1f}s, "
-          f"{len(rows)} snapshots, {per_check:.2f} database transactions a check; "
+          f"{snapshot_count} snapshots, {per_check:.2f} database transactions a check; "
           f"by replica: {'; '.join(summary)}")
