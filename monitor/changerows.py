@@ -68,8 +68,9 @@ def of(changes: Iterable[Change]) -> Iterator[Row]:
 
 def encode(rows: Iterable[Row]) -> bytes:
     """The compact value of these rows (b"" for none)."""
-    text = "\x01".join("\x00".join(_UNSET if v is None else v for v in r) for r in rows)
-    return zlib.compress(text.encode(), _LEVEL) if text else b""
+    writer = Writer()
+    writer.add(rows)
+    return writer.finish()
 
 
 class Writer:

@@ -22,6 +22,7 @@ stored verdict while its lastmod stays, so that the equality above still holds f
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -89,13 +90,13 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
 class _Column:
     """One stored column read in step with the document: where its next value starts."""
 
-    __slots__ = ("absent", "offset", "parts", "set", "text", "unset")
+    __slots__ = ("absent", "offset", "parts", "set", "text")
 
     def __init__(self, text: str, absent: bool) -> None:
         self.text, self.absent = text, absent
         self.offset = 0
         self.parts: list[str] = []  # the new column's text, a batch at a time
-        self.set = self.unset = False  # whether the new column has a value set, one unset
+        self.set = False  # whether the new column has a value set
 
     def same(self, new: str, last: bool) -> bool:
         """Whether the stored values from ``offset`` on begin with these (``new``: their text
@@ -126,7 +127,7 @@ class _Column:
         self.offset = start + sum(map(len, taken)) + n
         return [None if v == _UNSET else v for v in taken]
 
-    def text_of(self, size: int) -> tuple[str, bool]:
+    def text_of(self) -> tuple[str, bool]:
         """The new column's stored text and whether it is absent (``entryset.field_texts``)."""
         if not self.set:
             return "", True
@@ -150,10 +151,16 @@ class Rereader:
         self.fields = [_Column(before.texts[i], before.absent(i)) for i in range(1, 5)]
         old_rules = cast("dict[str, str]", before.header.get("rules") or {})
         self.old_rules = {int(i): ids for i, ids in old_rules.items()}
-        self.future = _positions(self.old_rules, _FUTURE)
         self.old_bad = _positions(self.old_rules, _INVALID)
         self.old_regressed = _positions(self.old_rules, diffing.REGRESSED)
         self.old_invalid = before.invalid()
+        # The same positions in order, so that a batch finds its own by bisection: a pass
+        # over all of them at every batch would cost the document's size times its batches.
+        self.ordered = {
+            "rules": sorted(self.old_rules),
+            "future": sorted(_positions(self.old_rules, _FUTURE)),
+            "invalid": sorted(self.old_invalid),
+        }
         self.strip = any(rule in ids for ids in self.old_rules.values()
                          for rule in _TARGET_RULES)
         self.rules: dict[int, str] = {}
@@ -181,6 +188,7 @@ class Rereader:
             self.ok = False
             return False
         self.position += n
+        self.lastmods += n - fields[0].count(None)
         old_columns: list[Sequence[str | None]] = list(fields)
         changed: set[int] = set()
         for index, (column, values) in enumerate(zip(self.fields, fields, strict=True)):
@@ -188,7 +196,6 @@ class Rereader:
             text = "\x00".join([_UNSET if v is None else v for v in values]
                                 if has_unset else cast("Sequence[str]", values))
             column.parts.append(text)
-            column.unset = column.unset or has_unset
             column.set = column.set or not has_unset or values.count(None) != n
             if column.same(text, last):
                 continue
@@ -203,19 +210,19 @@ class Rereader:
         in the document)."""
         end = start + len(entries)
         recheck = set(changed)
-        recheck.update(i - start for i in self.future if start <= i < end)
+        recheck.update(i - start for i in self._within("future", start, end))
         if '"news":' in self.fields[3].parts[-1]:  # news-too-old looks at the time, and rises
             recheck.update(i for i, entry in enumerate(entries)
                            if entry.extensions and '"news":' in entry.extensions)
         rules: dict[int, str] = {}
-        for i in range(start, end):
-            ids = self.old_rules.get(i)
-            if ids is not None and i - start not in recheck:
+        for i in self._within("rules", start, end):
+            ids = self.old_rules[i]
+            if i - start not in recheck:
                 if self.strip:
                     ids = " ".join(r for r in ids.split() if r not in _TARGET_RULES)
                 if ids:
                     rules[i - start] = ids
-        invalid = {i - start for i in self.old_invalid if start <= i < end} - recheck
+        invalid = {i - start for i in self._within("invalid", start, end)} - recheck
         if recheck:
             order = sorted(recheck)
             checked = validate.validate_document([entries[i] for i in order], self.url,
@@ -232,7 +239,6 @@ class Rereader:
         for i in regressed:
             rules[i] = f"{rules[i]} {diffing.REGRESSED}" if i in rules else diffing.REGRESSED
         self.bad += len(new_bad)
-        self.lastmods += sum(1 for entry in entries if entry.lastmod is not None)
         self.invalid.extend(start + i for i in sorted(invalid))
         for i, ids in sorted(rules.items()):
             self.rules[start + i] = ids
@@ -240,6 +246,11 @@ class Rereader:
                 self.counts[rule] = self.counts.get(rule, 0) + 1
                 if len(self.issues) < self.examples:
                     self.issues.append(validate.issue(rule, entries[i], self.url))
+
+    def _within(self, name: str, start: int, end: int) -> list[int]:
+        """The stored positions of ``ordered[name]`` from ``start`` up to ``end``."""
+        ordered = self.ordered[name]
+        return ordered[bisect_left(ordered, start) : bisect_left(ordered, end)]
 
     def _changes(self, entries: list[Entry], start: int,
                  old_columns: list[Sequence[str | None]], positions: set[int],
@@ -281,7 +292,7 @@ class Rereader:
             return None
         texts, absent = [], []
         for name, column in zip(entryset.FIELDS, self.fields, strict=True):
-            text, gone = column.text_of(self.size)
+            text, gone = column.text_of()
             texts.append(text)
             if gone:
                 absent.append(name)
