@@ -16,7 +16,7 @@ import hashlib
 import time
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -654,12 +654,8 @@ class _Check:
             duplicates: set[str] = set()
             # One earlier document's entry set at a time (SPEC 3.4): W4 with one duplicate in
             # its 50th child peaked at 233 MB (tree PSS) with all 49 loaded at once, 185 now.
-            for url in self.written:
-                earlier: dict[str, StoredSet] = await self._db(
-                    store.load_entry_sets, self._target_id(), [url]
-                )
-                if url in earlier:
-                    duplicates.update(_listed(earlier.pop(url).data, hits))
+            async for data in self._entry_sets(self.written):
+                duplicates.update(_listed(data, hits))
             if duplicates:
                 await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
                 assert found.hashes is not None
@@ -686,14 +682,18 @@ class _Check:
                    if (state := self.state.documents.get(url)) is not None
                    and state.kind not in INDEX_KINDS and state.urls + state.invalid > 0]
         duplicates: set[str] = set()
-        for url in unread:  # one entry set at a time (SPEC 3.4)
-            sets: dict[str, StoredSet] = await self._db(
-                store.load_entry_sets, self._target_id(), [url])
-            for stored in sets.values():
-                duplicates |= new.intersection(
-                    await asyncio.to_thread(entryset.locs, stored.data))
+        async for data in self._entry_sets(unread):
+            duplicates |= new.intersection(await asyncio.to_thread(entryset.locs, data))
         if duplicates:
             await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
+
+    async def _entry_sets(self, urls: Iterable[str]) -> AsyncIterator[bytes]:
+        """The current entry sets of these documents of the target, one at a time (SPEC 3.4)."""
+        for url in urls:
+            sets: dict[str, StoredSet] = await self._db(
+                store.load_entry_sets, self._target_id(), [url])
+            if url in sets:
+                yield sets.pop(url).data
 
     async def _entries(self, got: _Got) -> None:
         """Store a document's new entry set; count or hold back its changes."""
