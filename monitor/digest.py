@@ -29,7 +29,7 @@ from datetime import datetime
 from itertools import chain, islice
 from typing import IO, TYPE_CHECKING
 
-from monitor import changerows, entryset, extensions, parse, reread, validate
+from monitor import changepacks, changerows, entryset, extensions, parse, reread, validate
 from monitor import diff as diffing
 from monitor.model import (
     RULES_VERSION,
@@ -111,6 +111,9 @@ class Digest:
     # The changes with a before and an after (changed, invalid): the rows to store, compact
     # (monitor.changerows), their counts by kind and the first ``examples`` of them
     rows: bytes = b""
+    # ``changed`` ones already packed at their positions in ``data`` (monitor.changepacks),
+    # which ``rows`` then lacks; counted and exemplified with the rows
+    packs: list[changepacks.Packed] = field(default_factory=list)
     row_counts: dict[str, int] = field(default_factory=dict)
     row_examples: list[Change] = field(default_factory=list)
     # SPEC 12: entries kept with a valid lastmod; of them, those listed in the previous entry
@@ -350,7 +353,7 @@ def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job) 
     result.invalid = found.invalid + unkeyed_invalid
     result.data = _pack(result, found.columns, job.url)
     result.hashes = _fingerprints(found.locs, job) if job.fingerprints else None
-    result.rows, result.row_counts = found.rows, found.row_counts
+    result.rows, result.packs, result.row_counts = found.rows, found.packs, found.row_counts
     result.row_examples = found.row_examples
     result.lastmod_compared, result.lastmod_changed = found.lastmod_compared, found.lastmod_changed
 
@@ -509,7 +512,8 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
     ]
     # The check has fingerprints of this document's locs (it found their duplicates): it needs
     # those of the locs that stay.
-    result.rows, result.row_counts, result.row_examples = b"", {}, []  # _fill diffs again
+    result.rows, result.packs = b"", []  # _fill diffs again: positions move
+    result.row_counts, result.row_examples = {}, []
     columns = _fill(result, states, rules, result.invalid, replace(job, fingerprints=True),
                     _previous(job))
     del states, rules, stored

@@ -125,7 +125,11 @@ _SCHEMAS: dict[str, Any] = {
     "Change": {
         "type": "object",
         "required": ["id", "snapshot_id", "at", "kind", "loc", "before", "after"],
-        "properties": {"id": {"type": "integer"}, "snapshot_id": {"type": "integer"},
+        "properties": {"id": {"type": "integer",
+                              "description": "The stored row: the changed entries a check "
+                                             "packs together share one (the cursor tells "
+                                             "them apart)."},
+                       "snapshot_id": {"type": "integer"},
                        "at": _TIME, "kind": {"type": "string", "enum": list(listing.KINDS)},
                        "loc": {"type": "string"}, "before": _ANY, "after": _ANY,
                        "reason": {"oneOf": [

@@ -708,7 +708,7 @@ class _Check:
             return  # new bytes, same entries and verdicts (whitespace, order of attributes)
         self.stored_now.add(got.url)
         snapshot_id = await self._snapshot()
-        await self._db(store.write_entry_set, store.EntrySetWrite(
+        set_id = await self._db(store.write_entry_set, store.EntrySetWrite(
             target_id=self._target_id(), snapshot_id=snapshot_id, document_url=got.url,
             previous_id=None if got.stored is None else got.stored.id,
             urls=found.urls, invalid=found.entries - found.urls, data=found.data,
@@ -724,12 +724,12 @@ class _Check:
                 self.pending_removed[change.loc] = change.before
             else:
                 self.pending_added[change.loc] = change.after
-        if found.rows:
+        if found.rows or found.packs:
             self.changes.add_counted(found.row_examples, found.row_counts)
             snapshot_id = await self._snapshot()
             self.changes_written += await self._db(
                 store.write_change_rows, self._target_id(), snapshot_id,
-                changerows.decode(found.rows))
+                changerows.decode(found.rows), (set_id, found.data), found.packs)
 
     async def _record(self, found: list[Change]) -> None:
         if not found:

@@ -30,7 +30,7 @@ from itertools import compress, count
 from operator import ne
 from typing import cast
 
-from monitor import changerows, entryset, validate
+from monitor import changepacks, changerows, entryset, validate
 from monitor import diff as diffing
 from monitor.model import (
     RULES_VERSION,
@@ -63,7 +63,8 @@ class Reread:
     counts: dict[str, int]  # every issue's rule, counted
     issues: list[Issue]  # the first ``examples`` issues, in document order
     invalid: int  # invalid entries
-    rows: bytes  # the changes, as ``changerows.encode`` gives them
+    rows: bytes  # the ``invalid`` changes, as ``changerows.encode`` gives them
+    packs: list[changepacks.Packed]  # the ``changed`` ones, at their positions in ``columns``
     row_counts: dict[str, int]  # the changes by kind
     row_examples: list[Change]  # the first ``examples`` changes
     # SPEC 12: entries with a valid lastmod here and in the stored set, and those of them
@@ -168,6 +169,8 @@ class Rereader:
         self.counts: dict[str, int] = {}
         self.issues: list[Issue] = []
         self.rows = changerows.Writer()
+        self.packer = changepacks.Packer()
+        self.packs: list[changepacks.Packed] = []
         self.row_counts: dict[str, int] = {}
         self.row_examples: list[Change] = []
         self.lastmods = self.bad = self.fresh = self.both = 0
@@ -268,8 +271,12 @@ class Rereader:
             kind: ChangeKind = "invalid" if was_valid and not now_valid else "changed"
             was = changerows.state_json(before, changefreqs[i], priorities[i], extensions[i],
                                         was_valid)
-            now = changerows.state_json(lastmod, changefreq, priority, extension, now_valid)
-            rows.append((kind, loc, was, now, invalid_rule(loc) if kind == "invalid" else None))
+            if kind == "changed":  # the new columns hold its loc and state after
+                if (full := self.packer.add(start + i, loc, was)) is not None:
+                    self.packs.append(full)
+            else:
+                now = changerows.state_json(lastmod, changefreq, priority, extension, now_valid)
+                rows.append((kind, loc, was, now, invalid_rule(loc)))
             self.row_counts[kind] = self.row_counts.get(kind, 0) + 1
             if len(self.row_examples) < self.examples:
                 self.row_examples.append(Change(
@@ -301,8 +308,9 @@ class Rereader:
         # Entries with a valid lastmod now, but for those whose lastmod changed, plus those of
         # them whose lastmod was valid before too: an unchanged lastmod is as valid as it was.
         compared = self.lastmods - self.bad - self.fresh + self.both
+        self.packs.extend(self.packer.finish())
         return Reread(columns, self.counts, self.issues, len(self.invalid), self.rows.finish(),
-                      self.row_counts, self.row_examples, compared, self.both)
+                      self.packs, self.row_counts, self.row_examples, compared, self.both)
 
 
 def _positions(rules: Mapping[int, str] | Mapping[str, str], rule: str) -> set[int]:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import changerows, digest, entryset, validate
+from monitor import changepacks, changerows, digest, entryset, validate
 from monitor.diff import diff
 from monitor.model import Change, Entry, EntryState
 
@@ -69,7 +69,7 @@ def _job(body: bytes, previous: bytes | None, examples: int = 1000) -> digest.Jo
                       max_children=50_000, body=body, previous=previous, examples=examples)
 
 
-def test_a_re_read_document_hands_over_its_changed_entries_as_rows() -> None:
+def test_a_re_read_document_hands_over_its_changed_entries_packed() -> None:
     before = [(f"https://e.test/{i}", "2024-01-01") for i in range(300)]
     after = [(loc, "2024-02-01" if i % 3 == 0 else lm) for i, (loc, lm) in enumerate(before)]
     after[7] = ("https://e.test/7", "2024-13")  # the lastmod turned invalid: still "changed"
@@ -80,7 +80,11 @@ def test_a_re_read_document_hands_over_its_changed_entries_as_rows() -> None:
     expected = diff(entryset.decode(stored).states, checked.entries)
     assert len(expected) == 101
     assert found.changes == []  # nothing added or removed: every change is a row
-    assert list(changerows.decode(found.rows)) == list(changerows.of(expected))
+    # ... of a pack (monitor.changepacks): its position in the new entry set, its state before
+    assert found.rows == b""
+    assert found.data is not None
+    assert [n for _loc, n, _value in found.packs] == [101]
+    assert list(changepacks.rows(found.packs, found.data)) == list(changerows.of(expected))
     assert found.row_counts == {"changed": 101}
     assert found.row_examples == expected[:5]
 

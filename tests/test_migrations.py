@@ -345,3 +345,47 @@ def test_0008_names_the_rule_of_the_changes_recorded_before(database_url: str) -
             assert conn.execute(text("SELECT count(*) FROM changes")).scalar() == len(rows)
     finally:
         engine.dispose()
+
+
+def test_0012_downgrade_writes_each_packed_change_back_as_a_row(database_url: str) -> None:
+    """A pack's changes (monitor.changepacks) become rows of their own again, each with the loc
+    and state after of the entry-set version it points into: nothing is lost."""
+    from monitor import changepacks
+    from monitor.model import EntryState
+
+    engine = db.make_engine(database_url)
+    try:
+        cfg = _alembic(engine)
+        command.upgrade(cfg, "head")
+        t0 = datetime(2024, 5, 1, tzinfo=UTC)
+        locs = [f"https://e.test/{i}" for i in range(7)]
+        version = {loc: EntryState("2024-02-02", None, None, None, True) for loc in locs}
+        version[locs[3]] = EntryState("2024-02-02", "daily", None, None, True)
+        packed = changepacks.pack([(1, '{"lastmod":"2024-01-01"}'), (3, "{}"),
+                                   (6, '{"lastmod":"2023-12-31"}')])
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
+                              "VALUES (1, 't', 'https://e.test/s.xml', :t)"), {"t": t0})
+            conn.execute(text("INSERT INTO snapshots (id, target_id, started_at, finished_at,"
+                              " outcome) VALUES (1, 1, :at, :at, 'ok')"), {"at": t0})
+            conn.execute(text("INSERT INTO entry_sets (id, target_id, document_url, "
+                              "first_snapshot_id, data) VALUES (5, 1, 'https://e.test/s.xml', "
+                              "1, :d)"), {"d": entryset.encode(version, {})})
+            conn.execute(text("INSERT INTO changes (snapshot_id, target_id, kind, loc) "
+                              "VALUES (1, 1, 'removed', 'https://e.test/gone')"))
+            conn.execute(text("INSERT INTO changes (snapshot_id, target_id, kind, loc, "
+                              "entry_set_id, members, pack) VALUES (1, 1, 'changed', :l, 5, 3, "
+                              ":p)"), {"l": locs[1], "p": packed})
+        command.downgrade(cfg, "0011")
+        with engine.connect() as conn:
+            found = conn.execute(text("SELECT kind, loc, before, after FROM changes "
+                                      "ORDER BY id")).all()
+        assert [tuple(row) for row in found] == [
+            ("removed", "https://e.test/gone", None, None),
+            ("changed", locs[1], '{"lastmod":"2024-01-01"}', '{"lastmod":"2024-02-02"}'),
+            ("changed", locs[3], "{}", '{"lastmod":"2024-02-02","changefreq":"daily"}'),
+            ("changed", locs[6], '{"lastmod":"2023-12-31"}', '{"lastmod":"2024-02-02"}'),
+        ]
+        command.upgrade(cfg, "head")
+    finally:
+        engine.dispose()

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import changerows, digest, entryset, reread, validate
+from monitor import changepacks, changerows, digest, entryset, reread, validate
 from monitor.diff import lastmod_earlier
 from monitor.model import Entry
 
@@ -75,7 +75,11 @@ def test_reread_is_validate_encode_and_diff(rows: list[tuple[str, tuple[str | No
     assert entryset.pack(found.columns) == entryset.pack(columns)
     assert list(found.locs) == [loc for loc, _, _ in rows]
     assert (found.counts, found.issues, found.invalid) == (counts, issues, invalid)
-    assert list(changerows.decode(found.rows)) == list(changerows.of(changes))
+    # The invalid ones as rows, the changed ones packed at their places in the new columns.
+    stored = list(changerows.decode(found.rows))
+    assert stored == [r for r in changerows.of(changes) if r[0] != "changed"]
+    packed = list(changepacks.rows(found.packs, entryset.pack(found.columns)))
+    assert packed == [r for r in changerows.of(changes) if r[0] == "changed"]
     assert found.row_examples == changes[:examples]
     assert sum(found.row_counts.values()) == len(changes)
     # SPEC 12, by its definition: the lastmods valid on both sides, those that changed, and
@@ -155,8 +159,14 @@ def test_digest_takes_the_same_result_either_way(monkeypatch: pytest.MonkeyPatch
             with monkeypatch.context() as patch:
                 patch.setattr(reread.Rereader, "add", lambda *args, **kwargs: False)
                 full = digest.digest(job(body, previous, examples))
-            assert list(changerows.decode(fast.rows)) == list(changerows.decode(full.rows))
-            assert asdict(fast) == {**asdict(full), "rows": fast.rows}
+            # The same changes: the fast path packs the changed ones (monitor.changepacks),
+            # the whole path leaves them rows for the store to pack.
+            assert fast.data is not None
+            assert full.packs == []
+            assert sorted([*changerows.decode(fast.rows),
+                           *changepacks.rows(fast.packs, fast.data)]) == sorted(
+                changerows.decode(full.rows))
+            assert asdict(fast) == {**asdict(full), "rows": fast.rows, "packs": fast.packs}
             assert fast.invalid > 0  # the <url> without a loc, and invalid priorities
     assert fast.changes == []
     assert fast.row_counts == {}  # the last body is the stored document again
@@ -184,7 +194,9 @@ def test_a_document_read_in_batches_is_read_as_one(
     found = reader.finish()
     assert found is not None
     assert list(changerows.decode(found.rows)) == list(changerows.decode(whole.rows))
-    assert {**asdict(found), "rows": b""} == {**asdict(whole), "rows": b""}
+    assert found.packs == whole.packs
+    assert {**asdict(found), "rows": b"", "packs": []} == {**asdict(whole), "rows": b"",
+                                                             "packs": []}
 
 
 def test_a_batch_of_other_locs_stops_the_reader() -> None:

@@ -21,15 +21,28 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, select, tuple_
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    MetaData,
+    Table,
+    Text,
+    and_,
+    func,
+    insert,
+    select,
+    tuple_,
+)
 from sqlalchemy.orm import aliased
 
-from monitor import entryset
+from monitor import changepacks, entryset
 from monitor.listing import (
     HEALTH,
     BadParameter,
@@ -307,7 +320,7 @@ def open_diff(engine: Engine, name: str, start: SnapshotRef, end: SnapshotRef | 
     pinned: list[Any] = []
     if after is not None:  # the snapshots it resolved to, then where it stopped (an int or a loc)
         try:
-            pinned = read_cursor(after, "diff", query, (int, int, int))
+            pinned = read_cursor(after, "diff", query, (int, int, int, int))
         except BadParameter:
             pinned = read_cursor(after, "diff", query, (int, int, str))
 
@@ -331,14 +344,14 @@ def open_diff(engine: Engine, name: str, start: SnapshotRef, end: SnapshotRef | 
     target_id, first, last, single = transaction(engine, resolve)
     if first > last:
         raise BadParameter(f"from: snapshot {first} is later than to's, {last}")
-    position = pinned[2] if pinned else 0 if single is not None else ""
-    if isinstance(position, int) != (single is not None):
+    position = pinned[2:] if pinned else [0, 0] if single is not None else [""]
+    if isinstance(position[0], int) != (single is not None):
         raise BadParameter(f"cursor: not a cursor of this listing: {after!r:.40}")
     if single is not None:
-        rows = _pinned(_recorded_rows(engine, target_id, single, kinds, int(position)),
-                       first, last)
+        rows = _pinned(_recorded_rows(engine, target_id, single, kinds,
+                                      (int(position[0]), int(position[1]))), first, last)
     else:
-        rows = _pinned(_diff_rows(engine, target_id, first, last, kinds, str(position)),
+        rows = _pinned(_diff_rows(engine, target_id, first, last, kinds, str(position[0])),
                        first, last)
     return Listing({"target": name, "from_snapshot_id": first, "to_snapshot_id": last},
                    "changes", CHANGE_COLUMNS, rows, ("diff", query), table=("kind", "loc"))
@@ -377,30 +390,75 @@ def _stream(engine: Engine, statement: Any) -> Iterator[Any]:
         yield from result
 
 
+class _Packs:
+    """The changes a pack row stands for (``monitor.changepacks``), read on the listing's
+    connection: its members and the entry-set version that holds their locs and states after,
+    kept for the next pack (a document's packs point into one version)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._set_id: int | None = None
+        self._version: changepacks.Version | None = None
+
+    def members(self, pack_id: int, set_id: int) -> list[tuple[str, str | None, str]]:
+        """(loc, before, after) of each member, in the order the check recorded them."""
+        c, v = changes.c, entry_sets.c
+        if set_id != self._set_id:
+            self._version = None  # one version held at a time
+            data = read_sets(self._conn, select(v.id, v.data).where(v.id == set_id))[0][1]
+            self._version, self._set_id = changepacks.Version(data), set_id
+        version = self._version
+        assert version is not None
+        data = read_sets(self._conn, select(c.id, c.pack).where(c.id == pack_id))[0][1]
+        return version.changes(changepacks.unpack(data))
+
+
 def _recorded_rows(engine: Engine, target_id: int, snapshot_id: int, kinds: Sequence[str],
-                   after_id: int) -> _ROWS:
+                   after: tuple[int, int]) -> _ROWS:
+    """The check's changes in the order it recorded them; ``after`` is where a page stopped:
+    (row id, members of that row's pack already listed), or (row id, 0) after a plain row."""
     c = changes.c
+    after_id, done = after
     # The target named, so that the (target_id, snapshot_id, id) index gives the rows in
     # order: without it PostgreSQL read and sorted all 500,000 of W1's removals before the
     # first (420 ms a page).
-    statement = select(c.id, c.loc, c.before, c.after).where(
-        c.target_id == target_id, c.snapshot_id == snapshot_id, c.id > after_id,
-        c.kind.not_in(OTHER_CHANGE_KINDS))
-    for change_id, loc, raw_before, raw_after in _stream(engine, statement.order_by(c.id)):
-        before = None if raw_before is None else json.loads(raw_before)
-        after = None if raw_after is None else json.loads(raw_after)
-        kind = net(before, after)
-        if kind is not None and (not kinds or kind in kinds):
-            yield {"kind": kind, "loc": loc, "before": before, "after": after}, (change_id,)
+    statement = select(c.id, c.loc, c.before, c.after, c.entry_set_id, c.members).where(
+        c.target_id == target_id, c.snapshot_id == snapshot_id,
+        c.id >= after_id if done else c.id > after_id, c.kind.not_in(OTHER_CHANGE_KINDS))
+    with _streaming(engine, [statement.order_by(c.id)]) as (conn, (result,)):
+        packs = _Packs(conn)
+        for change_id, loc, raw_before, raw_after, set_id, members in result:
+            if members is None:
+                yield from _net_row(loc, raw_before, raw_after, kinds, (change_id, 0))
+                continue
+            found = packs.members(change_id, set_id)
+            for j in range(done if change_id == after_id else 0, len(found)):
+                yield from _net_row(*found[j], kinds, (change_id, j + 1))
+
+
+def _net_row(loc: str, raw_before: str | None, raw_after: str | None, kinds: Sequence[str],
+             position: tuple[Any, ...]) -> _ROWS:
+    before = None if raw_before is None else json.loads(raw_before)
+    after = None if raw_after is None else json.loads(raw_after)
+    kind = net(before, after)
+    if kind is not None and (not kinds or kind in kinds):
+        yield {"kind": kind, "loc": loc, "before": before, "after": after}, position
 
 
 def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Sequence[str],
                after_loc: str) -> _ROWS:
     c = changes.c
+    window = (c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last)
+    packed = transaction(engine, lambda conn: conn.execute(
+        select(c.id, c.entry_set_id).where(*window, c.kind == "changed", c.members.is_not(None))
+        .order_by(c.id)).all())
+    if packed:
+        yield from _diff_rows_unpacked(engine, target_id, first, last, kinds, after_loc,
+                                       [(row.id, row.entry_set_id) for row in packed])
+        return
     grouped = (
         select(c.loc, func.min(c.id).label("first"), func.max(c.id).label("last"))
-        .where(c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last,
-               c.loc > after_loc, c.kind.not_in(OTHER_CHANGE_KINDS))
+        .where(*window, c.loc > after_loc, c.kind.not_in(OTHER_CHANGE_KINDS))
         .group_by(c.loc).subquery()
     )
     opening, closing = aliased(changes), aliased(changes)
@@ -411,11 +469,62 @@ def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Seq
         .order_by(grouped.c.loc)
     )
     for loc, raw_before, raw_after in _stream(engine, statement):
-        before = None if raw_before is None else json.loads(raw_before)
-        after = None if raw_after is None else json.loads(raw_after)
-        kind = net(before, after)
-        if kind is not None and (not kinds or kind in kinds):
-            yield {"kind": kind, "loc": loc, "before": before, "after": after}, (loc,)
+        yield from _net_row(loc, raw_before, raw_after, kinds, (loc,))
+
+
+# The changes of a diff across checks that packed some, one row each: ``ord`` orders them as
+# recorded (a row's id times _SPAN, plus a member's place in its pack).
+_SPAN = 8192
+assert changepacks.MEMBERS < _SPAN
+_unpacked = Table("diff_changes", MetaData(), Column("ord", BigInteger, nullable=False),
+                  Column("loc", Text, nullable=False), Column("before", Text),
+                  Column("after", Text), prefixes=["TEMPORARY"])
+
+
+def _diff_rows_unpacked(engine: Engine, target_id: int, first: int, last: int,
+                        kinds: Sequence[str], after_loc: str,
+                        packed: list[tuple[int, int]]) -> _ROWS:
+    """``_diff_rows`` when some of the changes are in packs: the window's changes, packs
+    unpacked one at a time, go to a temporary table of the listing's connection, which the
+    same grouped query then reads (the database holds them, not the process)."""
+    c, u = changes.c, _unpacked.c
+    with engine.connect() as conn:
+        _unpacked.drop(conn, checkfirst=True)  # the connection's, should a reader have died
+        _unpacked.create(conn)
+        try:
+            conn.execute(insert(_unpacked).from_select(
+                ["ord", "loc", "before", "after"],
+                select(c.id * _SPAN, c.loc, c.before, c.after).where(
+                    c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last,
+                    c.loc > after_loc, c.kind.not_in(OTHER_CHANGE_KINDS),
+                    c.members.is_(None))))
+            packs = _Packs(conn)
+            for pack_id, set_id in packed:
+                rows = [{"ord": pack_id * _SPAN + j, "loc": loc, "before": before,
+                         "after": after}
+                        for j, (loc, before, after) in enumerate(packs.members(pack_id, set_id))
+                        if loc > after_loc]
+                if rows:
+                    conn.execute(insert(_unpacked), rows)
+            grouped = (select(u.loc, func.min(u.ord).label("first"),
+                              func.max(u.ord).label("last"))
+                       .group_by(u.loc).subquery())
+            opening, closing = aliased(_unpacked), aliased(_unpacked)
+            statement = (select(grouped.c.loc, opening.c.before, closing.c.after)
+                         .join(opening, opening.c.ord == grouped.c.first)
+                         .join(closing, closing.c.ord == grouped.c.last)
+                         .order_by(grouped.c.loc))
+            result = conn.execution_options(stream_results=True, yield_per=5000).execute(
+                statement)
+            try:
+                for loc, raw_before, raw_after in result:
+                    yield from _net_row(loc, raw_before, raw_after, kinds, (loc,))
+            finally:
+                result.close()
+        finally:  # SQLite makes the table outside the transaction: dropped either way
+            conn.rollback()
+            _unpacked.drop(conn, checkfirst=True)
+            conn.commit()
 
 
 # ---- snapshots -----------------------------------------------------------------------------
@@ -472,7 +581,8 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
         kinds = ["removed"]
     if rules:
         query.append(["rule", *rules])
-    pinned = None if after is None else read_cursor(after, "changes", query, (int, int, int))
+    pinned = None if after is None else read_cursor(after, "changes", query,
+                                                    (int, int, int, int))
 
     def resolve(conn: Connection) -> tuple[int, int]:
         target_id = _target_id(conn, name)
@@ -490,7 +600,7 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
         return target_id, 0 if before is None else before + 1
 
     target_id, floor = transaction(engine, resolve)
-    position = (0, 0) if pinned is None else (pinned[1], pinned[2])
+    position = (0, 0, 0) if pinned is None else (pinned[1], pinned[2], pinned[3])
     rows = _pinned(_change_rows(engine, target_id, floor, kinds, position, reasons, rules),
                    floor)
     return Listing({"target": name}, "changes", CHANGES_COLUMNS, rows, ("changes", query),
@@ -498,15 +608,19 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
 
 
 def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str],
-                 before: tuple[int, int], reasons: Sequence[str] = (),
+                 before: tuple[int, int, int], reasons: Sequence[str] = (),
                  rules: Sequence[str] = ()) -> _ROWS:
+    """The changes newest first, before ``before``: (snapshot id, row id, members of that
+    row's pack still to list), the last 0 after a plain row or a pack's last member. A pack's
+    members are listed from its last, as its rows would have been; they share its id."""
     from monitor.store.daemon import _iso
 
     c, s = changes.c, snapshots.c
+    at, left = before[:2], before[2]
 
     def statement(kind: str | None, rule: str | None) -> Any:
         query = select(c.id, c.snapshot_id, c.kind, c.loc, c.before, c.after, c.reason,
-                       c.rule).where(c.target_id == target_id)
+                       c.rule, c.entry_set_id, c.members).where(c.target_id == target_id)
         if rule is not None:
             query = query.where(c.rule == rule)
             if kinds:
@@ -517,8 +631,9 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
             query = query.where(c.reason.in_(list(reasons)))
         if floor:
             query = query.where(c.snapshot_id >= floor)
-        if before != (0, 0):
-            query = query.where(tuple_(c.snapshot_id, c.id) < tuple_(*before))
+        if at != (0, 0):
+            column, position = tuple_(c.snapshot_id, c.id), tuple_(*at)
+            query = query.where(column <= position if left else column < position)
         return query.order_by(c.snapshot_id.desc(), c.id.desc())
 
     loads = json.loads
@@ -528,13 +643,23 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
     with _streaming(engine, [statement(*which) for which in wanted]) as (conn, results):
         merged = results[0] if len(results) == 1 else heapq.merge(
             *results, key=lambda row: (row.snapshot_id, row.id), reverse=True)
-        for change_id, snapshot_id, kind, loc, before_text, after_text, reason, rule in merged:
+        packs = _Packs(conn)
+        for (change_id, snapshot_id, kind, loc, before_text, after_text, reason, rule, set_id,
+             members) in merged:
             if snapshot_id not in times:  # a time per snapshot, not per row
                 times[snapshot_id] = _iso(conn.execute(
                     select(s.started_at).where(s.id == snapshot_id)).scalar())
-            yield ({"id": change_id, "snapshot_id": snapshot_id, "at": times[snapshot_id],
-                    "kind": kind, "loc": loc,
-                    "before": None if before_text is None else loads(before_text),
-                    "after": None if after_text is None else loads(after_text),
-                    "reason": reason, "rule": rule},
-                   (snapshot_id, change_id))
+            if members is None:
+                found = [(loc, before_text, after_text)]
+                places: Iterable[int] = (0,)
+            else:
+                found = packs.members(change_id, set_id)
+                places = reversed(range(left if (snapshot_id, change_id) == at else members))
+            for j in places:
+                loc, before_text, after_text = found[j]
+                yield ({"id": change_id, "snapshot_id": snapshot_id, "at": times[snapshot_id],
+                        "kind": kind, "loc": loc,
+                        "before": None if before_text is None else loads(before_text),
+                        "after": None if after_text is None else loads(after_text),
+                        "reason": reason, "rule": rule},
+                       (snapshot_id, change_id, j))

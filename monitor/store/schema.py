@@ -174,6 +174,12 @@ changes = Table(
     Column("reason", String(16), nullable=True),
     # The rule id the change is about (model.CHANGE_RULES), NULL for most changes.
     Column("rule", String(40), nullable=True),
+    # A pack of ``changed`` changes (monitor.changepacks, migration 0012): ``members`` changes
+    # in one row, each its position in the entry-set version ``entry_set_id`` (its loc and
+    # state after) and its state before; ``loc`` is the first member's, before/after NULL.
+    Column("entry_set_id", Id, nullable=True),
+    Column("members", Integer, nullable=True),
+    Column("pack", LargeBinary, nullable=True),
     # A target's changes in the order they were recorded (its checks run one at a time), and
     # one kind's without reading the others: a listing reads the rows it lists (store.listing).
     Index("ix_changes_target_id_snapshot_id", "target_id", "snapshot_id", "id"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, Select, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from monitor import changerows, entryset
+from monitor import changepacks, changerows, entryset
 from monitor.errors import StoreError
 from monitor.model import Change, CheckResult, DocumentResult
 from monitor.store.db import redact
@@ -284,14 +284,16 @@ class EntrySetWrite:
     data: bytes
 
 
-def write_entry_set(conn: Connection, w: EntrySetWrite) -> None:
-    """Close the document's current version and insert the new one."""
+def write_entry_set(conn: Connection, w: EntrySetWrite) -> int:
+    """Close the document's current version and insert the new one; return its id."""
     if w.previous_id is not None:
         close_entry_sets(conn, [w.previous_id], w.snapshot_id)
-    conn.execute(insert(entry_sets).values(
+    inserted = conn.execute(insert(entry_sets).values(
         target_id=w.target_id, document_url=w.document_url, first_snapshot_id=w.snapshot_id,
         urls=w.urls, invalid=w.invalid, data=w.data,
-    ))
+    )).inserted_primary_key
+    assert inserted is not None
+    return int(inserted[0])
 
 
 def close_entry_sets(conn: Connection, ids: Collection[int], snapshot_id: int) -> None:
@@ -313,13 +315,36 @@ def write_changes(
 
 
 def write_change_rows(
-    conn: Connection, target_id: int, snapshot_id: int, rows: Iterable[changerows.Row]
+    conn: Connection, target_id: int, snapshot_id: int, rows: Iterable[changerows.Row],
+    version: tuple[int, bytes] | None = None, packed: Iterable[changepacks.Packed] = (),
 ) -> int:
-    """``write_changes`` of changes already made rows (``monitor.changerows``)."""
-    return _copy(conn, changes, _CHANGE_COLUMNS, (
-        (snapshot_id, target_id, kind, loc, before, after, rule)
-        for kind, loc, before, after, rule in rows
-    ))
+    """``write_changes`` of changes already made rows (``monitor.changerows``), and packs of
+    ``changed`` ones already made (``monitor.changepacks``); return how many changes were
+    written. With the entry-set version (id, data) the check stored for their document (which
+    the packs point into), the ``changed`` rows it gives back are packed too."""
+    if version is None:
+        return _copy(conn, changes, _CHANGE_COLUMNS, (
+            (snapshot_id, target_id, kind, loc, before, after, rule)
+            for kind, loc, before, after, rule in rows
+        ))
+    set_id, data = version
+    packs = list(packed)  # compressed: ~50 KB for 5,000 changes
+
+    def plain() -> Iterator[tuple[Any, ...]]:
+        for item in changepacks.split(rows, data):
+            if len(item) == 3:
+                packs.append(item)
+            else:
+                kind, loc, before, after, rule = item
+                yield snapshot_id, target_id, kind, loc, before, after, rule
+
+    written = _copy(conn, changes, _CHANGE_COLUMNS, plain())
+    if packs:  # after the rows
+        conn.execute(insert(changes), [
+            {"snapshot_id": snapshot_id, "target_id": target_id, "kind": "changed",
+             "loc": loc, "entry_set_id": set_id, "members": members, "pack": value}
+            for loc, members, value in packs])
+    return written + sum(members for _loc, members, _value in packs)
 
 
 @dataclass(slots=True)

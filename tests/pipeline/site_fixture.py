@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
+from typing import Any
 from xml.sax.saxutils import escape
 
+import pytest
 from httpserver import Reply, Request, TestServer
 from sqlalchemy import Table, create_engine, func, select
 
+from monitor.cli import main
 from monitor.store import sql
 from monitor.store.schema import targets
 
@@ -81,3 +85,20 @@ def row_counts(db: str, *tables: Table) -> tuple[int, ...]:
                       for t in tables)
     engine.dispose()
     return found
+
+
+def pages(capsys: pytest.CaptureFixture[str], db: str, *argv: str, size: int = 3,
+          ) -> list[dict[str, Any]]:
+    """Every row of a ``changes`` or ``diff`` listing through the CLI, ``size`` at a time, each
+    page following the last one's cursor."""
+    found: list[dict[str, Any]] = []
+    more: list[str] = []
+    while True:
+        code = main([*argv, "--database-url", db, "--json", "--limit", str(size), *more])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        page = json.loads(out.out)
+        found.extend(page["changes"])
+        if page["next_cursor"] is None:
+            return found
+        more = ["--cursor", page["next_cursor"]]

@@ -1,0 +1,111 @@
+"""A re-check's ``changed`` changes are stored as packs (monitor.changepacks) and listed as
+the rows they replace: `changes`, `diff` and their pages, on both databases, through the CLI."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from site_fixture import Site, index, pages, urlset
+from sqlalchemy import func, select
+
+from monitor.cli import main
+from monitor.store.db import make_engine
+from monitor.store.schema import changes
+
+U = "https://example.test/"  # entries' locs: never fetched
+N = 12_000  # more than two packs' worth
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    found = capsys.readouterr()
+    return code, found.out, found.err
+
+
+def check(capsys: pytest.CaptureFixture[str], url: str, db: str) -> int:
+    code, out, err = run(capsys, "check", url, "--database-url", db, "--json")
+    assert code == 0, err
+    snapshot_id: int = json.loads(out)["snapshot_id"]
+    return snapshot_id
+
+
+def state(lastmod: str) -> dict[str, Any]:
+    return {"lastmod": lastmod}
+
+
+def test_every_lastmod_changed_is_a_few_packs_listed_change_by_change(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    first = {f"{U}p{i}": "2024-01-01" for i in range(N)}
+    second = dict.fromkeys(list(first)[10:], "2024-02-02")  # 10 removed, the rest changed
+    second.update({f"{U}new{i}": "2024-02-02" for i in range(10)})  # and 10 added
+    second[f"{U}p20"] = "not a date"  # changed to an invalid lastmod: still a change
+    third = {**second, **{f"{U}p{i}": "2024-03-03" for i in range(100, 200)}}
+    # two children: the packs of one point into its own entry-set version, not the other's
+    site.set("/index.xml", index([site.url("/a.xml"), site.url("/b.xml")]))
+    site.set("/b.xml", urlset({f"{U}b{i}": "2024-01-01" for i in range(100)}))
+    root = site.url("/index.xml")
+    ids = []
+    for version, b_lastmod in ((first, "2024-01-01"), (second, "2024-02-02"),
+                               (third, "2024-02-02")):
+        site.set("/a.xml", urlset(version))
+        site.set("/b.xml", urlset({f"{U}b{i}": b_lastmod for i in range(100)}))
+        ids.append(check(capsys, root, db))
+
+    expected_changed = {
+        **{loc: (state("2024-01-01"), state("2024-02-02")) for loc in list(first)[10:]},
+        **{f"{U}b{i}": (state("2024-01-01"), state("2024-02-02")) for i in range(100)},
+    }
+    expected_changed[f"{U}p20"] = (state("2024-01-01"), state("not a date"))
+    listed = pages(capsys, db, "changes", root, size=2_500)  # pages that stop inside a pack
+    at_second = [c for c in listed if c["snapshot_id"] == ids[1]]
+    assert {c["loc"]: (c["before"], c["after"]) for c in at_second
+            if c["kind"] == "changed"} == expected_changed
+    assert sum(c["kind"] == "changed" for c in at_second) == len(expected_changed)
+    assert sorted(c["loc"] for c in at_second if c["kind"] == "removed") == sorted(
+        list(first)[:10])
+    assert sum(c["kind"] == "added" for c in at_second) == 10
+    assert [c["loc"] for c in listed if c["snapshot_id"] == ids[2]] == [
+        f"{U}p{i}" for i in reversed(range(100, 200))]  # newest first, as rows would be
+    # One page reads the same rows as pages of any size, in the same order.
+    code, out, err = run(capsys, "changes", root, "--database-url", db, "--json")
+    assert code == 0, err
+    assert json.loads(out)["changes"] == listed
+    # One kind.
+    assert pages(capsys, db, "changes", root, "--kind", "changed", size=4_999) == [
+        c for c in listed if c["kind"] == "changed"]
+
+    # The diff of one check: its changes in the order it recorded them, pages joined up.
+    diff = pages(capsys, db, "diff", root, "--from", str(ids[0]), "--to", str(ids[1]),
+                 size=3_000)
+    assert {c["loc"]: (c["before"], c["after"]) for c in diff
+            if c["kind"] == "changed"} == expected_changed
+    assert len(diff) == len(at_second)
+    # Across checks, composed loc by loc: the first's before, the last's after.
+    across = pages(capsys, db, "diff", root, "--from", str(ids[0]), "--to", str(ids[2]),
+                   size=2_000)
+    assert [c["loc"] for c in across] == sorted(c["loc"] for c in across)
+    composed = {c["loc"]: (c["kind"], c["before"], c["after"]) for c in across}
+    assert len(composed) == len(across) == len(at_second)
+    assert composed[f"{U}p150"] == ("changed", state("2024-01-01"), state("2024-03-03"))
+    assert composed[f"{U}p50"] == ("changed", state("2024-01-01"), state("2024-02-02"))
+    assert composed[f"{U}p5"][0] == "removed"
+    assert composed[f"{U}new5"][0] == "added"
+
+    # What is stored: a few packs, not a row per change, counted as their changes.
+    engine = make_engine(db)
+    try:
+        with engine.connect() as conn:
+            c = changes.c
+            rows, packs, members, pack_bytes = conn.execute(
+                select(func.count(), func.count(c.pack), func.sum(c.members),
+                       func.sum(func.length(c.pack)))
+                .where(c.snapshot_id == ids[1])).one()
+    finally:
+        engine.dispose()
+    assert packs == 4  # a: 11,990 changed in 3 packs of at most 5,000; b: 100 in one
+    assert members == len(expected_changed)
+    assert rows == packs + 20  # the added and removed ones are rows of their own
+    assert pack_bytes / members < 12  # a position and a lastmod before, compressed

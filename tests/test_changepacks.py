@@ -1,0 +1,70 @@
+"""changepacks: ``changed`` changes as packs of positions and states before, which give back
+exactly the rows they stand for; what a version cannot give back stays a row."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monitor import changepacks, changerows, entryset
+from monitor.model import EntryState
+
+texts = st.none() | st.text(alphabet=st.characters(blacklist_categories=("Cs",),
+                                                   blacklist_characters="\x00\x01\x02"),
+                            max_size=8)
+states = st.builds(EntryState, texts, texts, texts, texts, st.booleans())
+# A state before is JSON, which escapes \x00-\x1f.
+members = st.lists(st.tuples(st.integers(0, 60_000), st.none() | st.text(
+    alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=30)), max_size=50)
+
+
+@given(members)
+def test_members_come_back_as_they_were_packed(found: list[changepacks.Member]) -> None:
+    """Positions in any order (gaps below zero too), a state before of any text or none."""
+    expected = [(position, before or None) for position, before in found]
+    assert changepacks.unpack(changepacks.pack(found)) == expected
+
+
+def _json(state: EntryState) -> str:
+    return changerows.state_json(state.lastmod, state.changefreq, state.priority,
+                                 state.extensions, state.valid)
+
+
+@given(st.dictionaries(st.sampled_from([f"https://e.test/{i}" for i in range(30)]), states,
+                       min_size=1),
+       st.lists(st.tuples(st.sampled_from(["added", "removed", "changed", "invalid"]),
+                          st.sampled_from([f"https://e.test/{i}" for i in range(34)]),
+                          states, st.booleans()), max_size=40))
+def test_a_split_keeps_every_row_and_packs_only_what_the_version_gives_back(
+        version: dict[str, EntryState],
+        wanted: list[tuple[str, str, EntryState, bool]]) -> None:
+    data = entryset.encode(version, {})
+    rows: list[changerows.Row] = []
+    for kind, loc, before, same in wanted:  # `same`: the after the version holds
+        after = _json(version[loc]) if same and loc in version else _json(before)
+        rows.append((kind, loc, _json(before), None if kind == "removed" else after, None))
+    out = list(changepacks.split(rows, data))
+    kept = [item for item in out if len(item) == 5]
+    packs = [item for item in out if len(item) == 3]
+    assert all(n <= changepacks.MEMBERS for _loc, n, _value in packs)
+    packed = list(changepacks.rows(packs, data))
+    # Nothing lost, nothing made up: the rows kept and those packed are the rows given.
+    assert sorted([*kept, *packed]) == sorted(rows)
+    # A pack holds only changed rows whose after the version gives, in their order.
+    givable = [r for r in rows if r[0] == "changed" and r[1] in version
+               and r[3] == _json(version[r[1]])]
+    assert packed == givable
+
+
+def test_a_pack_is_full_at_members_and_the_rest_is_the_last() -> None:
+    locs = [f"https://e.test/{i}" for i in range(changepacks.MEMBERS + 7)]
+    version = {loc: EntryState("2024-02-02", None, None, None, True) for loc in locs}
+    data = entryset.encode(version, {})
+    rows = [("changed", loc, '{"lastmod":"2024-01-01"}', '{"lastmod":"2024-02-02"}', None)
+            for loc in locs]
+    packs = list(changepacks.split(rows, data))
+    assert [(loc, n) for loc, n, _value in packs] == [
+        (locs[0], changepacks.MEMBERS), (locs[-7], 7)]
+    assert list(changepacks.rows(packs, data)) == rows
+    # A position and a lastmod before, compressed: bytes a member, not a row's hundreds.
+    assert sum(len(value) for _l, _n, value in packs) / len(rows) < 4
