@@ -196,6 +196,8 @@ _HEAD = re.compile(r'\{"v":1,"verdicts":([0-9]+),"n":[0-9]+,(?:"balance":([0-9]+
 def head(prefix: bytes) -> tuple[int, int] | None:
     """The verdicts version and hreflang balance of a stored set, from its first bytes
     (``store.sql.load_set_heads``); None when they do not say."""
+    if prefix[:1] == b"D":  # a version stored as a delta (monitor.entrydelta): its header too
+        prefix = prefix[1:]
     try:
         text = zlib.decompressobj().decompress(prefix, 4096).decode("utf-8", "replace")
     except zlib.error:

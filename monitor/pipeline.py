@@ -708,10 +708,12 @@ class _Check:
             return  # new bytes, same entries and verdicts (whitespace, order of attributes)
         self.stored_now.add(got.url)
         snapshot_id = await self._snapshot()
+        changed = len(found.changes) + sum(found.row_counts.values())
         set_id = await self._db(store.write_entry_set, store.EntrySetWrite(
             target_id=self._target_id(), snapshot_id=snapshot_id, document_url=got.url,
             previous_id=None if got.stored is None else got.stored.id,
             urls=found.urls, invalid=found.entries - found.urls, data=found.data,
+            delta=not found.changes and changed * 4 <= found.entries,  # the same locs, a few
         ))
         if self.first:  # the baseline: every entry is new, and no change rows are written
             self.changes.add_counted(
@@ -870,7 +872,7 @@ class _Check:
             await self._db(store.write_entry_set, store.EntrySetWrite(
                 target_id=self._target_id(), snapshot_id=await self._snapshot(),
                 document_url=url, previous_id=stored.id, urls=state.urls,
-                invalid=state.invalid, data=data))
+                invalid=state.invalid, data=data, delta=True))  # new verdicts only
             if url in self.untouched:
                 self.untouched.remove(url)
         counts = {rule: n for rule, n in state.issue_counts.items() if rule != NOT_RECIPROCAL}

@@ -389,3 +389,39 @@ def test_0012_downgrade_writes_each_packed_change_back_as_a_row(database_url: st
         command.upgrade(cfg, "head")
     finally:
         engine.dispose()
+
+
+def test_0013_downgrade_writes_each_delta_back_whole(database_url: str) -> None:
+    """A version stored as a delta (monitor.entrydelta) is the full version again, byte for
+    byte, before the column that names its base goes."""
+    from monitor import entrydelta
+    from monitor.model import EntryState
+
+    engine = db.make_engine(database_url)
+    try:
+        cfg = _alembic(engine)
+        command.upgrade(cfg, "head")
+        t0 = datetime(2024, 5, 1, tzinfo=UTC)
+        locs = [f"https://e.test/{i}" for i in range(300)]
+        base = entryset.encode(dict.fromkeys(locs, EntryState("2024-01-01", None, None, None,
+                                                              True)), {})
+        new = entryset.encode({loc: EntryState("2024-03-03" if i == 7 else "2024-01-01", None,
+                                               None, None, True)
+                               for i, loc in enumerate(locs)}, {})
+        delta = entrydelta.make(base, new, 5)
+        assert delta is not None
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
+                              "VALUES (1, 't', 'https://e.test/s.xml', :t)"), {"t": t0})
+            for set_id, data, base_id in ((5, base, None), (6, delta, 5)):
+                conn.execute(text("INSERT INTO entry_sets (id, target_id, document_url, "
+                                  "first_snapshot_id, data, base_id) VALUES (:i, 1, "
+                                  "'https://e.test/s.xml', :i, :d, :b)"),
+                             {"i": set_id, "d": data, "b": base_id})
+        command.downgrade(cfg, "0012")
+        with engine.connect() as conn:
+            found = conn.execute(text("SELECT id, data FROM entry_sets ORDER BY id")).all()
+        assert [(row[0], bytes(row[1])) for row in found] == [(5, base), (6, new)]
+        command.upgrade(cfg, "head")
+    finally:
+        engine.dispose()

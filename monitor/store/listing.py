@@ -409,7 +409,8 @@ class _Packs:
             self._version, self._set_id = changepacks.Version(data), set_id
         version = self._version
         assert version is not None
-        data = read_sets(self._conn, select(c.id, c.pack).where(c.id == pack_id))[0][1]
+        data = read_sets(self._conn, select(c.id, c.pack).where(c.id == pack_id),
+                         whole=False)[0][1]
         return version.changes(changepacks.unpack(data))
 
 

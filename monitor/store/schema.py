@@ -157,6 +157,9 @@ entry_sets = Table(
     Column("urls", Integer, nullable=False, server_default=text("0")),
     Column("invalid", Integer, nullable=False, server_default=text("0")),
     Column("data", LargeBinary, nullable=False),
+    # Set when ``data`` is a delta against that full version (monitor.entrydelta, migration
+    # 0013), which then stays as long as this one does.
+    Column("base_id", Id, nullable=True),
     Index("ix_entry_sets_target_id_document_url", "target_id", "document_url"),
 )
 

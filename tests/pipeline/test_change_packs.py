@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from monitor.cli import main
 from monitor.store.db import make_engine
-from monitor.store.schema import changes
+from monitor.store.schema import changes, entry_sets
 
 U = "https://example.test/"  # entries' locs: never fetched
 N = 12_000  # more than two packs' worth
@@ -109,3 +109,49 @@ def test_every_lastmod_changed_is_a_few_packs_listed_change_by_change(
     assert members == len(expected_changed)
     assert rows == packs + 20  # the added and removed ones are rows of their own
     assert pack_bytes / members < 12  # a position and a lastmod before, compressed
+
+
+def urls_at(capsys: pytest.CaptureFixture[str], db: str, root: str, snapshot: int,
+            ) -> dict[str, str | None]:
+    code, out, err = run(capsys, "urls", root, "--database-url", db, "--json", "--at",
+                         str(snapshot))
+    assert code == 0, err
+    return {u["loc"]: u["lastmod"] for u in json.loads(out)["urls"]}
+
+
+def test_a_version_that_changed_a_little_is_a_delta_and_reads_back_whole(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """1% of a document's lastmods move at each check: each version after the first is stored
+    as a delta against the first (monitor.entrydelta), and the URL set at every snapshot, the
+    changes and the next re-check read it as if it were whole."""
+    versions = [{f"{U}d{i}": "2024-01-01" for i in range(5_000)}]
+    for step in range(1, 4):
+        versions.append({**versions[-1], **{f"{U}d{i}": f"2024-0{step + 1}-01"
+                                            for i in range(step, 5_000, 100)}})
+    root = site.url("/d.xml")
+    ids = []
+    for version in versions:
+        site.set("/d.xml", urlset(version))
+        ids.append(check(capsys, root, db))
+    for snapshot, version in zip(ids, versions, strict=True):
+        assert urls_at(capsys, db, root, snapshot) == version
+    listed = pages(capsys, db, "changes", root, size=1_000)
+    assert len(listed) == 150  # 50 a check, each against the version before
+    assert {(c["loc"], c["after"]["lastmod"]) for c in listed if c["snapshot_id"] == ids[3]} == {
+        (f"{U}d{i}", "2024-04-01") for i in range(3, 5_000, 100)}
+    engine = make_engine(db)
+    try:
+        with engine.connect() as conn:
+            v = entry_sets.c
+            stored = conn.execute(select(v.id, v.base_id, func.length(v.data))
+                                  .order_by(v.id)).all()
+    finally:
+        engine.dispose()
+    whole = stored[0]
+    assert whole.base_id is None
+    assert [row.base_id for row in stored[1:]] == [whole.id] * 3  # never a delta of a delta
+    assert all(row[2] * 50 <= whole[2] for row in stored[1:])  # each under 2% of it
+    # Unchanged since: a re-check reads the delta's version whole and finds nothing new.
+    assert check(capsys, root, db) > ids[-1]
+    assert pages(capsys, db, "changes", root, size=1_000) == listed
