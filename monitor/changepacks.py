@@ -5,15 +5,18 @@ A CMS that stamps "now" on every lastmod makes 500,000 ``changed`` changes at ev
 W1. As one row each (loc, the state before and after as JSON) they were ~320 bytes a change on
 SQLite, 162 MB a check, and writing them was half of the check's time. Yet the loc and the
 state after are in the entry-set version the same check stores for that document: a member of
-a pack is the entry's position in that version and the state before, nothing else.
+a pack is the entry's position in that version and the state before (or nothing else, when
+the version before holds it at the same position).
 
-    PACK = zlib( GAP \x00 GAP \x00 ... \x02 BEFORE \x01 BEFORE \x01 ... )
+    PACK = zlib( GAP \x00 GAP \x00 ... [ \x02 BEFORE \x01 BEFORE \x01 ... ] )
 
 GAP is a member's position less the previous member's (the first's less -1), in decimal,
-BEFORE its state's JSON (``changerows.state_json``), in the members' order. A change the
-version does not give back exactly (its loc is not there, or its state there is not the
-change's after) is not packed: it stays a row of its own, so a pack never says anything its row
-would not have.
+BEFORE its state's JSON (``changerows.state_json``), in the members' order. A re-read
+document's locs are the stored ones, at the same positions: its packs hold no BEFORE, which
+is the state at the same position of the version the new one replaced (the row's
+``before_set_id``). A change the version does not give back exactly (its loc is not there, or
+its state there is not the change's after) is not packed: it stays a row of its own, so a pack
+never says anything its row would not have.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ MEMBERS = 5000  # per pack: a page of a listing decompresses one pack, ~100 KB o
 # level 1 13.0 B and 18 ms, 3 10.8 B and 27 ms, 6 9.3 B and 58 ms.
 _LEVEL = 3
 
-Member = tuple[int, str | None]  # the position in the entry-set version, the state before
+# The position in the entry-set version, and the state before; None: the state at the same
+# position of the version before (a pack of a re-read document, whose locs did not move).
+Member = tuple[int, str | None]
 
 
 class Version:
@@ -52,10 +57,19 @@ class Version:
         return state_json(lastmod, changefreq, priority, extensions,
                           position not in self._invalid)
 
-    def changes(self, members: Iterable[Member]) -> list[tuple[str, str | None, str]]:
-        """(loc, before, after) of each member of a pack that points into this version."""
-        return [(self.locs[position], before, self.state(position))
-                for position, before in members]
+    def changes(self, members: Iterable[Member], before: Version | None = None,
+                ) -> list[tuple[str, str, str]]:
+        """(loc, before, after) of each member of a pack that points into this version; a
+        member without its state before takes it from ``before``, the version this one
+        replaced."""
+        out = []
+        for position, was in members:
+            if was is None:
+                if before is None:
+                    raise ValueError("a pack of positions read without the version before")
+                was = before.state(position)
+            out.append((self.locs[position], was, self.state(position)))
+        return out
 
     def position(self, loc: str) -> int | None:
         if self._where is None:
@@ -84,23 +98,27 @@ def split(rows: Iterable[Row], data: bytes) -> Iterator[Row | Packed]:
     yield from packer.finish()
 
 
-Packed = tuple[str, int, bytes]  # a pack as stored: its first member's loc, members, value
+# A pack as stored: its first member's loc, its members, its value, and whether its members
+# take their states before from the version before (``Member``).
+Packed = tuple[str, int, bytes, bool]
 
 
 class Packer:
-    """Members a change at a time, packed ``MEMBERS`` at a time."""
+    """Members a change at a time, packed ``MEMBERS`` at a time; ``positional``: members
+    without their states before (``Member``)."""
 
-    __slots__ = ("_first", "_members")
+    __slots__ = ("_first", "_members", "_positional")
 
-    def __init__(self) -> None:
+    def __init__(self, *, positional: bool = False) -> None:
         self._first = ""
         self._members: list[Member] = []
+        self._positional = positional
 
     def add(self, position: int, loc: str, before: str | None) -> Packed | None:
         """The next member; the pack it fills, if it fills one."""
         if not self._members:
             self._first = loc
-        self._members.append((position, before))
+        self._members.append((position, None if self._positional else before))
         return self._take() if len(self._members) == MEMBERS else None
 
     def finish(self) -> list[Packed]:
@@ -109,32 +127,38 @@ class Packer:
 
     def _take(self) -> Packed:
         members, self._members = self._members, []
-        return self._first, len(members), pack(members)
+        return self._first, len(members), pack(members), self._positional
 
 
-def rows(packs: Iterable[Packed], data: bytes) -> Iterator[Row]:
-    """The rows that packs pointing into the entry-set version ``data`` stand for, in order."""
+def rows(packs: Iterable[Packed], data: bytes, before: bytes | None = None) -> Iterator[Row]:
+    """The rows that packs pointing into the entry-set version ``data`` stand for, in order
+    (``before``: the version it replaced, for positional packs)."""
     version = Version(data)
-    for _loc, _members, value in packs:
-        for loc, before, after in version.changes(unpack(value)):
-            yield "changed", loc, before, after, None
+    previous = None if before is None else Version(before)
+    for _loc, _members, value, _positional in packs:
+        for loc, was, after in version.changes(unpack(value), previous):
+            yield "changed", loc, was, after, None
 
 
 def pack(members: list[Member]) -> bytes:
-    """The stored value of a pack's members."""
+    """The stored value of a pack's members: their gaps, then (unless every member lacks it)
+    their states before."""
     positions = [position for position, _before in members]
-    gaps = map(sub, positions, [-1, *positions])
-    text = "\x00".join(map(str, gaps)) + "\x02" + "\x01".join(
-        [before or "" for _position, before in members])
+    text = "\x00".join(map(str, map(sub, positions, [-1, *positions])))
+    befores = [before for _position, before in members]
+    if any(before is not None for before in befores):
+        text += "\x02" + "\x01".join([before or "" for before in befores])
     return zlib.compress(text.encode(), _LEVEL)
 
 
 def unpack(data: bytes) -> list[Member]:
     """``pack``'s members, in order."""
-    gaps, befores = zlib.decompress(data).decode().split("\x02")
+    gaps, *befores = zlib.decompress(data).decode().split("\x02")
     if not gaps:
         return []
     positions = accumulate(map(int, gaps.split("\x00")), initial=-1)
     next(positions)
+    if not befores:
+        return [(position, None) for position in positions]
     return [(position, before or None)
-            for position, before in zip(positions, befores.split("\x01"), strict=True)]
+            for position, before in zip(positions, befores[0].split("\x01"), strict=True)]

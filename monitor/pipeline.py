@@ -731,7 +731,8 @@ class _Check:
             snapshot_id = await self._snapshot()
             self.changes_written += await self._db(
                 store.write_change_rows, self._target_id(), snapshot_id,
-                changerows.decode(found.rows), (set_id, found.data), found.packs)
+                changerows.decode(found.rows),
+                (set_id, found.data, None if got.stored is None else got.stored.id), found.packs)
 
     async def _record(self, found: list[Change]) -> None:
         if not found:

@@ -64,7 +64,8 @@ class Reread:
     issues: list[Issue]  # the first ``examples`` issues, in document order
     invalid: int  # invalid entries
     rows: bytes  # the ``invalid`` changes, as ``changerows.encode`` gives them
-    packs: list[changepacks.Packed]  # the ``changed`` ones, at their positions in ``columns``
+    # the ``changed`` ones, at their positions in ``columns`` and in the stored set
+    packs: list[changepacks.Packed]
     row_counts: dict[str, int]  # the changes by kind
     row_examples: list[Change]  # the first ``examples`` changes
     # SPEC 12: entries with a valid lastmod here and in the stored set, and those of them
@@ -169,7 +170,7 @@ class Rereader:
         self.counts: dict[str, int] = {}
         self.issues: list[Issue] = []
         self.rows = changerows.Writer()
-        self.packer = changepacks.Packer()
+        self.packer = changepacks.Packer(positional=True)  # the stored set is the one before
         self.packs: list[changepacks.Packed] = []
         self.row_counts: dict[str, int] = {}
         self.row_examples: list[Change] = []
@@ -229,7 +230,7 @@ class Rereader:
         if recheck:
             order = sorted(recheck)
             checked = validate.validate_document([entries[i] for i in order], self.url,
-                                                 now=self.now)
+                                                 now=self.now, messages=False)
             position = {entries[i].loc: i for i in order}
             rules.update((position[loc], ids) for loc, ids in checked.rules.items())
             invalid.update(position[loc] for loc, state in checked.entries.items()
@@ -269,12 +270,12 @@ class Rereader:
             was_valid = start + i not in self.old_invalid
             now_valid = i not in invalid
             kind: ChangeKind = "invalid" if was_valid and not now_valid else "changed"
-            was = changerows.state_json(before, changefreqs[i], priorities[i], extensions[i],
-                                        was_valid)
-            if kind == "changed":  # the new columns hold its loc and state after
-                if (full := self.packer.add(start + i, loc, was)) is not None:
+            if kind == "changed":  # the new columns and the stored ones hold the rest
+                if (full := self.packer.add(start + i, loc, None)) is not None:
                     self.packs.append(full)
             else:
+                was = changerows.state_json(before, changefreqs[i], priorities[i],
+                                            extensions[i], was_valid)
                 now = changerows.state_json(lastmod, changefreq, priority, extension, now_valid)
                 rows.append((kind, loc, was, now, invalid_rule(loc)))
             self.row_counts[kind] = self.row_counts.get(kind, 0) + 1

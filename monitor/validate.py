@@ -249,8 +249,11 @@ def validate_document(
     *,
     now: datetime,
     seen: set[str] | None = None,
+    messages: bool = True,
 ) -> ValidatedDocument:
-    """Check every entry of one document; ``seen`` carries locs across a target's documents."""
+    """Check every entry of one document; ``seen`` carries locs across a target's documents.
+    Without ``messages`` the result's ``issues`` is empty (the rule ids are all a re-read
+    needs: monitor.reread makes the few issues it keeps itself)."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     today = now.astimezone(UTC).date()
@@ -326,7 +329,8 @@ def validate_document(
                 rules = found if rules is None else [*rules, *found]
         if rules is not None:
             rules_by_loc[loc] = " ".join(rules)
-            issues.extend(issue(rule, entry, document_url) for rule in rules)
+            if messages:
+                issues.extend(issue(rule, entry, document_url) for rule in rules)
             invalid += not valid
         # EntryState is immutable: entries with the same attributes share one (most do).
         state = None

@@ -3,6 +3,7 @@ exactly the rows they stand for; what a version cannot give back stays a row."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -45,8 +46,9 @@ def test_a_split_keeps_every_row_and_packs_only_what_the_version_gives_back(
         rows.append((kind, loc, _json(before), None if kind == "removed" else after, None))
     out = list(changepacks.split(rows, data))
     kept = [item for item in out if len(item) == 5]
-    packs = [item for item in out if len(item) == 3]
-    assert all(n <= changepacks.MEMBERS for _loc, n, _value in packs)
+    packs = [item for item in out if len(item) == 4]
+    assert all(n <= changepacks.MEMBERS and not positional
+               for _loc, n, _value, positional in packs)
     packed = list(changepacks.rows(packs, data))
     # Nothing lost, nothing made up: the rows kept and those packed are the rows given.
     assert sorted([*kept, *packed]) == sorted(rows)
@@ -63,8 +65,29 @@ def test_a_pack_is_full_at_members_and_the_rest_is_the_last() -> None:
     rows = [("changed", loc, '{"lastmod":"2024-01-01"}', '{"lastmod":"2024-02-02"}', None)
             for loc in locs]
     packs = list(changepacks.split(rows, data))
-    assert [(loc, n) for loc, n, _value in packs] == [
+    assert [(loc, n) for loc, n, _value, _positional in packs] == [
         (locs[0], changepacks.MEMBERS), (locs[-7], 7)]
     assert list(changepacks.rows(packs, data)) == rows
     # A position and a lastmod before, compressed: bytes a member, not a row's hundreds.
-    assert sum(len(value) for _l, _n, value in packs) / len(rows) < 4
+    assert sum(len(value) for _l, _n, value, _p in packs) / len(rows) < 4
+
+
+def test_a_positional_pack_takes_its_states_before_from_the_version_before() -> None:
+    """A re-read document's pack holds positions only: the states before are the version
+    before's at the same positions; read without that version, it is an error, not a guess."""
+    locs = [f"https://e.test/{i}" for i in range(50)]
+    before = entryset.encode({loc: EntryState(f"2024-01-{i % 28 + 1:02d}", "daily", None, None,
+                                              True) for i, loc in enumerate(locs)}, {})
+    after = entryset.encode({loc: EntryState("2025-01-01", "daily", None, None, True)
+                             for loc in locs}, {})
+    packer = changepacks.Packer(positional=True)
+    assert all(packer.add(i, locs[i], None) is None for i in range(0, 50, 7))
+    packs = packer.finish()
+    assert [(loc, n, positional) for loc, n, _value, positional in packs] == [
+        (locs[0], 8, True)]
+    assert changepacks.unpack(packs[0][2]) == [(i, None) for i in range(0, 50, 7)]
+    assert list(changepacks.rows(packs, after, before)) == [
+        ("changed", locs[i], f'{{"lastmod":"2024-01-{i % 28 + 1:02d}","changefreq":"daily"}}',
+         '{"lastmod":"2025-01-01","changefreq":"daily"}', None) for i in range(0, 50, 7)]
+    with pytest.raises(ValueError, match="without the version before"):
+        list(changepacks.rows(packs, after))

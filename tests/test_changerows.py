@@ -83,8 +83,9 @@ def test_a_re_read_document_hands_over_its_changed_entries_packed() -> None:
     # ... of a pack (monitor.changepacks): its position in the new entry set, its state before
     assert found.rows == b""
     assert found.data is not None
-    assert [n for _loc, n, _value in found.packs] == [101]
-    assert list(changepacks.rows(found.packs, found.data)) == list(changerows.of(expected))
+    assert [n for _loc, n, _value, _positional in found.packs] == [101]
+    assert list(changepacks.rows(found.packs, found.data, stored)) == list(
+        changerows.of(expected))
     assert found.row_counts == {"changed": 101}
     assert found.row_examples == expected[:5]
 

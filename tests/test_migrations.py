@@ -363,6 +363,10 @@ def test_0012_downgrade_writes_each_packed_change_back_as_a_row(database_url: st
         version[locs[3]] = EntryState("2024-02-02", "daily", None, None, True)
         packed = changepacks.pack([(1, '{"lastmod":"2024-01-01"}'), (3, "{}"),
                                    (6, '{"lastmod":"2023-12-31"}')])
+        # and a pack of positions, whose states before are the version before's (row 4)
+        earlier = entryset.encode(dict.fromkeys(locs, EntryState("2020-02-02", None, None,
+                                                                  None, True)), {})
+        positions = changepacks.pack([(0, None), (5, None)])
         with engine.begin() as conn:
             conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
                               "VALUES (1, 't', 'https://e.test/s.xml', :t)"), {"t": t0})
@@ -373,9 +377,15 @@ def test_0012_downgrade_writes_each_packed_change_back_as_a_row(database_url: st
                               "1, :d)"), {"d": entryset.encode(version, {})})
             conn.execute(text("INSERT INTO changes (snapshot_id, target_id, kind, loc) "
                               "VALUES (1, 1, 'removed', 'https://e.test/gone')"))
+            conn.execute(text("INSERT INTO entry_sets (id, target_id, document_url, "
+                              "first_snapshot_id, removed_snapshot_id, data) VALUES (4, 1, "
+                              "'https://e.test/s.xml', 1, 1, :d)"), {"d": earlier})
             conn.execute(text("INSERT INTO changes (snapshot_id, target_id, kind, loc, "
                               "entry_set_id, members, pack) VALUES (1, 1, 'changed', :l, 5, 3, "
                               ":p)"), {"l": locs[1], "p": packed})
+            conn.execute(text("INSERT INTO changes (snapshot_id, target_id, kind, loc, "
+                              "entry_set_id, before_set_id, members, pack) VALUES (1, 1, "
+                              "'changed', :l, 5, 4, 2, :p)"), {"l": locs[0], "p": positions})
         command.downgrade(cfg, "0011")
         with engine.connect() as conn:
             found = conn.execute(text("SELECT kind, loc, before, after FROM changes "
@@ -385,6 +395,8 @@ def test_0012_downgrade_writes_each_packed_change_back_as_a_row(database_url: st
             ("changed", locs[1], '{"lastmod":"2024-01-01"}', '{"lastmod":"2024-02-02"}'),
             ("changed", locs[3], "{}", '{"lastmod":"2024-02-02","changefreq":"daily"}'),
             ("changed", locs[6], '{"lastmod":"2023-12-31"}', '{"lastmod":"2024-02-02"}'),
+            ("changed", locs[0], '{"lastmod":"2020-02-02"}', '{"lastmod":"2024-02-02"}'),
+            ("changed", locs[5], '{"lastmod":"2020-02-02"}', '{"lastmod":"2024-02-02"}'),
         ]
         command.upgrade(cfg, "head")
     finally:

@@ -78,7 +78,7 @@ def test_reread_is_validate_encode_and_diff(rows: list[tuple[str, tuple[str | No
     # The invalid ones as rows, the changed ones packed at their places in the new columns.
     stored = list(changerows.decode(found.rows))
     assert stored == [r for r in changerows.of(changes) if r[0] != "changed"]
-    packed = list(changepacks.rows(found.packs, entryset.pack(found.columns)))
+    packed = list(changepacks.rows(found.packs, entryset.pack(found.columns), previous))
     assert packed == [r for r in changerows.of(changes) if r[0] == "changed"]
     assert found.row_examples == changes[:examples]
     assert sum(found.row_counts.values()) == len(changes)
@@ -164,7 +164,7 @@ def test_digest_takes_the_same_result_either_way(monkeypatch: pytest.MonkeyPatch
             assert fast.data is not None
             assert full.packs == []
             assert sorted([*changerows.decode(fast.rows),
-                           *changepacks.rows(fast.packs, fast.data)]) == sorted(
+                           *changepacks.rows(fast.packs, fast.data, previous)]) == sorted(
                 changerows.decode(full.rows))
             assert asdict(fast) == {**asdict(full), "rows": fast.rows, "packs": fast.packs}
             assert fast.invalid > 0  # the <url> without a loc, and invalid priorities

@@ -392,26 +392,29 @@ def _stream(engine: Engine, statement: Any) -> Iterator[Any]:
 
 class _Packs:
     """The changes a pack row stands for (``monitor.changepacks``), read on the listing's
-    connection: its members and the entry-set version that holds their locs and states after,
-    kept for the next pack (a document's packs point into one version)."""
+    connection: its members and the entry-set versions that hold their locs and states (the
+    version the check stored, and the one it replaced), kept for the next pack (a document's
+    packs point into the same two)."""
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
-        self._set_id: int | None = None
-        self._version: changepacks.Version | None = None
+        self._versions: dict[int, changepacks.Version] = {}
 
-    def members(self, pack_id: int, set_id: int) -> list[tuple[str, str | None, str]]:
+    def members(self, pack_id: int, set_id: int, before_id: int | None,
+                ) -> list[tuple[str, str, str]]:
         """(loc, before, after) of each member, in the order the check recorded them."""
-        c, v = changes.c, entry_sets.c
-        if set_id != self._set_id:
-            self._version = None  # one version held at a time
-            data = read_sets(self._conn, select(v.id, v.data).where(v.id == set_id))[0][1]
-            self._version, self._set_id = changepacks.Version(data), set_id
-        version = self._version
-        assert version is not None
+        c = changes.c
+        wanted = [set_id] if before_id is None else [set_id, before_id]
+        self._versions = {i: v for i, v in self._versions.items() if i in wanted}
+        for i in wanted:
+            if i not in self._versions:
+                v = entry_sets.c
+                data = read_sets(self._conn, select(v.id, v.data).where(v.id == i))[0][1]
+                self._versions[i] = changepacks.Version(data)
         data = read_sets(self._conn, select(c.id, c.pack).where(c.id == pack_id),
                          whole=False)[0][1]
-        return version.changes(changepacks.unpack(data))
+        return self._versions[set_id].changes(
+            changepacks.unpack(data), None if before_id is None else self._versions[before_id])
 
 
 def _recorded_rows(engine: Engine, target_id: int, snapshot_id: int, kinds: Sequence[str],
@@ -423,16 +426,17 @@ def _recorded_rows(engine: Engine, target_id: int, snapshot_id: int, kinds: Sequ
     # The target named, so that the (target_id, snapshot_id, id) index gives the rows in
     # order: without it PostgreSQL read and sorted all 500,000 of W1's removals before the
     # first (420 ms a page).
-    statement = select(c.id, c.loc, c.before, c.after, c.entry_set_id, c.members).where(
+    statement = select(c.id, c.loc, c.before, c.after, c.entry_set_id, c.before_set_id,
+                       c.members).where(
         c.target_id == target_id, c.snapshot_id == snapshot_id,
         c.id >= after_id if done else c.id > after_id, c.kind.not_in(OTHER_CHANGE_KINDS))
     with _streaming(engine, [statement.order_by(c.id)]) as (conn, (result,)):
         packs = _Packs(conn)
-        for change_id, loc, raw_before, raw_after, set_id, members in result:
+        for change_id, loc, raw_before, raw_after, set_id, before_id, members in result:
             if members is None:
                 yield from _net_row(loc, raw_before, raw_after, kinds, (change_id, 0))
                 continue
-            found = packs.members(change_id, set_id)
+            found = packs.members(change_id, set_id, before_id)
             for j in range(done if change_id == after_id else 0, len(found)):
                 yield from _net_row(*found[j], kinds, (change_id, j + 1))
 
@@ -451,11 +455,11 @@ def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Seq
     c = changes.c
     window = (c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last)
     packed = transaction(engine, lambda conn: conn.execute(
-        select(c.id, c.entry_set_id).where(*window, c.kind == "changed", c.members.is_not(None))
-        .order_by(c.id)).all())
+        select(c.id, c.entry_set_id, c.before_set_id)
+        .where(*window, c.kind == "changed", c.members.is_not(None)).order_by(c.id)).all())
     if packed:
         yield from _diff_rows_unpacked(engine, target_id, first, last, kinds, after_loc,
-                                       [(row.id, row.entry_set_id) for row in packed])
+                                       [tuple(row) for row in packed])
         return
     grouped = (
         select(c.loc, func.min(c.id).label("first"), func.max(c.id).label("last"))
@@ -484,7 +488,7 @@ _unpacked = Table("diff_changes", MetaData(), Column("ord", BigInteger, nullable
 
 def _diff_rows_unpacked(engine: Engine, target_id: int, first: int, last: int,
                         kinds: Sequence[str], after_loc: str,
-                        packed: list[tuple[int, int]]) -> _ROWS:
+                        packed: list[tuple[int, int, int | None]]) -> _ROWS:
     """``_diff_rows`` when some of the changes are in packs: the window's changes, packs
     unpacked one at a time, go to a temporary table of the listing's connection, which the
     same grouped query then reads (the database holds them, not the process)."""
@@ -500,11 +504,11 @@ def _diff_rows_unpacked(engine: Engine, target_id: int, first: int, last: int,
                     c.loc > after_loc, c.kind.not_in(OTHER_CHANGE_KINDS),
                     c.members.is_(None))))
             packs = _Packs(conn)
-            for pack_id, set_id in packed:
+            for pack_id, set_id, before_id in packed:
+                found = packs.members(pack_id, set_id, before_id)
                 rows = [{"ord": pack_id * _SPAN + j, "loc": loc, "before": before,
                          "after": after}
-                        for j, (loc, before, after) in enumerate(packs.members(pack_id, set_id))
-                        if loc > after_loc]
+                        for j, (loc, before, after) in enumerate(found) if loc > after_loc]
                 if rows:
                     conn.execute(insert(_unpacked), rows)
             grouped = (select(u.loc, func.min(u.ord).label("first"),
@@ -621,7 +625,8 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
 
     def statement(kind: str | None, rule: str | None) -> Any:
         query = select(c.id, c.snapshot_id, c.kind, c.loc, c.before, c.after, c.reason,
-                       c.rule, c.entry_set_id, c.members).where(c.target_id == target_id)
+                       c.rule, c.entry_set_id, c.before_set_id, c.members
+                       ).where(c.target_id == target_id)
         if rule is not None:
             query = query.where(c.rule == rule)
             if kinds:
@@ -646,7 +651,7 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
             *results, key=lambda row: (row.snapshot_id, row.id), reverse=True)
         packs = _Packs(conn)
         for (change_id, snapshot_id, kind, loc, before_text, after_text, reason, rule, set_id,
-             members) in merged:
+             before_id, members) in merged:
             if snapshot_id not in times:  # a time per snapshot, not per row
                 times[snapshot_id] = _iso(conn.execute(
                     select(s.started_at).where(s.id == snapshot_id)).scalar())
@@ -654,7 +659,7 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
                 found = [(loc, before_text, after_text)]
                 places: Iterable[int] = (0,)
             else:
-                found = packs.members(change_id, set_id)
+                found = packs.members(change_id, set_id, before_id)
                 places = reversed(range(left if (snapshot_id, change_id) == at else members))
             for j in places:
                 loc, before_text, after_text = found[j]

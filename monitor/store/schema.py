@@ -179,8 +179,10 @@ changes = Table(
     Column("rule", String(40), nullable=True),
     # A pack of ``changed`` changes (monitor.changepacks, migration 0012): ``members`` changes
     # in one row, each its position in the entry-set version ``entry_set_id`` (its loc and
-    # state after) and its state before; ``loc`` is the first member's, before/after NULL.
+    # state after) and its state before, or none when ``before_set_id`` (the version that one
+    # replaced) holds it at the same position; ``loc`` is the first member's, before/after NULL.
     Column("entry_set_id", Id, nullable=True),
+    Column("before_set_id", Id, nullable=True),
     Column("members", Integer, nullable=True),
     Column("pack", LargeBinary, nullable=True),
     # A target's changes in the order they were recorded (its checks run one at a time), and

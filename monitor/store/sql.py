@@ -348,23 +348,25 @@ def write_changes(
 
 def write_change_rows(
     conn: Connection, target_id: int, snapshot_id: int, rows: Iterable[changerows.Row],
-    version: tuple[int, bytes] | None = None, packed: Iterable[changepacks.Packed] = (),
+    version: tuple[int, bytes, int | None] | None = None,
+    packed: Iterable[changepacks.Packed] = (),
 ) -> int:
     """``write_changes`` of changes already made rows (``monitor.changerows``), and packs of
     ``changed`` ones already made (``monitor.changepacks``); return how many changes were
-    written. With the entry-set version (id, data) the check stored for their document (which
-    the packs point into), the ``changed`` rows it gives back are packed too."""
+    written. ``version``: the entry-set version the check stored for their document (id,
+    data) and the one it replaced (id), which the packs point into; the ``changed`` rows the
+    new version gives back are packed too."""
     if version is None:
         return _copy(conn, changes, _CHANGE_COLUMNS, (
             (snapshot_id, target_id, kind, loc, before, after, rule)
             for kind, loc, before, after, rule in rows
         ))
-    set_id, data = version
-    packs = list(packed)  # compressed: ~50 KB for 5,000 changes
+    set_id, data, previous_id = version
+    packs = list(packed)  # compressed: ~50 KB for 5,000 changes at most
 
     def plain() -> Iterator[tuple[Any, ...]]:
         for item in changepacks.split(rows, data):
-            if len(item) == 3:
+            if len(item) == 4:
                 packs.append(item)
             else:
                 kind, loc, before, after, rule = item
@@ -372,11 +374,14 @@ def write_change_rows(
 
     written = _copy(conn, changes, _CHANGE_COLUMNS, plain())
     if packs:  # after the rows
+        if previous_id is None and any(positional for *_rest, positional in packs):
+            raise StoreError("a pack of positions without the version before it")
         conn.execute(insert(changes), [
             {"snapshot_id": snapshot_id, "target_id": target_id, "kind": "changed",
-             "loc": loc, "entry_set_id": set_id, "members": members, "pack": value}
-            for loc, members, value in packs])
-    return written + sum(members for _loc, members, _value in packs)
+             "loc": loc, "entry_set_id": set_id, "members": members, "pack": value,
+             "before_set_id": previous_id if positional else None}
+            for loc, members, value, positional in packs])
+    return written + sum(members for _loc, members, _value, _positional in packs)
 
 
 @dataclass(slots=True)

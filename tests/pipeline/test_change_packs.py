@@ -99,16 +99,25 @@ def test_every_lastmod_changed_is_a_few_packs_listed_change_by_change(
     try:
         with engine.connect() as conn:
             c = changes.c
-            rows, packs, members, pack_bytes = conn.execute(
+            rows, packs, members, pack_bytes, positional = conn.execute(
                 select(func.count(), func.count(c.pack), func.sum(c.members),
-                       func.sum(func.length(c.pack)))
+                       func.sum(func.length(c.pack)), func.count(c.before_set_id))
                 .where(c.snapshot_id == ids[1])).one()
+            # the third check re-read a.xml (its locs stayed): positions only
+            third = conn.execute(select(c.members, c.before_set_id)
+                                 .where(c.snapshot_id == ids[2])).all()
     finally:
         engine.dispose()
     assert packs == 4  # a: 11,990 changed in 3 packs of at most 5,000; b: 100 in one
     assert members == len(expected_changed)
     assert rows == packs + 20  # the added and removed ones are rows of their own
     assert pack_bytes / members < 12  # a position and a lastmod before, compressed
+    # b.xml was re-read (its locs stayed): its pack holds positions, and the version before
+    # the states before; a.xml's locs moved, so its packs hold their states before.
+    assert positional == 1
+    assert len(third) == 1
+    assert third[0].members == 100
+    assert third[0].before_set_id is not None
 
 
 def urls_at(capsys: pytest.CaptureFixture[str], db: str, root: str, snapshot: int,
