@@ -229,8 +229,12 @@ class Rereader:
         invalid = {i - start for i in self._within("invalid", start, end)} - recheck
         if recheck:
             order = sorted(recheck)
-            checked = validate.validate_document([entries[i] for i in order], self.url,
-                                                 now=self.now, messages=False)
+            subset = [entries[i] for i in order]
+            clean = validate.CleanDocument(self.url, now=self.now)
+            if clean.add(subset) and clean.locs_ok():  # the usual batch: no rule at all
+                subset = []
+            checked = validate.validate_document(subset, self.url, now=self.now,
+                                                 messages=False)
             position = {entries[i].loc: i for i in order}
             rules.update((position[loc], ids) for loc, ids in checked.rules.items())
             invalid.update(position[loc] for loc, state in checked.entries.items()

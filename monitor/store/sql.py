@@ -230,7 +230,8 @@ def load_set_heads(conn: Connection, target_id: int, document_urls: Collection[s
 def replace_entry_set(conn: Connection, set_id: int, data: bytes) -> None:
     """Put new verdicts into an entry set this snapshot wrote (the same entries: a verdict of
     the whole target, known once every document was read)."""
-    conn.execute(update(entry_sets).where(entry_sets.c.id == set_id).values(data=data))
+    conn.execute(update(entry_sets).where(entry_sets.c.id == set_id).values(
+        data=data, base_id=None))  # whole now, whether it was a delta or not
 
 
 def url_set_at(conn: Connection, target_id: int, snapshot_id: int) -> set[str]:

@@ -1,11 +1,14 @@
 """The listings of 500,000 rows (SPEC 5): peak memory, time to the first byte, time to the end.
 
     .venv/bin/python tests/benchmarks/listings.py [--database sqlite|postgres]
+        [--pattern removed|changed]
 
 W1 (10 x 50,000 URLs) is checked once, then again with its index listing one child of one URL:
-500,000 removals. Each listing then runs as a user runs it, ``sitemap-monitor LISTING ...
---format F`` in a child process whose stdout this process reads and counts: ``urls`` at the first
-snapshot, ``changes --kind removed`` and ``diff`` between the two, in CSV, NDJSON, JSON and a
+500,000 removals; or (``--pattern changed``) again with every lastmod a year on (recheck.py's
+``w1every``): 500,000 changed entries, which the store keeps as packs (monitor.changepacks).
+Each listing then runs as a user runs it, ``sitemap-monitor LISTING ... --format F`` in a child
+process whose stdout this process reads and counts: ``urls`` at the first snapshot, ``changes
+--kind removed`` (or ``changed``) and ``diff`` between the two, in CSV, NDJSON, JSON and a
 table. Printed per run: rows, the child's peak RSS (VmHWM), seconds to its first byte and to its
 end. Not a test: figures, to quote.
 """
@@ -87,9 +90,14 @@ def _run(argv: list[str]) -> tuple[int, float, float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--pattern", choices=["removed", "changed"], default="removed")
     parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())
     args = parser.parse_args()
     workloads.ensure("W1", args.data_dir)
+    if args.pattern == "changed":
+        import recheck
+
+        recheck.ensure_overlays(args.data_dir)
     with tempfile.TemporaryDirectory(prefix="sm-listings-") as tmp, database(args.database) as db:
         folder = Path(tmp)
         server = http.server.ThreadingHTTPServer(
@@ -104,6 +112,13 @@ def main() -> None:
         # A day newer than the first index, so the second check does not get a 304.
         os.utime(folder / "after.xml", (time.time() + 86400, time.time() + 86400))
         for step in ("sitemap_index.xml", "after.xml"):
+            if args.pattern == "changed" and step == "after.xml":
+                step = "sitemap_index.xml"  # the same names, every lastmod a year on
+                real = f"127.0.0.1:{server.server_address[1]}".encode()
+                for path in (args.data_dir / "w1every").glob("*.xml"):
+                    (folder / path.name).write_bytes(
+                        path.read_bytes().replace(workloads.PLACEHOLDER, real))
+                    os.utime(folder / path.name, (time.time() + 86400, time.time() + 86400))
             _Handler.index = step
             done = subprocess.run([cli, "check", url, *common], capture_output=True, text=True,
                                   env=child_env(), check=False)
@@ -114,6 +129,11 @@ def main() -> None:
                     ("changes --kind removed", ["changes", url, "--kind", "removed"], URLS),
                     ("diff --from 1 --to 2", ["diff", url, "--from", "1", "--to", "2"],
                      URLS + 1)]
+        if args.pattern == "changed":
+            listings[1] = ("changes --kind changed", ["changes", url, "--kind", "changed"],
+                           URLS)
+            listings[2] = ("diff --from 1 --to 2", ["diff", url, "--from", "1", "--to", "2"],
+                           URLS)
         for name, argv, expected in listings:
             for fmt in ("csv", "ndjson", "json", "table"):
                 lines, peak, first, total, size = _run([*argv, *common, "--format", fmt])
