@@ -29,7 +29,16 @@ from datetime import datetime
 from itertools import chain, islice
 from typing import IO, TYPE_CHECKING
 
-from monitor import changepacks, changerows, entryset, extensions, parse, reread, validate
+from monitor import (
+    changepacks,
+    changerows,
+    entrydelta,
+    entryset,
+    extensions,
+    parse,
+    reread,
+    validate,
+)
 from monitor import diff as diffing
 from monitor.model import (
     RULES_VERSION,
@@ -81,6 +90,12 @@ class Job:
     baseline: bool = False  # the target's first check: keep only the first additions
     examples: int = 1000  # issues (and additions of a baseline) kept in full; the rest counted
     fingerprints: bool = True  # False: Digest.hashes is None (monitor.pipeline._digest says why)
+    # The full version ``previous`` is, or is a delta against (monitor.entrydelta): its row id,
+    # its header (None: ``previous`` is that version) and the positions at which ``previous``
+    # differs from it. Set: a re-read that keeps the locs makes its new version as a delta.
+    base_id: int | None = None
+    base_header: dict[str, object] | None = None
+    base_positions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -100,6 +115,8 @@ class Digest:
     duplicate_locs: list[str] = field(default_factory=list)  # their locs
     dropped: dict[str, int] = field(default_factory=dict)  # parse issues counted, not kept
     data: bytes | None = None  # the entry set (monitor.entryset), None for an index
+    # ``data`` as a delta against the job's base (monitor.entrydelta), when it is worth one
+    delta: bytes | None = None
     # array("Q") of entryset.loc_hash of each kept loc, in order; None if the job asked for none
     hashes: bytes | None = b""
     # Sum of the document's hreflang pairs (monitor.extensions.balance): 0 for most documents
@@ -181,6 +198,11 @@ def _digest(job: Job) -> Digest:
     if found is None:
         return _digest_whole(job, stored)
     _take(result, found, parsed.unkeyed_invalid, job)
+    if job.base_id is not None and result.data is not None:
+        order = sorted({*job.base_positions, *found.moved})
+        result.delta = entrydelta.compose(
+            stored.header if job.base_header is None else job.base_header, found.columns,
+            order, job.base_id, len(result.data))
     return result
 
 
@@ -512,7 +534,7 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
     ]
     # The check has fingerprints of this document's locs (it found their duplicates): it needs
     # those of the locs that stay.
-    result.rows, result.packs = b"", []  # _fill diffs again: positions move
+    result.rows, result.packs, result.delta = b"", [], None  # _fill diffs again: positions move
     result.row_counts, result.row_examples = {}, []
     columns = _fill(result, states, rules, result.invalid, replace(job, fingerprints=True),
                     _previous(job))

@@ -31,7 +31,7 @@ from typing import cast
 
 from monitor import entryset
 
-__all__ = ["MARK", "apply", "base_of", "is_delta", "make"]
+__all__ = ["MARK", "Base", "apply", "base_of", "compose", "info", "is_delta", "make"]
 
 MARK = b"D"  # a full version is zlib (its first byte 0x78), never this
 _LEVEL = 6  # written once, a few KB: level 6 costs nothing here
@@ -50,6 +50,12 @@ def base_of(delta: bytes) -> int:
     return int(cast("int", header["base"]))
 
 
+# What a delta's read needs of its base besides the value: the base's row id and header, and
+# the positions at which the version differs from it (``info``; monitor.digest makes the next
+# delta from them without reading the base again).
+Base = tuple[int, dict[str, object], list[int]]
+
+
 def make(base: bytes, new: bytes, base_id: int) -> bytes | None:
     """``new`` (a full version) as a delta against ``base`` (a full version, row ``base_id``),
     or None when it lists other locs or a delta would not be at most half its size."""
@@ -57,26 +63,40 @@ def make(base: bytes, new: bytes, base_id: int) -> bytes | None:
     if not now.size or old.size != now.size or old.texts[0] != now.texts[0]:
         return None
     positions: set[int] = set()
-    columns = []
     for index in range(1, 5):
-        values = now.column(index)
-        columns.append(values)
         if old.texts[index] != now.texts[index] or old.absent(index) != now.absent(index):
-            positions.update(compress(count(), map(ne, old.column(index), values)))
+            positions.update(compress(count(), map(ne, old.column(index), now.column(index))))
         if len(positions) * 4 > now.size:  # a quarter moved: the delta would not pay
             return None
-    order = sorted(positions)
+    return compose(old.header, now, sorted(positions), base_id, len(new))
+
+
+def compose(base_header: dict[str, object], now: entryset.Columns, order: list[int],
+            base_id: int, size: int) -> bytes | None:
+    """The delta of ``now`` (whose stored value is ``size`` bytes) against the full version
+    ``base_id`` with that header, from which it differs at most at the positions ``order``
+    (ascending; a position of equal values costs its bytes, nothing else); None when it would
+    not be at most half of ``size``, or a quarter of the entries differ."""
+    if not now.size or len(order) * 4 > now.size:
+        return None
     gaps = [str(b - a) for a, b in zip([-1, *order], order, strict=False)]
-    texts = ["\x00".join([_UNSET if v is None else v for v in (values[i] for i in order)])
-             for values in columns]
-    header = _header_delta(old.header, now.header, base_id)
+    texts = []
+    for index in range(1, 5):
+        values = now.column(index)
+        texts.append("\x00".join([_UNSET if v is None else v for v in (values[i] for i in order)]))
+    header = _header_delta(base_header, now.header, base_id)
     text = _SEP.join([_encode(header), "\x00".join(gaps), *texts])
     delta = MARK + zlib.compress(text.encode("utf-8", "surrogatepass"), _LEVEL)
-    return delta if len(delta) * 2 <= len(new) else None
+    return delta if len(delta) * 2 <= size else None
 
 
 def apply(base: bytes, delta: bytes) -> bytes:
     """The full value of the version ``delta`` stands for, given its base's."""
+    return info(base, delta)[0]
+
+
+def info(base: bytes, delta: bytes) -> tuple[bytes, Base]:
+    """``apply``, and what the next delta against the same base needs (``Base``)."""
     delta_header, (gaps, *texts) = _parts(delta)
     old = entryset.unpack(base)
     header = _header_of(old.header, delta_header)
@@ -101,7 +121,8 @@ def apply(base: bytes, delta: bytes) -> bytes:
             out.append("\x00".join(_UNSET if v is None else v for v in values))
     if sorted(absent) != sorted(cast("list[str]", header.get("absent") or [])):
         raise ValueError("a delta whose absent columns are not what it gives")
-    return entryset.pack(entryset.Columns(header, out))
+    base_id = int(cast("int", delta_header["base"]))
+    return entryset.pack(entryset.Columns(header, out)), (base_id, old.header, order)
 
 
 _FIRST = ("v", "verdicts", "n", "balance")  # what entryset.head reads, at the start

@@ -395,6 +395,7 @@ class _Check:
             body=None if body.data is None else bytes(body.data), path=body.path,
             previous=None if got.stored is None else got.stored.data,
             baseline=self.first, examples=self.issue_limit,
+            **_base(got.stored),
             # The fingerprints of a document's locs find their duplicates in the documents read
             # after it. A first check reads every document; a re-check reads those that changed,
             # and the first of them digested while nothing else is may well be the only one
@@ -708,12 +709,13 @@ class _Check:
             return  # new bytes, same entries and verdicts (whitespace, order of attributes)
         self.stored_now.add(got.url)
         snapshot_id = await self._snapshot()
-        changed = len(found.changes) + sum(found.row_counts.values())
+        assert got.job is not None
         set_id = await self._db(store.write_entry_set, store.EntrySetWrite(
             target_id=self._target_id(), snapshot_id=snapshot_id, document_url=got.url,
             previous_id=None if got.stored is None else got.stored.id,
             urls=found.urls, invalid=found.entries - found.urls, data=found.data,
-            delta=not found.changes and changed * 4 <= found.entries,  # the same locs, a few
+            made=None if found.delta is None or got.job.base_id is None
+            else (got.job.base_id, found.delta),
         ))
         if self.first:  # the baseline: every entry is new, and no change rows are written
             self.changes.add_counted(
@@ -980,6 +982,17 @@ def _robots_failed(exc: FetchError) -> robots.Answer:
 
 async def _answered(answer: robots.Answer) -> robots.Answer:
     return answer
+
+
+def _base(stored: StoredSet | None) -> dict[str, Any]:
+    """A job's ``base_*``: the full version its document's stored one is, or a delta against
+    (monitor.entrydelta), so that a re-read may store the new version as a delta too."""
+    if stored is None:
+        return {}
+    if stored.base is None:
+        return {"base_id": stored.id}
+    base_id, header, positions = stored.base
+    return {"base_id": base_id, "base_header": header, "base_positions": positions}
 
 
 def _snapshot_issues(found: list[Issue], docs: Iterable[DocumentState]) -> list[dict[str, Any]]:

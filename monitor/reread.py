@@ -68,6 +68,7 @@ class Reread:
     packs: list[changepacks.Packed]
     row_counts: dict[str, int]  # the changes by kind
     row_examples: list[Change]  # the first ``examples`` changes
+    moved: list[int]  # the positions whose fields changed, in order
     # SPEC 12: entries with a valid lastmod here and in the stored set, and those of them
     # whose lastmod changed
     lastmod_compared: int = 0
@@ -175,6 +176,7 @@ class Rereader:
         self.row_counts: dict[str, int] = {}
         self.row_examples: list[Change] = []
         self.lastmods = self.bad = self.fresh = self.both = 0
+        self.moved: list[int] = []
 
     def add(self, entries: list[Entry]) -> bool:
         """Take the next entries of the document; False when the stored set cannot serve."""
@@ -205,6 +207,7 @@ class Rereader:
                 continue
             old = old_columns[index] = column.take(n)
             changed.update(compress(count(), map(ne, old, values)))
+        self.moved.extend(start + i for i in sorted(changed))
         self._judge(entries, start, old_columns, changed)
         return True
 
@@ -315,7 +318,8 @@ class Rereader:
         compared = self.lastmods - self.bad - self.fresh + self.both
         self.packs.extend(self.packer.finish())
         return Reread(columns, self.counts, self.issues, len(self.invalid), self.rows.finish(),
-                      self.packs, self.row_counts, self.row_examples, compared, self.both)
+                      self.packs, self.row_counts, self.row_examples, self.moved, compared,
+                      self.both)
 
 
 def _positions(rules: Mapping[int, str] | Mapping[str, str], rule: str) -> set[int]:

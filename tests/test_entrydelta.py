@@ -61,3 +61,39 @@ def test_other_locs_or_many_changes_are_stored_whole() -> None:
                                       None, True) for i, loc in enumerate(LOCS)})
     assert entrydelta.make(base, other, 1) is None
     assert entrydelta.make(base, moved, 1) is None  # a third moved
+
+
+def test_a_re_read_makes_its_delta_against_the_base_of_the_stored_version() -> None:
+    """The digest makes the delta from what it holds (monitor.digest: the positions that moved
+    since the stored version, and those at which that one differs from its base): applied to
+    the base, it is the digest's own value, check after check, never a delta of a delta."""
+    from datetime import UTC, datetime
+
+    from monitor import digest
+
+    def body(lastmods: dict[int, str]) -> bytes:
+        urls = "".join(f"<url><loc>https://e.test/{i}</loc><lastmod>{lastmods.get(i, '2024-01-01')}"
+                       f"</lastmod><priority>0.5</priority></url>" for i in range(2_000))
+        return (f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}'
+                "</urlset>").encode()
+
+    def job(lastmods: dict[int, str], previous: bytes | None, **base: object) -> digest.Job:
+        return digest.Job(url="https://e.test/s.xml", now=datetime(2026, 1, 1, tzinfo=UTC),
+                          max_bytes=1 << 24, max_urls=50_000, max_children=50_000,
+                          body=body(lastmods), previous=previous, **base)  # type: ignore[arg-type]
+
+    first = digest.digest(job({}, None)).data
+    assert first is not None
+    stored, base = first, None
+    for step, moved in enumerate(([3, 70], [70, 900], [5]), 1):
+        extra = {} if base is None else {"base_header": base[1], "base_positions": base[2]}
+        found = digest.digest(job(dict.fromkeys(moved, f"2025-0{step}-01"), stored, base_id=7,
+                                  **extra))
+        assert found.data is not None
+        assert found.delta is not None
+        assert entrydelta.base_of(found.delta) == 7
+        whole, base = entrydelta.info(first, found.delta)
+        assert whole == found.data
+        stored = found.data
+    assert base is not None
+    assert base[2] == [3, 5, 70, 900]  # where the last version differs from the first, at most

@@ -84,11 +84,14 @@ class TargetState:
 
 @dataclass(frozen=True, slots=True)
 class StoredSet:
-    """The current version of one document's entries: its row id and stored value."""
+    """The current version of one document's entries: its row id and its whole value."""
 
     id: int
     document_url: str
     data: bytes
+    # Stored as a delta (monitor.entrydelta): its base, the base's header, and the positions at
+    # which it differs from the base; None when it is whole (it is then its own base).
+    base: entrydelta.Base | None = None
 
 
 def transaction(engine: Engine, work: Callable[[Connection], T], *, attempts: int = 3) -> T:
@@ -206,8 +209,12 @@ def load_entry_sets(
             v.removed_snapshot_id.is_(None),
             v.document_url.in_(urls[start : start + 500]),
         )
-        for row_id, url, data in read_sets(conn, query):
-            result[url] = StoredSet(row_id, url, data)
+        for row_id, url, data in read_sets(conn, query, whole=False):
+            if not entrydelta.is_delta(data):
+                result[url] = StoredSet(row_id, url, data)
+                continue
+            whole, base = entrydelta.info(_stored_value(conn, entrydelta.base_of(data)), data)
+            result[url] = StoredSet(row_id, url, whole, base)
     return result
 
 
@@ -304,6 +311,7 @@ class EntrySetWrite:
     invalid: int
     data: bytes
     delta: bool = False  # whether to try storing it as a delta: few of its entries changed
+    made: tuple[int, bytes] | None = None  # the delta to store, already made: (base id, value)
 
 
 def write_entry_set(conn: Connection, w: EntrySetWrite) -> int:
@@ -313,7 +321,9 @@ def write_entry_set(conn: Connection, w: EntrySetWrite) -> int:
     value, base_id = w.data, None
     if w.previous_id is not None:
         close_entry_sets(conn, [w.previous_id], w.snapshot_id)
-        if w.delta:
+        if w.made is not None:  # made where the version was (monitor.digest)
+            base_id, value = w.made
+        elif w.delta:
             previous = _stored_value(conn, w.previous_id)
             base_id = entrydelta.base_of(previous) if entrydelta.is_delta(previous) else (
                 w.previous_id)
