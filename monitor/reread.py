@@ -177,6 +177,7 @@ class Rereader:
         self.row_examples: list[Change] = []
         self.lastmods = self.bad = self.fresh = self.both = 0
         self.moved: list[int] = []
+        self.clean = validate.CleanDocument(url, now=now)
 
     def add(self, entries: list[Entry]) -> bool:
         """Take the next entries of the document; False when the stored set cannot serve."""
@@ -233,9 +234,10 @@ class Rereader:
         if recheck:
             order = sorted(recheck)
             subset = [entries[i] for i in order]
-            clean = validate.CleanDocument(self.url, now=self.now)
+            clean = self.clean  # one for the document: what it learnt of its dates stays
             if clean.add(subset) and clean.locs_ok():  # the usual batch: no rule at all
                 subset = []
+            clean.take()
             checked = validate.validate_document(subset, self.url, now=self.now,
                                                  messages=False)
             position = {entries[i].loc: i for i in order}
