@@ -1,11 +1,12 @@
 """W1's re-checks by how much changed: memory, CPU against the first check, bytes stored.
 
     .venv-bench/bin/python tests/benchmarks/recheck.py [--database sqlite|postgres]
-        [--pattern one|percent|every] [--repeat N]
+        [--pattern none|one|percent|every] [--repeat N]
 
 Issue 27's patterns, each a re-check of W1 (10 x 50,000 URLs) after its first check, into a
 fresh database each time:
 
+- ``none``: nothing changed (every document answers 304);
 - ``one``: 500 URLs of one child get a new lastmod (W1', ``w1prime``);
 - ``percent``: 1% of every child's URLs (every 100th) get a new lastmod (``w1percent``);
 - ``every``: every lastmod moves a year on (``w1every``), what a CMS that stamps "now" does.
@@ -36,6 +37,7 @@ EXPECTED = workloads.W1_CHILDREN * workloads.W1_URLS_PER_CHILD
 _LASTMOD = re.compile(rb"<lastmod>([0-9]{4})")
 _VERSION = b"recheck-1"  # bump when the overlays below change
 PATTERNS = {
+    "none": ("base", 0),
     "one": ("w1prime", workloads.W1_CHANGED_URLS),
     "percent": ("w1percent", EXPECTED // 100),
     "every": ("w1every", EXPECTED),
@@ -149,7 +151,8 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"| {r['pattern']}, {r['database']} | {r['changed']:,} | {r['cpu']:.2f} "
             f"| {r['cpu'] / r['first_cpu']:.2f}x (first {r['first_cpu']:.2f} s) "
-            f"| {r['pss']:.0f} | {r['stored']:,} | {r['stored'] / r['changed']:.0f} "
+            f"| {r['pss']:.0f} | {r['stored']:,} "
+            f"| {r['stored'] / r['changed'] if r['changed'] else 0:.0f} "
             f"| {r['entry_sets_added']:,} / {r['entry_sets_replaced']:,} |"
         )
     return lines
