@@ -89,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     upgrade = db_commands.add_parser("upgrade", help="apply migrations")
     with_config(upgrade)
     with_db(upgrade)
+    prune = db_commands.add_parser(
+        "prune", help="delete the history retention no longer keeps (SPEC 13)")
+    prune.add_argument("--dry-run", action="store_true",
+                       help="say what would be deleted; delete nothing")
+    with_config(prune)
+    with_db(prune)
 
     cfg = commands.add_parser("config", help="configuration")
     cfg_commands = cfg.add_subparsers(dest="config_command", required=True, parser_class=_Parser)
@@ -231,6 +237,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _history(args)
     if command in ("urls", "issues", "diff", "changes"):
         return _list(args)
+    if command == "db" and args.db_command == "prune":
+        return _prune(args)
     if command == "db":
         from monitor.store import db
 
@@ -252,6 +260,34 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "web":
         return _hash_password()
     return _alerts_test(args)
+
+
+def _prune(args: argparse.Namespace) -> int:
+    """``db prune``: each target's history past its retention (a target the configuration no
+    longer names: the defaults'), deleted a few snapshots a transaction."""
+    from datetime import UTC, datetime
+
+    from monitor.store.retention import prune_target, target_ids
+
+    cfg = _config(args)
+    engine = _open_engine(_database_url(args, cfg))
+    try:
+        now = datetime.now(UTC)
+        verb = "would delete" if args.dry_run else "deleted"
+        for name, target_id in target_ids(engine):
+            target = cfg.target(name)
+            keep = (cfg.defaults if target is None else target.settings).retention
+            found = prune_target(engine, target_id, max_age=keep.snapshots,
+                                 keep_last=keep.keep_last, now=now, dry_run=args.dry_run)
+            if found.boundary is None:
+                _out(f"{name}: nothing past its retention")
+                continue
+            _out(f"{name}: {verb} {found.snapshots} snapshots before snapshot "
+                 f"{found.boundary}, {found.changes} changes, {found.documents} document "
+                 f"rows, {found.entry_sets} entry-set versions")
+    finally:
+        engine.dispose()
+    return EXIT_OK
 
 
 def _hash_password() -> int:

@@ -104,6 +104,14 @@ class UrlChecks(_Frozen):
     body_limit: Size = Field(256 * 2**10, gt=0)
 
 
+class Retention(_Frozen):
+    """How much of a target's history is kept (SPEC 13): every snapshot younger than
+    ``snapshots`` or among the last ``keep_last``, whichever keeps more."""
+
+    snapshots: Duration = Field(90 * 86400.0, gt=0)
+    keep_last: int = Field(100, ge=1)
+
+
 class Defaults(_Frozen):
     """Settings every target inherits unless it sets its own."""
 
@@ -124,6 +132,7 @@ class Defaults(_Frozen):
     allow_private: bool = False
     allow_cross_host_children: bool = False
     url_checks: UrlChecks = UrlChecks()
+    retention: Retention = Retention()
 
     @field_validator("user_agent")
     @classmethod
@@ -157,6 +166,7 @@ class TargetSpec(_Frozen):
     allow_cross_host_children: bool | None = None
     # merged key by key over the defaults' (resolve)
     url_checks: UrlChecks | None = None
+    retention: Retention | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> TargetSpec:
@@ -198,9 +208,11 @@ def resolve(spec: TargetSpec, defaults: Defaults) -> Target:
     overrides = {
         key: getattr(spec, key) for key in _TARGET_OVERRIDES if getattr(spec, key) is not None
     }
-    if spec.url_checks is not None:
-        overrides["url_checks"] = defaults.url_checks.model_copy(
-            update=spec.url_checks.model_dump(exclude_unset=True))
+    for key in ("url_checks", "retention"):
+        own = getattr(spec, key)
+        if own is not None:
+            overrides[key] = getattr(defaults, key).model_copy(
+                update=own.model_dump(exclude_unset=True))
     settings = defaults.model_copy(update=overrides)
     if spec.site is not None:
         return Target(name=spec.name, url=spec.site, site=True, settings=settings)

@@ -94,6 +94,21 @@ def test_url_checks_merge_key_by_key_over_the_defaults() -> None:
     assert not parse({}).defaults.url_checks.enabled  # opt-in
 
 
+def test_retention_merges_key_by_key_and_keeps_at_least_one_snapshot() -> None:
+    cfg = parse({"defaults": {"retention": {"snapshots": "30d"}},
+                 "targets": [{"name": "a", "url": "https://example.com/s.xml",
+                              "retention": {"keep_last": 5}},
+                             {"name": "b", "url": "https://example.com/t.xml"}]})
+    a, b = cfg.resolved_targets()
+    assert (a.settings.retention.snapshots, a.settings.retention.keep_last) == (30 * 86400, 5)
+    assert (b.settings.retention.snapshots, b.settings.retention.keep_last) == (30 * 86400, 100)
+    assert parse({}).defaults.retention.snapshots == 90 * 86400  # SPEC 13's defaults
+    with pytest.raises(ConfigError, match="keep_last"):
+        parse({"defaults": {"retention": {"keep_last": 0}}})
+    with pytest.raises(ConfigError, match="retention"):
+        parse({"defaults": {"retention": {"days": 3}}})
+
+
 def test_the_config_knows_the_url_states_and_reasons_of_the_model() -> None:
     from typing import get_args
 

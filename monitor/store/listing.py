@@ -43,6 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 
 from monitor import changepacks, entryset
+from monitor.errors import StoreError
 from monitor.listing import (
     HEALTH,
     BadParameter,
@@ -409,8 +410,11 @@ class _Packs:
         for i in wanted:
             if i not in self._versions:
                 v = entry_sets.c
-                data = read_sets(self._conn, select(v.id, v.data).where(v.id == i))[0][1]
-                self._versions[i] = changepacks.Version(data)
+                rows = read_sets(self._conn, select(v.id, v.data).where(v.id == i))
+                if not rows:
+                    raise StoreError(f"entry set {i}, which the changes of row {pack_id} "
+                                     "point into, is missing")
+                self._versions[i] = changepacks.Version(rows[0][1])
         data = read_sets(self._conn, select(c.id, c.pack).where(c.id == pack_id),
                          whole=False)[0][1]
         return self._versions[set_id].changes(
