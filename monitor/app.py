@@ -34,6 +34,7 @@ from monitor.errors import ConfigError, MonitorError, SchemaError
 from monitor.fetch import Fetcher
 from monitor.metrics import Metrics
 from monitor.model import CheckResult
+from monitor.pruning import Pruner
 from monitor.scheduler import InTransaction, Scheduler, utcnow
 from monitor.store import daemon as store
 from monitor.store import db
@@ -350,6 +351,8 @@ async def _serve(
                            lease=cfg.scheduler.lease, alerts=cfg.alerts)
     url_checks.start(targets)
     state.url_checks = url_checks
+    pruner = Pruner(engine, lambda: state.cfg)
+    pruner.start()
 
     host, port = sock.getsockname()[:2]
     shown = "localhost" if host in ("0.0.0.0", "::") else host  # noqa: S104
@@ -369,6 +372,7 @@ async def _serve(
 
     cancelled = await scheduler.stop(cfg.scheduler.shutdown_grace)
     await url_checks.stop(cfg.scheduler.shutdown_grace)
+    await pruner.stop()
     await delivery.stop()
     server.should_exit = True
     with contextlib.suppress(asyncio.CancelledError):

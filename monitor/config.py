@@ -354,6 +354,8 @@ class Scheduler(_Frozen):
     per_host: int = Field(2, ge=1)
     shutdown_grace: Duration = 20.0
     lease: Duration = 60.0
+    # How often the daemon prunes the history retention no longer keeps (SPEC 13: hourly).
+    prune_interval: Duration = Field(3600.0, gt=0)
 
 
 class Http(_Frozen):

@@ -1,0 +1,67 @@
+"""The daemon prunes history past each target's retention on its interval (SPEC 13), while the
+checks go on, on both databases."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from harness import Daemon, sitemap, write_config
+from httpserver import Reply, Request, TestServer
+from sqlalchemy import func, select
+
+from monitor.store import db
+from monitor.store.schema import entry_sets, snapshots, targets
+
+
+def test_the_daemon_keeps_only_what_retention_keeps_while_it_checks(
+    http_server: TestServer, tmp_path: Path, daemons: list[Daemon], database_url: str,
+) -> None:
+    url = database_url.replace("postgresql+psycopg://", "postgresql://")
+    if url.startswith("postgresql"):
+        from monitor.cli import main
+
+        assert main(["db", "upgrade", "--database-url", url]) == 0
+    page = http_server.url("/p")
+    counter = itertools.count()
+
+    def changing(_request: Request) -> Reply:  # every check finds one lastmod moved
+        n = next(counter)
+        return Reply(body=sitemap({f"{page}{i}": f"2024-01-{(n + i) % 28 + 1:02d}"
+                                   for i in range(5)}))
+
+    http_server.route("/sitemap.xml", changing)
+    config = write_config(
+        tmp_path / "c.yaml", url, [("shop", http_server.url("/sitemap.xml"))],
+        extra="scheduler: {prune_interval: 1s}\n")
+    text = config.read_text().replace(
+        "defaults: {interval: 1s, jitter: 0, timeout: 20s}",
+        "defaults: {interval: 1s, jitter: 0, timeout: 20s, "
+        "retention: {snapshots: 1s, keep_last: 2}}")
+    config.write_text(text)
+    daemon = Daemon(config)
+    daemons.append(daemon)
+    daemon.started()
+    pruned = daemon.event("history pruned", timeout=30, target="shop")
+    assert pruned["snapshots"] >= 1
+    # Checks go on, and the history stays a few snapshots long.
+    later = daemon.wait_for(lambda line: line.get("event") == "history pruned"
+                            and line["kept_from_snapshot"] >= pruned["kept_from_snapshot"] + 3,
+                            timeout=30)
+    engine = db.make_engine(url)
+    try:
+        with engine.connect() as conn:
+            kept = conn.execute(select(func.count(), func.min(snapshots.c.id)).select_from(
+                snapshots)).one()
+            counted = conn.execute(select(targets.c.snapshot_count)).scalar()
+            live_sets = conn.execute(select(func.count()).select_from(entry_sets)).scalar()
+    finally:
+        engine.dispose()
+    assert kept[1] >= later["kept_from_snapshot"]
+    assert kept[0] <= 6  # two kept, a second's worth, and those checked since the prune
+    assert abs(counted - kept[0]) <= 1  # a check may land between the two reads
+    assert live_sets <= kept[0] + 1  # one version a kept snapshot (one document), at most
+    listed = daemon.get("/api/v1/targets/shop").json()
+    assert listed["snapshots"] >= 2
+    assert daemon.get("/api/v1/targets/shop/urls").status_code == 200
+    daemon.stop()
