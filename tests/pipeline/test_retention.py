@@ -162,15 +162,17 @@ def test_db_prune_keeps_what_the_configuration_says_and_dry_run_changes_nothing(
                            or 0)
 
         assert count() == 5
-        code, out, err = run(capsys, "db", "prune", "--dry-run", "--config", str(config))
+        code, out, err = run(capsys, "db", "prune", "--dry-run", "--config", str(config),
+                              "--database-url", db)
         assert (code, err) == (0, "")
         assert "p: would delete 3 snapshots before snapshot" in out
         assert count() == 5
-        code, out, err = run(capsys, "db", "prune", "--config", str(config))
+        code, out, err = run(capsys, "db", "prune", "--config", str(config), "--database-url",
+                             db)
         assert (code, err) == (0, "")
         assert "p: deleted 3 snapshots before snapshot" in out
         assert count() == 2
-        code, out, _ = run(capsys, "db", "prune", "--config", str(config))
+        code, out, _ = run(capsys, "db", "prune", "--config", str(config), "--database-url", db)
         assert out == "p: nothing past its retention\n"
     finally:
         engine.dispose()
