@@ -301,11 +301,16 @@ async def _serve(
         engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)
     delivery = _Delivery(engine, owner, metrics)
     delivery.start(cfg.alerts)
+    pruner = Pruner(engine, lambda: state.cfg, metrics)
+
+    async def on_scrape() -> None:
+        await delivery.refresh_pending()
+        await pruner.refresh_size()
     app = api.create_app(
         engine=engine, registry=registry, exposition=metrics.exposition,
         alive=lambda: scheduler.alive,
         configured=scheduler.target_names,
-        on_scrape=delivery.refresh_pending,
+        on_scrape=on_scrape,
         reads=reads,
         limits=cfg.http,
         open_connections=lambda: len(server.server_state.connections),
@@ -351,7 +356,6 @@ async def _serve(
                            lease=cfg.scheduler.lease, alerts=cfg.alerts)
     url_checks.start(targets)
     state.url_checks = url_checks
-    pruner = Pruner(engine, lambda: state.cfg)
     pruner.start()
 
     host, port = sock.getsockname()[:2]

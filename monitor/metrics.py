@@ -84,6 +84,9 @@ class Metrics:
             ["channel", "outcome"], registry=r)
         self.alerts_pending = Gauge(
             f"{p}_alerts_pending", "Notifications in the outbox not yet delivered.", registry=r)
+        self.database_bytes = Gauge(
+            f"{p}_database_bytes", "Size of the database: SQLite's file (pages a prune freed "
+            "included, they are reused), PostgreSQL's pg_database_size (SPEC 13).", registry=r)
         self.build_info = Gauge(
             f"{p}_build_info", "Always 1; the version label says which build runs.", ["version"],
             registry=r)
@@ -109,6 +112,7 @@ class Metrics:
             registry=r)
         self._url_targets: set[str] = set()
         self._plain = (self.leases_lost, self.claims, self.alerts, self.alerts_pending,
+                       self.database_bytes,
                        self.build_info, self.reload_ok, self.reload_time, self.http_refused,
                        self.url_health, self.url_checks, self.url_coverage)
         registry.register(self.targets)
@@ -274,6 +278,10 @@ class Metrics:
     def set_alerts_pending(self, count: int) -> None:
         """Set how many notifications wait in the outbox."""
         self.alerts_pending.set(count)
+
+    def set_database_bytes(self, size: int) -> None:
+        """Set the database's size in bytes."""
+        self.database_bytes.set(size)
 
     def http_request_refused(self, lane: str) -> None:
         """Count one HTTP request refused by the admission gate."""

@@ -17,7 +17,8 @@ import structlog
 from sqlalchemy import Engine
 
 from monitor import config
-from monitor.store.retention import Pruned, prune_target, target_ids
+from monitor.metrics import Metrics
+from monitor.store.retention import Pruned, database_bytes, prune_target, target_ids
 
 __all__ = ["Pruner"]
 
@@ -28,9 +29,10 @@ _FIRST = 60.0  # seconds after start-up: the first round waits for the checks to
 class Pruner:
     """Prunes every target's history on an interval until ``stop``."""
 
-    def __init__(self, engine: Engine, current: Callable[[], config.Config], *,
-                 first: float = _FIRST) -> None:
+    def __init__(self, engine: Engine, current: Callable[[], config.Config], metrics: Metrics,
+                 *, first: float = _FIRST) -> None:
         self._engine = engine
+        self._metrics = metrics
         self._current = current  # the configuration now (a reload replaces it)
         self._first = first
         self._stop = asyncio.Event()
@@ -59,6 +61,15 @@ class Pruner:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), seconds)
         return self._stop.is_set()
+
+    async def refresh_size(self) -> None:
+        """Update the database_bytes gauge (before each scrape)."""
+        try:
+            size = await asyncio.to_thread(database_bytes, self._engine)
+        except Exception as exc:  # noqa: BLE001 - a scrape must not fail on an outage
+            logger.warning("cannot read the database's size", error=str(exc))
+            return
+        self._metrics.set_database_bytes(size)
 
     async def round(self) -> list[tuple[str, Pruned]]:
         """Prune every target once; return what went, by target (those where anything did)."""

@@ -34,7 +34,7 @@ from monitor.store.schema import (
 )
 from monitor.store.sql import transaction
 
-__all__ = ["Pruned", "boundary", "prune_target", "target_ids"]
+__all__ = ["Pruned", "boundary", "database_bytes", "prune_target", "target_ids"]
 
 # A transaction's work, each one short (a check waits for SQLite's write lock meanwhile): change
 # rows, then snapshots with their documents, then entry-set versions.
@@ -51,6 +51,19 @@ class Pruned:
     documents: int = 0
     entry_sets: int = 0
     boundary: int | None = None  # the oldest snapshot kept; None: none to delete
+
+
+def database_bytes(engine: Engine) -> int:
+    """The database's size (``sitemap_monitor_database_bytes``): SQLite's file, pages freed by
+    a prune included (they are reused); PostgreSQL's ``pg_database_size``."""
+    def size(conn: Connection) -> int:
+        if conn.dialect.name == "postgresql":
+            return int(conn.exec_driver_sql("SELECT pg_database_size(current_database())")
+                       .scalar() or 0)
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar() or 0
+        return int(pages) * int(conn.exec_driver_sql("PRAGMA page_size").scalar() or 0)
+
+    return transaction(engine, size)
 
 
 def target_ids(engine: Engine) -> list[tuple[str, int]]:

@@ -186,6 +186,8 @@ def test_alerts_and_reload_metrics() -> None:
     m = Metrics(registry, [], ["ops"])
     m.alert_result("ops", "retry")
     m.alert_result("ops", "sent")
+    m.set_database_bytes(123_456)
+    assert value(registry, "database_bytes") == 123_456
     m.set_alerts_pending(4)
     m.config_reloaded(True, WHEN)
     m.config_reloaded(False)

@@ -61,6 +61,9 @@ def test_the_daemon_keeps_only_what_retention_keeps_while_it_checks(
     assert kept[0] <= 6  # two kept, a second's worth, and those checked since the prune
     assert abs(counted - kept[0]) <= 1  # a check may land between the two reads
     assert live_sets <= kept[0] + 1  # one version a kept snapshot (one document), at most
+    size = daemon.metric("sitemap_monitor_database_bytes")  # read at the scrape
+    assert size is not None
+    assert size >= 4096
     listed = daemon.get("/api/v1/targets/shop").json()
     assert listed["snapshots"] >= 2
     assert daemon.get("/api/v1/targets/shop/urls").status_code == 200
