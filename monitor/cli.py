@@ -275,8 +275,7 @@ def _prune(args: argparse.Namespace) -> int:
         now = datetime.now(UTC)
         verb = "would delete" if args.dry_run else "deleted"
         for name, target_id in target_ids(engine):
-            target = cfg.target(name)
-            keep = (cfg.defaults if target is None else target.settings).retention
+            keep = cfg.retention(name)
             found = prune_target(engine, target_id, max_age=keep.snapshots,
                                  keep_last=keep.keep_last, now=now, dry_run=args.dry_run)
             if found.boundary is None:

@@ -455,6 +455,12 @@ class Config(_Frozen):
                 return resolve(spec, self.defaults)
         return None
 
+    def retention(self, name: str) -> Retention:
+        """The retention of the target of that name; the defaults' for one the configuration
+        no longer names (its history then goes down to their ``keep_last``, never whole)."""
+        target = self.target(name)
+        return (self.defaults if target is None else target.settings).retention
+
 
 # Keys that name a file the daemon opens itself (a CA bundle, a certificate): kept as paths,
 # relative to the configuration's folder, not read as ``X_file`` secrets.

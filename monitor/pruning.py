@@ -79,8 +79,7 @@ class Pruner:
         for name, target_id in await asyncio.to_thread(target_ids, self._engine):
             if self._stop.is_set():
                 break
-            target = cfg.target(name)
-            keep = (cfg.defaults if target is None else target.settings).retention
+            keep = cfg.retention(name)
             pruned = await asyncio.to_thread(
                 prune_target, self._engine, target_id, max_age=keep.snapshots,
                 keep_last=keep.keep_last, now=now)
