@@ -108,21 +108,18 @@ def info(base: bytes, delta: bytes) -> tuple[bytes, Base]:
     for gap in gaps.split("\x00") if gaps else ():
         position += int(gap)
         order.append(position)
-    out = [old.texts[0]]
-    absent = []
+    columns = []
     for index, text in enumerate(texts, 1):
         values = old.column(index)
         for i, value in zip(order, text.split("\x00") if order else (), strict=True):
             values[i] = None if value == _UNSET else value
-        if all(v is None for v in values):
-            absent.append(entryset.FIELDS[index - 1])
-            out.append("")
-        else:
-            out.append("\x00".join(_UNSET if v is None else v for v in values))
+        columns.append(values)
+    out, absent = entryset.field_texts(columns)
     if sorted(absent) != sorted(cast("list[str]", header.get("absent") or [])):
         raise ValueError("a delta whose absent columns are not what it gives")
     base_id = int(cast("int", delta_header["base"]))
-    return entryset.pack(entryset.Columns(header, out)), (base_id, old.header, order)
+    return (entryset.pack(entryset.Columns(header, [old.texts[0], *out])),
+            (base_id, old.header, order))
 
 
 _FIRST = ("v", "verdicts", "n", "balance")  # what entryset.head reads, at the start
