@@ -461,24 +461,27 @@ def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Seq
     packed = transaction(engine, lambda conn: conn.execute(
         select(c.id, c.entry_set_id, c.before_set_id)
         .where(*window, c.kind == "changed", c.members.is_not(None)).order_by(c.id)).all())
+    rows = (*window, c.loc > after_loc, c.kind.not_in(OTHER_CHANGE_KINDS))
     if packed:
-        yield from _diff_rows_unpacked(engine, target_id, first, last, kinds, after_loc,
+        yield from _diff_rows_unpacked(engine, rows, kinds, after_loc,
                                        [tuple(row) for row in packed])
         return
-    grouped = (
-        select(c.loc, func.min(c.id).label("first"), func.max(c.id).label("last"))
-        .where(*window, c.loc > after_loc, c.kind.not_in(OTHER_CHANGE_KINDS))
-        .group_by(c.loc).subquery()
-    )
-    opening, closing = aliased(changes), aliased(changes)
-    statement = (
-        select(grouped.c.loc, opening.c.before, closing.c.after)
-        .join(opening, opening.c.id == grouped.c.first)
-        .join(closing, closing.c.id == grouped.c.last)
-        .order_by(grouped.c.loc)
-    )
-    for loc, raw_before, raw_after in _stream(engine, statement):
+    for loc, raw_before, raw_after in _stream(engine, _composed(changes, "id", *rows)):
         yield from _net_row(loc, raw_before, raw_after, kinds, (loc,))
+
+
+def _composed(table: Any, order: str, *where: Any) -> Any:
+    """Each loc of ``table``'s rows (those ``where`` keeps) once, with its first row's
+    ``before`` and its last row's ``after`` (first and last by the column ``order``), in the
+    order of locs: what the changes in a window compose into."""
+    t = table.c
+    grouped = (select(t.loc, func.min(t[order]).label("first"), func.max(t[order]).label("last"))
+               .where(*where).group_by(t.loc).subquery())
+    opening, closing = aliased(table), aliased(table)
+    return (select(grouped.c.loc, opening.c.before, closing.c.after)
+            .join(opening, opening.c[order] == grouped.c.first)
+            .join(closing, closing.c[order] == grouped.c.last)
+            .order_by(grouped.c.loc))
 
 
 # The changes of a diff across checks that packed some, one row each: ``ord`` orders them as
@@ -490,13 +493,13 @@ _unpacked = Table("diff_changes", MetaData(), Column("ord", BigInteger, nullable
                   Column("after", Text), prefixes=["TEMPORARY"])
 
 
-def _diff_rows_unpacked(engine: Engine, target_id: int, first: int, last: int,
-                        kinds: Sequence[str], after_loc: str,
-                        packed: list[tuple[int, int, int | None]]) -> _ROWS:
-    """``_diff_rows`` when some of the changes are in packs: the window's changes, packs
-    unpacked one at a time, go to a temporary table of the listing's connection, which the
-    same grouped query then reads (the database holds them, not the process)."""
-    c, u = changes.c, _unpacked.c
+def _diff_rows_unpacked(engine: Engine, kept: tuple[Any, ...], kinds: Sequence[str],
+                        after_loc: str, packed: list[tuple[int, int, int | None]]) -> _ROWS:
+    """``_diff_rows`` when some of the changes are in packs: the window's changes (those
+    ``kept`` keeps), packs unpacked one at a time, go to a temporary table of the listing's
+    connection, which the same grouped query then reads (the database holds them, not the
+    process)."""
+    c = changes.c
     with engine.connect() as conn:
         _unpacked.drop(conn, checkfirst=True)  # the connection's, should a reader have died
         _unpacked.create(conn)
@@ -504,9 +507,7 @@ def _diff_rows_unpacked(engine: Engine, target_id: int, first: int, last: int,
             conn.execute(insert(_unpacked).from_select(
                 ["ord", "loc", "before", "after"],
                 select(c.id * _SPAN, c.loc, c.before, c.after).where(
-                    c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last,
-                    c.loc > after_loc, c.kind.not_in(OTHER_CHANGE_KINDS),
-                    c.members.is_(None))))
+                    *kept, c.members.is_(None))))
             packs = _Packs(conn)
             for pack_id, set_id, before_id in packed:
                 found = packs.members(pack_id, set_id, before_id)
@@ -515,16 +516,8 @@ def _diff_rows_unpacked(engine: Engine, target_id: int, first: int, last: int,
                         for j, (loc, before, after) in enumerate(found) if loc > after_loc]
                 if rows:
                     conn.execute(insert(_unpacked), rows)
-            grouped = (select(u.loc, func.min(u.ord).label("first"),
-                              func.max(u.ord).label("last"))
-                       .group_by(u.loc).subquery())
-            opening, closing = aliased(_unpacked), aliased(_unpacked)
-            statement = (select(grouped.c.loc, opening.c.before, closing.c.after)
-                         .join(opening, opening.c.ord == grouped.c.first)
-                         .join(closing, closing.c.ord == grouped.c.last)
-                         .order_by(grouped.c.loc))
             result = conn.execution_options(stream_results=True, yield_per=5000).execute(
-                statement)
+                _composed(_unpacked, "ord"))
             try:
                 for loc, raw_before, raw_after in result:
                     yield from _net_row(loc, raw_before, raw_after, kinds, (loc,))
