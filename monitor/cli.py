@@ -95,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="say what would be deleted; delete nothing")
     with_config(prune)
     with_db(prune)
+    vacuum = db_commands.add_parser(
+        "vacuum", help="rewrite the database so that it gives freed space back (SQLite: once, "
+                       "with the daemon stopped)")
+    with_config(vacuum)
+    with_db(vacuum)
 
     cfg = commands.add_parser("config", help="configuration")
     cfg_commands = cfg.add_subparsers(dest="config_command", required=True, parser_class=_Parser)
@@ -239,6 +244,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _list(args)
     if command == "db" and args.db_command == "prune":
         return _prune(args)
+    if command == "db" and args.db_command == "vacuum":
+        return _vacuum(args)
     if command == "db":
         from monitor.store import db
 
@@ -267,7 +274,7 @@ def _prune(args: argparse.Namespace) -> int:
     longer names: the defaults'), deleted a few snapshots a transaction."""
     from datetime import UTC, datetime
 
-    from monitor.store.retention import prune_target, target_ids
+    from monitor.store.retention import give_back, prune_target, target_ids
 
     cfg = _config(args)
     engine = _open_engine(_database_url(args, cfg))
@@ -283,9 +290,34 @@ def _prune(args: argparse.Namespace) -> int:
                 continue
             _out(f"{name}: {verb} {found.snapshots} snapshots before snapshot "
                  f"{found.boundary}, {found.changes} changes, {found.documents} document "
-                 f"rows, {found.entry_sets} entry-set versions")
+                 f"rows, {found.entry_sets} entry-set versions, {found.robots_files} robots.txt "
+                 "versions")
+        if not args.dry_run:
+            given = give_back(engine)
+            if given is None:
+                _out("the SQLite file keeps its free pages for reuse (it was made before "
+                     "incremental vacuum): run 'sitemap-monitor db vacuum' once, with the "
+                     "daemon stopped, for it to shrink")
+            elif given:
+                _out(f"gave {given} bytes back to the file system")
     finally:
         engine.dispose()
+    return EXIT_OK
+
+
+def _vacuum(args: argparse.Namespace) -> int:
+    """``db vacuum``: the database rewritten (SQLite: whole, as a file that shrinks when
+    pruned; PostgreSQL: VACUUM)."""
+    from monitor.store.retention import database_bytes, vacuum
+
+    engine = _open_engine(_database_url(args, _config(args)))
+    try:
+        before = database_bytes(engine)
+        vacuum(engine)
+        after = database_bytes(engine)
+    finally:
+        engine.dispose()
+    _out(f"database vacuumed: {before} bytes before, {after} after")
     return EXIT_OK
 
 

@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 
 from monitor import config
 from monitor.metrics import Metrics
-from monitor.store.retention import Pruned, database_bytes, prune_target, target_ids
+from monitor.store.retention import Pruned, database_bytes, give_back, prune_target, target_ids
 
 __all__ = ["Pruner"]
 
@@ -37,6 +37,7 @@ class Pruner:
         self._first = first
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._said_no_vacuum = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
@@ -87,5 +88,19 @@ class Pruner:
                 found.append((name, pruned))
                 logger.info("history pruned", target=name, snapshots=pruned.snapshots,
                             changes=pruned.changes, entry_sets=pruned.entry_sets,
-                            kept_from_snapshot=pruned.boundary)
+                            kept_from_snapshot=pruned.boundary,
+                            robots_files=pruned.robots_files)
+        if found and not self._stop.is_set():
+            await self._give_back()
         return found
+
+    async def _give_back(self) -> None:
+        """SQLite: the pages the round freed, back to the file system."""
+        given = await asyncio.to_thread(give_back, self._engine)
+        if given:
+            logger.info("database space given back", bytes=given)
+        elif given is None and not self._said_no_vacuum:
+            self._said_no_vacuum = True
+            logger.warning("the SQLite file keeps its free pages for reuse (it was made before "
+                           "incremental vacuum): run 'sitemap-monitor db vacuum' once, with the "
+                           "daemon stopped, for it to shrink")

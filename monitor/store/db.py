@@ -158,6 +158,11 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
+    # A new file (no page yet, before WAL writes the first) gives a prune's free pages back
+    # to the file system (store.retention.give_back, SPEC 13). Set on a file in use, the
+    # pragma would wait for another connection's write.
+    if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
+        cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")

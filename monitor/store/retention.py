@@ -7,7 +7,9 @@ the ``added`` and ``removed`` changes of those). A target's snapshots are ids in
 their checks, so what goes is every snapshot below a boundary B, the oldest kept one.
 
 With each snapshot go its changes, its documents' fingerprints and the counts of the target;
-an alert it raised stays in the outbox, no longer pointing at it. An entry-set version goes
+an alert it raised stays in the outbox, no longer pointing at it. A robots.txt version goes once
+a newer one of its URL was found at B or before (only the version in force is read, and the
+changes of ``robots-changed`` hold both texts). An entry-set version goes
 once no kept snapshot has it current: one removed at B or before (every kept snapshot is B or
 later, and one removed after B was current at B). Unless it is still read: as the base of a
 kept delta (monitor.entrydelta), or as the version a kept pack's states before are in
@@ -17,29 +19,48 @@ before B). So the URL set, the issues and the changes of every kept snapshot rea
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Select,
+    Table,
+    delete,
+    exists,
+    func,
+    select,
+    update,
+)
 
+from monitor.errors import StoreError
 from monitor.store.schema import (
     changes,
     documents,
     entry_sets,
     notifications,
+    robots_files,
     snapshots,
     targets,
     url_checks,
 )
 from monitor.store.sql import transaction
 
-__all__ = ["Pruned", "boundary", "database_bytes", "prune_target", "target_ids"]
+__all__ = ["Pruned", "boundary", "database_bytes", "give_back", "prune_target", "target_ids",
+           "vacuum"]
 
 # A transaction's work, each one short (a check waits for SQLite's write lock meanwhile): change
 # rows, then snapshots with their documents, then entry-set versions.
 CHANGE_BATCH = 5000
 BATCH = 50
+# SQLite's free pages given back to the file system a transaction (8 MiB of 4 KiB pages: tens
+# of milliseconds of the write lock).
+VACUUM_PAGES = 2000
+VACUUM_WAIT = 5  # seconds ``db vacuum`` waits for another writer before it gives up
+_INCREMENTAL = 2  # PRAGMA auto_vacuum: NONE 0, FULL 1, INCREMENTAL 2
 
 
 @dataclass(slots=True)
@@ -50,6 +71,7 @@ class Pruned:
     changes: int = 0  # changes, a pack counted as its members
     documents: int = 0
     entry_sets: int = 0
+    robots_files: int = 0  # robots.txt versions superseded before the boundary
     boundary: int | None = None  # the oldest snapshot kept; None: none to delete
 
 
@@ -111,6 +133,17 @@ def _unneeded_sets(target_id: int, keep: int) -> Any:
     )
 
 
+def _superseded_robots(target_id: int, keep: int) -> Any:
+    """The target's robots.txt versions that a newer one of their URL, found by ``keep`` or
+    before, replaced before any kept snapshot."""
+    r = robots_files.c
+    newer = robots_files.alias("newer")
+    return select(r.id).where(
+        r.target_id == target_id,
+        exists().where(newer.c.target_id == target_id, newer.c.url == r.url,
+                       newer.c.id > r.id, newer.c.snapshot_id <= keep))
+
+
 def prune_target(engine: Engine, target_id: int, *, max_age: float, keep_last: int,
                  now: datetime, dry_run: bool = False) -> Pruned:
     """Delete the target's history that retention no longer keeps, ``BATCH`` snapshots (then
@@ -121,7 +154,7 @@ def prune_target(engine: Engine, target_id: int, *, max_age: float, keep_last: i
     found = Pruned(boundary=keep)
     if keep is None:
         return found
-    s, c, d, v = snapshots.c, changes.c, documents.c, entry_sets.c
+    s, c, d = snapshots.c, changes.c, documents.c
     if dry_run:
         def tally(conn: Connection) -> None:
             older = (s.target_id == target_id) & (s.id < keep)
@@ -133,6 +166,8 @@ def prune_target(engine: Engine, target_id: int, *, max_age: float, keep_last: i
                 d.snapshot_id.in_(select(s.id).where(older)))).scalar() or 0
             found.entry_sets = conn.execute(select(func.count()).select_from(
                 _unneeded_sets(target_id, keep).subquery())).scalar() or 0
+            found.robots_files = conn.execute(select(func.count()).select_from(
+                _superseded_robots(target_id, keep).subquery())).scalar() or 0
 
         transaction(engine, tally)
         return found
@@ -178,16 +213,74 @@ def prune_target(engine: Engine, target_id: int, *, max_age: float, keep_last: i
         if gone < BATCH:
             break
 
-    def set_batch(conn: Connection) -> int:
-        ids = list(conn.execute(_unneeded_sets(target_id, keep).order_by(v.id).limit(BATCH))
-                   .scalars())
-        if ids:
-            conn.execute(delete(entry_sets).where(v.id.in_(ids)))
-        return len(ids)
+    found.entry_sets = _delete_all(engine, entry_sets, _unneeded_sets(target_id, keep))
+    found.robots_files = _delete_all(engine, robots_files, _superseded_robots(target_id, keep))
+    return found
+
+
+def _delete_all(engine: Engine, table: Table, ids: Select[Any]) -> int:
+    """Delete the rows of ``table`` whose ids ``ids`` selects, ``BATCH`` a transaction."""
+    deleted = 0
+
+    def batch(conn: Connection) -> int:
+        found = list(conn.execute(ids.order_by(table.c.id).limit(BATCH)).scalars())
+        if found:
+            conn.execute(delete(table).where(table.c.id.in_(found)))
+        return len(found)
 
     while True:
-        gone = transaction(engine, set_batch)
-        found.entry_sets += gone
+        gone = transaction(engine, batch)
+        deleted += gone
         if gone < BATCH:
-            break
-    return found
+            return deleted
+
+
+def give_back(engine: Engine) -> int | None:
+    """Return SQLite's free pages to the file system, ``VACUUM_PAGES`` a transaction, so that
+    the file shrinks after a prune; the bytes given back. None when the file cannot: it was
+    made before incremental vacuum (``auto_vacuum`` NONE: its free pages are reused, and
+    ``sitemap-monitor db vacuum`` converts it once). PostgreSQL: 0, its autovacuum makes the
+    space reusable."""
+    if engine.dialect.name != "sqlite":
+        return 0
+    raw = engine.raw_connection()
+    try:
+        sqlite = raw.driver_connection
+        assert sqlite is not None
+
+        def pragma(name: str) -> int:
+            return int(sqlite.execute(f"PRAGMA {name}").fetchone()[0])
+
+        if pragma("auto_vacuum") != _INCREMENTAL:
+            return None
+        page, given = pragma("page_size"), 0
+        while free := pragma("freelist_count"):
+            # executescript, not execute: the sqlite3 module steps a pragma once, which frees
+            # a single page.
+            sqlite.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
+            left = pragma("freelist_count")
+            if left >= free:
+                break
+            given += (free - left) * page
+        return given
+    finally:
+        raw.close()
+
+
+def vacuum(engine: Engine) -> None:
+    """``db vacuum``: rewrite a SQLite file whole, as one that gives its free pages back (the
+    write lock is held throughout: run it with the daemon stopped); PostgreSQL's VACUUM."""
+    if engine.dialect.name != "sqlite":
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM")
+        return
+    raw = engine.raw_connection()
+    try:
+        sqlite = raw.driver_connection
+        assert sqlite is not None
+        sqlite.executescript(f"PRAGMA busy_timeout = {VACUUM_WAIT * 1000}; "
+                             f"PRAGMA auto_vacuum = {_INCREMENTAL}; VACUUM;")
+    except sqlite3.Error as exc:  # "database is locked": a daemon writes to it
+        raise StoreError(f"vacuum failed on {engine.url.database}: {exc}") from None
+    finally:
+        raw.close()

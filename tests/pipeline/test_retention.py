@@ -140,19 +140,24 @@ def test_every_kept_snapshot_reads_as_before_a_prune(
 def test_db_prune_keeps_what_the_configuration_says_and_dry_run_changes_nothing(
     site: Site, db: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
 ) -> None:
-    url = site.url("/p/s.xml")
+    url, gone = site.url("/p/s.xml"), site.url("/gone/s.xml")
     for step in range(5):
-        site.set("/p/s.xml", urlset({f"{U}p{i}": f"2024-01-0{step + 1}" if i < 3 else "2024-01-01"
-                                     for i in range(50)}))
-        code, _, err = run(capsys, "check", url, "--database-url", db)
-        assert code == 0, err
+        for path in ("/p/s.xml", "/gone/s.xml"):
+            site.set(path, urlset({f"{U}p{i}": f"2024-01-0{step + 1}" if i < 3 else "2024-01-01"
+                                   for i in range(50)}))
+        for checked in (url, gone):
+            code, _, err = run(capsys, "check", checked, "--database-url", db)
+            assert code == 0, err
+    # The second target is no longer configured: its history stays, under the defaults'
+    # retention (three snapshots), until that removes it.
     config = tmp_path / "monitor.yaml"
-    config.write_text(f"database_url: {db}\ndefaults: {{retention: {{snapshots: 1s}}}}\n"
+    config.write_text(f"database_url: {db}\n"
+                      "defaults: {retention: {snapshots: 1s, keep_last: 3}}\n"
                       f"targets:\n  - {{name: p, url: '{url}', retention: {{keep_last: 2}}}}\n")
     engine = make_engine(db)
     try:
         with engine.begin() as conn:  # the checks above ran under the URL's name
-            conn.execute(targets.update().where(targets.c.url == url).values(name="p"))
+            conn.execute(targets.update().where(targets.c.name == url).values(name="p"))
             conn.execute(snapshots.update().values(
                 started_at=datetime.now(UTC) - timedelta(hours=1)))
 
@@ -161,18 +166,20 @@ def test_db_prune_keeps_what_the_configuration_says_and_dry_run_changes_nothing(
                 return int(conn.execute(select(func.count()).select_from(snapshots)).scalar()
                            or 0)
 
-        assert count() == 5
+        assert count() == 10
         code, out, err = run(capsys, "db", "prune", "--dry-run", "--config", str(config),
                               "--database-url", db)
         assert (code, err) == (0, "")
-        assert "p: would delete 3 snapshots before snapshot" in out
-        assert count() == 5
+        assert "\np: would delete 3 snapshots before snapshot" in out
+        assert f"{gone}: would delete 2 snapshots before snapshot" in out
+        assert count() == 10
         code, out, err = run(capsys, "db", "prune", "--config", str(config), "--database-url",
                              db)
         assert (code, err) == (0, "")
-        assert "p: deleted 3 snapshots before snapshot" in out
-        assert count() == 2
+        assert "\np: deleted 3 snapshots before snapshot" in out
+        assert f"{gone}: deleted 2 snapshots before snapshot" in out
+        assert count() == 5
         code, out, _ = run(capsys, "db", "prune", "--config", str(config), "--database-url", db)
-        assert out == "p: nothing past its retention\n"
+        assert out == f"{gone}: nothing past its retention\np: nothing past its retention\n"
     finally:
         engine.dispose()
