@@ -29,7 +29,7 @@ def test_promtool_check_rules_defaults(tmp_path: Path) -> None:
     """promtool check rules accepts the default rules."""
     promtool = require_tool("promtool")
     result = run([promtool, "check", "rules", str(_write(_rules(), tmp_path))])
-    assert "SUCCESS: 5 rules found" in result.stdout
+    assert "SUCCESS: 7 rules found" in result.stdout
 
 
 def test_promtool_check_rules_full_scenario(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_promtool_unit_tests_notice_a_changed_threshold(tmp_path: Path) -> None:
 def test_every_default_alert_has_a_firing_unit_test() -> None:
     """Each default alert has a case in rules-test.yaml where it fires, and a quiet one."""
     alerts = [rule["alert"] for group in _rules()["groups"] for rule in group["rules"]]
-    assert len(alerts) == 5
+    assert len(alerts) == 7
     cases = yaml.safe_load(RULES_TEST.read_text())["tests"]
     checks = [c for case in cases for c in case["alert_rule_test"]]
     for alert in alerts:
@@ -99,4 +99,37 @@ def test_each_rule_can_be_switched_off() -> None:
     spec = _rules("--set", "prometheusRule.rules.massRemoval.enabled=false")
     alerts = [rule["alert"] for group in spec["groups"] for rule in group["rules"]]
     assert "SitemapMonitorMassRemoval" not in alerts
-    assert len(alerts) == 4
+    assert len(alerts) == 6
+
+
+def _database_rules(*args: str, scenario: str | None = None) -> dict[str, str]:
+    """The database alerts' expressions, by alert name."""
+    rules = [rule for group in _rules(*args, scenario=scenario)["groups"]
+             for rule in group["rules"]]
+    return {r["alert"]: r["expr"] for r in rules if r["alert"].startswith("SitemapMonitorDatabase")}
+
+
+def test_database_limit_follows_the_volume() -> None:
+    """The database alerts' limit is persistence.size in bytes, or databaseBytesLimit."""
+    default = _database_rules()
+    assert default["SitemapMonitorDatabaseGrowing"].endswith("> 1073741824")
+    assert "/ 1073741824" in default["SitemapMonitorDatabaseNearlyFull"]
+    for size, limit in [("500Mi", "524288000"), ("10G", "10000000000"),
+                        ("1.5Gi", "1610612736")]:
+        growing = _database_rules("--set", f"persistence.size={size}")
+        assert growing["SitemapMonitorDatabaseGrowing"].endswith(f"> {limit}"), size
+    given = _database_rules("--set", "prometheusRule.databaseBytesLimit=2Ti")
+    assert given["SitemapMonitorDatabaseGrowing"].endswith("> 2199023255552")
+    given = _database_rules("--set-json", "prometheusRule.databaseBytesLimit=5000000000")
+    assert given["SitemapMonitorDatabaseGrowing"].endswith("> 5000000000")
+
+
+def test_database_rules_need_a_limit_without_the_chart_volume() -> None:
+    """PostgreSQL (or an existing claim) has no size the chart knows: no database alerts,
+    until prometheusRule.databaseBytesLimit gives one."""
+    assert _database_rules(scenario="postgresql-values.yaml") == {}
+    assert _database_rules("--set", "persistence.existingClaim=mine") == {}
+    given = _database_rules("--set", "prometheusRule.databaseBytesLimit=50Gi",
+                            scenario="postgresql-values.yaml")
+    assert given["SitemapMonitorDatabaseGrowing"].endswith("> 53687091200")
+    assert len(given) == 2

@@ -177,3 +177,35 @@ The container securityContext, used by every container of the chart.
 {{- define "sitemap-monitor.securityContext" -}}
 {{- toYaml .Values.securityContext }}
 {{- end }}
+
+{{/*
+A size in bytes, as a decimal integer: from a number of bytes, or from a Kubernetes quantity
+such as 10Gi, 500Mi or 10G (rounded up to a whole byte, as Kubernetes does).
+*/}}
+{{- define "sitemap-monitor.bytes" -}}
+{{- if kindIs "string" . }}
+{{- $quantity := trim . }}
+{{- if not (regexMatch "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$" $quantity) }}
+{{- fail (printf "%q is not a number of bytes or a Kubernetes quantity such as 10Gi, 500Mi or 10G" $quantity) }}
+{{- end }}
+{{- $number := regexFind "^[0-9.]+" $quantity }}
+{{- $units := dict "" 1 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "Ei" 1152921504606846976 }}
+{{- printf "%d" (mulf $number (index $units (trimPrefix $number $quantity)) | ceil | int64) }}
+{{- else }}
+{{- printf "%d" (. | ceil | int64) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The size in bytes the database may reach, for the database alerts: prometheusRule.databaseBytesLimit,
+else the size of the chart's own SQLite volume; empty when neither applies (PostgreSQL, an
+existing claim or an emptyDir), and the database alerts are left out.
+*/}}
+{{- define "sitemap-monitor.databaseBytesLimit" -}}
+{{- $limit := .Values.prometheusRule.databaseBytesLimit }}
+{{- if and (not (kindIs "invalid" $limit)) (ne (toString $limit) "") }}
+{{- include "sitemap-monitor.bytes" $limit }}
+{{- else if and (include "sitemap-monitor.sqlite" .) .Values.persistence.enabled (not .Values.persistence.existingClaim) }}
+{{- include "sitemap-monitor.bytes" .Values.persistence.size }}
+{{- end }}
+{{- end }}
