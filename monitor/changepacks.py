@@ -44,8 +44,8 @@ Member = tuple[int, str | None]
 class Version:
     """The entries of one stored entry-set version as the states a change row holds."""
 
-    def __init__(self, data: bytes) -> None:
-        stored = entryset.unpack(data)
+    def __init__(self, data: bytes | entryset.Columns) -> None:
+        stored = entryset.unpack(data) if isinstance(data, bytes) else data
         self.locs = stored.locs()
         self._fields = [stored.column(i) for i in range(1, 5)]
         self._invalid = stored.invalid()

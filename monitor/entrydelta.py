@@ -31,7 +31,7 @@ from typing import cast
 
 from monitor import entryset
 
-__all__ = ["MARK", "Base", "apply", "base_of", "compose", "info", "is_delta", "make"]
+__all__ = ["MARK", "Base", "apply", "base_of", "compose", "info", "is_delta", "make", "resolve"]
 
 MARK = b"D"  # a full version is zlib (its first byte 0x78), never this
 _LEVEL = 6  # written once, a few KB: level 6 costs nothing here
@@ -97,6 +97,14 @@ def apply(base: bytes, delta: bytes) -> bytes:
 
 def info(base: bytes, delta: bytes) -> tuple[bytes, Base]:
     """``apply``, and what the next delta against the same base needs (``Base``)."""
+    columns, found = resolve(base, delta)
+    return entryset.pack(columns), found
+
+
+def resolve(base: bytes, delta: bytes) -> tuple[entryset.Columns, Base]:
+    """The columns of the version ``delta`` stands for, as ``entryset.unpack`` of its full
+    value gives them (a reader that unpacks what it reads need not pack it first), and
+    ``Base``."""
     delta_header, (gaps, *texts) = _parts(delta)
     old = entryset.unpack(base)
     header = _header_of(old.header, delta_header)
@@ -118,8 +126,7 @@ def info(base: bytes, delta: bytes) -> tuple[bytes, Base]:
     if sorted(absent) != sorted(cast("list[str]", header.get("absent") or [])):
         raise ValueError("a delta whose absent columns are not what it gives")
     base_id = int(cast("int", delta_header["base"]))
-    return (entryset.pack(entryset.Columns(header, [old.texts[0], *out])),
-            (base_id, old.header, order))
+    return entryset.Columns(header, [old.texts[0], *out]), (base_id, old.header, order)
 
 
 _FIRST = ("v", "verdicts", "n", "balance")  # what entryset.head reads, at the start

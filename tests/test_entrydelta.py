@@ -38,6 +38,10 @@ def test_a_delta_gives_back_the_version_it_stands_for(
     assert entrydelta.base_of(delta) == 17
     assert entrydelta.apply(base, delta) == new
     assert entryset.head(delta[:512]) == entryset.head(new[:512])
+    # What readers that unpack get without packing it again: the full value's columns.
+    columns, _base = entrydelta.resolve(base, delta)
+    unpacked = entryset.unpack(new)
+    assert (columns.header, columns.texts) == (unpacked.header, unpacked.texts)
 
 
 def test_a_delta_of_1_percent_is_a_few_percent_of_the_version() -> None:

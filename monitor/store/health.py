@@ -22,7 +22,6 @@ from typing import Any
 from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monitor import entryset
 from monitor.store.daemon import _target_id
 from monitor.store.schema import (
     changes,
@@ -32,7 +31,7 @@ from monitor.store.schema import (
     url_checks,
     url_states,
 )
-from monitor.store.sql import read_sets, transaction
+from monitor.store.sql import read_columns, transaction
 
 __all__ = [
     "Due", "Saved", "claim", "counts", "due", "every", "listed", "release", "save", "sync",
@@ -125,8 +124,8 @@ def _load(engine: Engine, target_id: int, last: int) -> None:
         row[0] for row in conn.execute(select(v.id).where(live).order_by(v.id))])
     for set_id in ids:
         def load(conn: Connection, set_id: int = set_id) -> None:
-            rows = read_sets(conn, select(v.data).where(v.id == set_id))
-            locs = [loc for loc in entryset.unpack(rows[0][0]).locs() if loc.startswith(_HTTP)]
+            rows = read_columns(conn, select(v.data).where(v.id == set_id))
+            locs = [loc for loc in rows[0][0].locs() if loc.startswith(_HTTP)]
             statement = _insert_ignore(conn)
             for start in range(0, len(locs), _BATCH):
                 conn.execute(statement, [{"target_id": target_id, "loc": loc}

@@ -55,7 +55,7 @@ from monitor.listing import (
 )
 from monitor.model import OTHER_CHANGE_KINDS, RULES, Entry
 from monitor.store.schema import changes, entry_sets, snapshots, targets, url_states
-from monitor.store.sql import read_sets, transaction
+from monitor.store.sql import read_columns, read_sets, transaction
 
 __all__ = ["open_changes", "open_diff", "open_issues", "open_urls"]
 
@@ -112,7 +112,7 @@ def _live(target_id: int, snapshot_id: int) -> Any:
 
 
 def _next_set(engine: Engine, target_id: int, snapshot_id: int, from_id: int,
-              status: str | None = None) -> tuple[int, str, bytes] | None:
+              status: str | None = None) -> tuple[int, str, entryset.Columns] | None:
     """The first entry set live at the snapshot with an id of ``from_id`` or more."""
     v = entry_sets.c
     query = select(v.id, v.document_url, v.data).where(_live(target_id, snapshot_id),
@@ -122,7 +122,7 @@ def _next_set(engine: Engine, target_id: int, snapshot_id: int, from_id: int,
     elif status == "invalid":
         query = query.where(v.invalid > 0)
     query = query.order_by(v.id).limit(1)
-    rows = transaction(engine, lambda conn: read_sets(conn, query))
+    rows = transaction(engine, lambda conn: read_columns(conn, query))
     return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
 
@@ -161,17 +161,15 @@ def open_urls(engine: Engine, name: str, at: SnapshotRef | None, status: str | N
 def _url_rows(engine: Engine, target_id: int, snapshot_id: int, status: str | None,
               set_id: int, position: int) -> _ROWS:
     while (found := _next_set(engine, target_id, snapshot_id, set_id, status)) is not None:
-        next_id, document, data = found
+        next_id, document, stored = found
         del found  # one document's entries held at a time: not the last one's with the next
-        yield from _set_urls(next_id, document, data, position if next_id == set_id else 0,
+        yield from _set_urls(next_id, document, stored, position if next_id == set_id else 0,
                              status)
         set_id, position = next_id + 1, 0
 
 
-def _set_urls(set_id: int, document: str, data: bytes, start: int, status: str | None,
-              ) -> _ROWS:
-    stored = entryset.unpack(data)
-    del data
+def _set_urls(set_id: int, document: str, stored: entryset.Columns, start: int,
+              status: str | None) -> _ROWS:
     locs = stored.locs()
     lastmods, changefreqs, priorities, extensions = (stored.column(i) for i in range(1, 5))
     invalid = stored.invalid()
@@ -297,9 +295,9 @@ def _issue_rows(engine: Engine, target_id: int, snapshot_id: int, own: list[dict
                 yield row, (0, i + 1)
         set_id, index = 1, 0
     while (found := _next_set(engine, target_id, snapshot_id, set_id)) is not None:
-        next_id, document, data = found
+        next_id, document, stored = found
         start = index if next_id == set_id else 0
-        for i, row in enumerate(_set_issues(document, entryset.unpack(data), describe)):
+        for i, row in enumerate(_set_issues(document, stored, describe)):
             if i >= start and matches(row["rule"], rules):
                 yield row, (next_id, i + 1)
         set_id, index = next_id + 1, 0
@@ -410,7 +408,7 @@ class _Packs:
         for i in wanted:
             if i not in self._versions:
                 v = entry_sets.c
-                rows = read_sets(self._conn, select(v.id, v.data).where(v.id == i))
+                rows = read_columns(self._conn, select(v.id, v.data).where(v.id == i))
                 if not rows:
                     raise StoreError(f"entry set {i}, which the changes of row {pack_id} "
                                      "point into, is missing")

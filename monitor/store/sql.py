@@ -42,6 +42,7 @@ __all__ = [
     "load_entry_sets",
     "load_state",
     "open_snapshot",
+    "read_columns",
     "read_sets",
     "transaction",
     "url_set_at",
@@ -250,8 +251,8 @@ def url_set_at(conn: Connection, target_id: int, snapshot_id: int) -> set[str]:
         v.removed_snapshot_id.is_(None) | (v.removed_snapshot_id > snapshot_id),
     )
     found: set[str] = set()
-    for (data,) in read_sets(conn, query):
-        found.update(entryset.locs(data))
+    for (columns,) in read_columns(conn, query):
+        found.update(columns.locs())
     return found
 
 
@@ -278,6 +279,18 @@ def read_sets(conn: Connection, query: Select[Any], *, whole: bool = True,
             if entrydelta.is_delta(row[-1]):
                 rows[i] = (*row[:-1], entrydelta.apply(_stored_value(
                     conn, entrydelta.base_of(row[-1])), row[-1]))
+    return rows
+
+
+def read_columns(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
+    """``read_sets``, each row's last column the entry set's columns (``entryset.unpack``):
+    a delta is applied to its base's, not packed whole to be unpacked again."""
+    rows = read_sets(conn, query, whole=False)
+    for i, row in enumerate(rows):
+        data = row[-1]
+        rows[i] = (*row[:-1], entrydelta.resolve(
+            _stored_value(conn, entrydelta.base_of(data)), data)[0]
+            if entrydelta.is_delta(data) else entryset.unpack(data))
     return rows
 
 
