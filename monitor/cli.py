@@ -281,6 +281,7 @@ def _prune(args: argparse.Namespace) -> int:
     try:
         now = datetime.now(UTC)
         verb = "would delete" if args.dry_run else "deleted"
+        deleted = False
         for name, target_id in target_ids(engine):
             keep = cfg.retention(name)
             found = prune_target(engine, target_id, max_age=keep.snapshots,
@@ -292,7 +293,8 @@ def _prune(args: argparse.Namespace) -> int:
                  f"{found.boundary}, {found.changes} changes, {found.documents} document "
                  f"rows, {found.entry_sets} entry-set versions, {found.robots_files} robots.txt "
                  "versions")
-        if not args.dry_run:
+            deleted = deleted or bool(found.snapshots or found.entry_sets or found.robots_files)
+        if deleted and not args.dry_run:
             given = give_back(engine)
             if given is None:
                 _out("the SQLite file keeps its free pages for reuse (it was made before "

@@ -3,7 +3,7 @@ retention, on SQLite and PostgreSQL.
 
     .venv/bin/python tests/benchmarks/growth.py [--database sqlite|postgres]
         [--pattern daily one every] [--children 10] [--urls 50000] [--days 30]
-        [--retention 7d] [--out FILE.json]
+        [--retention 7d] [--modes none retention] [--out FILE.json]
 
 The site (``growth_site.py``, its own process) is W1's shape by default: an index of 10
 urlsets of 50,000 URLs; its lastmods move by pattern: ``daily`` (1% of every child's URLs a
@@ -173,6 +173,8 @@ def main() -> None:
     parser.add_argument("--urls", type=int, default=50_000)
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--retention", default="7d")
+    parser.add_argument("--modes", nargs="+", choices=["none", "retention"],
+                        default=["none", "retention"], help="without retention, with it")
     parser.add_argument("--out")
     args = parser.parse_args()
     os.environ["SITEMAP_MONITOR_PARSE_WORKERS"] = "0"  # read when a check starts
@@ -180,7 +182,7 @@ def main() -> None:
     for pattern in args.pattern:
         args.pattern_now = pattern
         runs[pattern] = []
-        for retention in (None, args.retention):
+        for retention in [None if mode == "none" else args.retention for mode in args.modes]:
             with serve_script("growth_site.py", pattern, str(args.children),
                               str(args.urls)) as site, database(args.database) as where:
                 runs[pattern].append(asyncio.run(_run(where.url, site.origin, args, retention)))

@@ -5,6 +5,7 @@ between any two of them. Through the CLI, against a real local site, on both dat
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from site_fixture import Site, index, urlset
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from monitor.cli import main
 from monitor.store.db import make_engine
@@ -137,6 +138,19 @@ def test_every_kept_snapshot_reads_as_before_a_prune(
     assert latest["removed"] == latest["changed"] == 0
 
 
+def _vacuumed(engine: Any, table: str) -> bool:
+    """Whether PostgreSQL's statistics say the table was vacuumed by hand (they come within a
+    second or so)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with engine.connect() as conn:
+            if conn.execute(text("SELECT last_vacuum FROM pg_stat_all_tables WHERE relname = :t"),
+                            {"t": table}).scalar() is not None:
+                return True
+        time.sleep(0.2)
+    return False
+
+
 def test_db_prune_keeps_what_the_configuration_says_and_dry_run_changes_nothing(
     site: Site, db: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
 ) -> None:
@@ -179,6 +193,8 @@ def test_db_prune_keeps_what_the_configuration_says_and_dry_run_changes_nothing(
         assert "\np: deleted 3 snapshots before snapshot" in out
         assert f"{gone}: deleted 2 snapshots before snapshot" in out
         assert count() == 5
+        if db.startswith("postgresql"):  # and vacuumed what it deleted from, autovacuum or not
+            assert _vacuumed(engine, "entry_sets")
         code, out, _ = run(capsys, "db", "prune", "--config", str(config), "--database-url", db)
         assert out == f"{gone}: nothing past its retention\np: nothing past its retention\n"
     finally:
