@@ -86,9 +86,7 @@ class Job:
     max_children: int
     body: bytes | None = None
     path: str | None = None
-    # The document's stored entry set, on a re-check: its value, or its columns (a version
-    # stored as a delta, resolved but not packed: monitor.store.sql.StoredSet).
-    previous: bytes | entryset.Columns | None = None
+    previous: bytes | None = None  # the document's stored entry set, on a re-check
     baseline: bool = False  # the target's first check: keep only the first additions
     examples: int = 1000  # issues (and additions of a baseline) kept in full; the rest counted
     fingerprints: bool = True  # False: Digest.hashes is None (monitor.pipeline._digest says why)
@@ -366,9 +364,7 @@ def _fingerprints(locs: Iterable[str], job: Job) -> bytes | None:
 
 
 def _previous(job: Job) -> entryset.Columns | None:
-    if job.previous is None or isinstance(job.previous, entryset.Columns):
-        return job.previous
-    return entryset.unpack(job.previous)
+    return None if job.previous is None else entryset.unpack(job.previous)
 
 
 def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job) -> None:

@@ -393,7 +393,7 @@ class _Check:
             url=got.url, now=self.started, max_bytes=limits.max_bytes,
             max_urls=limits.max_urls, max_children=limits.max_children,
             body=None if body.data is None else bytes(body.data), path=body.path,
-            previous=None if got.stored is None else got.stored.value,
+            previous=None if got.stored is None else got.stored.data,
             baseline=self.first, examples=self.issue_limit,
             **_base(got.stored),
             # The fingerprints of a document's locs find their duplicates in the documents read
@@ -705,8 +705,7 @@ class _Check:
         self.lastmods_compared += found.lastmod_compared
         self.lastmods_changed += found.lastmod_changed
         self.balances[got.url] = found.balance
-        if (got.stored is not None and not (found.changes or found.rows or found.packs)
-                and got.stored.data == found.data):
+        if got.stored is not None and got.stored.data == found.data:
             return  # new bytes, same entries and verdicts (whitespace, order of attributes)
         self.stored_now.add(got.url)
         snapshot_id = await self._snapshot()

@@ -83,25 +83,16 @@ class TargetState:
     lastmods: tuple[int, int] | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class StoredSet:
-    """The current version of one document's entries: its row id and its whole value, or of a
-    version stored as a delta its columns (``entrydelta.resolve``), packed only if ``data`` is
-    asked for: a re-check's digest takes the columns as they are."""
+    """The current version of one document's entries: its row id and its whole value."""
 
     id: int
     document_url: str
-    value: bytes | entryset.Columns
+    data: bytes
     # Stored as a delta (monitor.entrydelta): its base, the base's header, and the positions at
     # which it differs from the base; None when it is whole (it is then its own base).
     base: entrydelta.Base | None = None
-
-    @property
-    def data(self) -> bytes:
-        """The whole value, byte for byte as ``entryset.pack`` makes it."""
-        if not isinstance(self.value, bytes):
-            self.value = entryset.pack(self.value)
-        return self.value
 
 
 def transaction(engine: Engine, work: Callable[[Connection], T], *, attempts: int = 3) -> T:
@@ -223,9 +214,8 @@ def load_entry_sets(
             if not entrydelta.is_delta(data):
                 result[url] = StoredSet(row_id, url, data)
                 continue
-            columns, base = entrydelta.resolve(_stored_value(conn, entrydelta.base_of(data)),
-                                               data)
-            result[url] = StoredSet(row_id, url, columns, base)
+            whole, base = entrydelta.info(_stored_value(conn, entrydelta.base_of(data)), data)
+            result[url] = StoredSet(row_id, url, whole, base)
     return result
 
 
