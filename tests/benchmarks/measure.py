@@ -100,6 +100,17 @@ def _pss_kb(pid: int) -> int:
     return 0
 
 
+def _hwm_kb(pid: int) -> int:
+    """A process's peak RSS so far (VmHWM: its own, since its exec)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 class _Tree:
     """Samples of a running process tree: descendants' CPU and the peak of the summed PSS."""
 
@@ -110,8 +121,10 @@ class _Tree:
         self.cpu: dict[int, float] = {}
         self.peak_kb = 0
         self.samples = 0
+        self.hwm_kb = 0  # the root's own high-water RSS (VmHWM), read while it runs
 
     def sample(self) -> None:
+        self.hwm_kb = max(self.hwm_kb, _hwm_kb(self.root))
         pids = _descendants(self.root)
         for pid in pids:
             cpu = proc_cpu_seconds(pid)
@@ -203,7 +216,11 @@ def run(
     out_path.unlink(missing_ok=True)
     err_path.unlink(missing_ok=True)
     cpu = usage.ru_utime + usage.ru_stime
-    peak = usage.ru_maxrss / 1024  # Linux reports kilobytes
+    # wait4's ru_maxrss is at least the RSS this process had when it forked the child (Linux
+    # carries the high-water mark across fork and exec): a harness that had just generated a
+    # workload made its check "peak" at the harness's 527 MB. The child's own VmHWM, sampled
+    # while it ran, does not inherit it; ru_maxrss serves a child too quick to be sampled.
+    peak = (tree.hwm_kb or usage.ru_maxrss) / 1024  # Linux reports kilobytes
     return Measurement(
         name=name,
         argv=argv,
