@@ -89,26 +89,25 @@ def _descendants_by_parent(root: int) -> list[int]:
     return out
 
 
-def _pss_kb(pid: int) -> int:
-    """Proportional set size: pages shared between the processes count once in the sum."""
+def _kib(path: str, key: str) -> int:
+    """The kB figure of the line ``key`` of a /proc file (0 once the process is gone)."""
     try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key):
                 return int(line.split()[1])
     except OSError:
         pass
     return 0
+
+
+def _pss_kb(pid: int) -> int:
+    """Proportional set size: pages shared between the processes count once in the sum."""
+    return _kib(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 def _hwm_kb(pid: int) -> int:
     """A process's peak RSS so far (VmHWM: its own, since its exec)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return _kib(f"/proc/{pid}/status", "VmHWM:")
 
 
 class _Tree:
