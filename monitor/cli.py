@@ -274,7 +274,7 @@ def _prune(args: argparse.Namespace) -> int:
     longer names: the defaults'), deleted a few snapshots a transaction."""
     from datetime import UTC, datetime
 
-    from monitor.store.retention import give_back, prune_target, target_ids
+    from monitor.store.retention import NO_VACUUM, give_back, prune_target, target_ids
 
     cfg = _config(args)
     engine = _open_engine(_database_url(args, cfg))
@@ -293,13 +293,11 @@ def _prune(args: argparse.Namespace) -> int:
                  f"{found.boundary}, {found.changes} changes, {found.documents} document "
                  f"rows, {found.entry_sets} entry-set versions, {found.robots_files} robots.txt "
                  "versions")
-            deleted = deleted or bool(found.snapshots or found.entry_sets or found.robots_files)
+            deleted = deleted or found.deleted
         if deleted and not args.dry_run:
             given = give_back(engine)
             if given is None:
-                _out("the SQLite file keeps its free pages for reuse (it was made before "
-                     "incremental vacuum): run 'sitemap-monitor db vacuum' once, with the "
-                     "daemon stopped, for it to shrink")
+                _out(NO_VACUUM)
             elif given:
                 _out(f"gave {given} bytes back to the file system")
     finally:

@@ -18,7 +18,14 @@ from sqlalchemy import Engine
 
 from monitor import config
 from monitor.metrics import Metrics
-from monitor.store.retention import Pruned, database_bytes, give_back, prune_target, target_ids
+from monitor.store.retention import (
+    NO_VACUUM,
+    Pruned,
+    database_bytes,
+    give_back,
+    prune_target,
+    target_ids,
+)
 
 __all__ = ["Pruner"]
 
@@ -84,7 +91,7 @@ class Pruner:
             pruned = await asyncio.to_thread(
                 prune_target, self._engine, target_id, max_age=keep.snapshots,
                 keep_last=keep.keep_last, now=now)
-            if pruned.snapshots or pruned.entry_sets:
+            if pruned.deleted:
                 found.append((name, pruned))
                 logger.info("history pruned", target=name, snapshots=pruned.snapshots,
                             changes=pruned.changes, entry_sets=pruned.entry_sets,
@@ -101,6 +108,4 @@ class Pruner:
             logger.info("database space given back", bytes=given)
         elif given is None and not self._said_no_vacuum:
             self._said_no_vacuum = True
-            logger.warning("the SQLite file keeps its free pages for reuse (it was made before "
-                           "incremental vacuum): run 'sitemap-monitor db vacuum' once, with the "
-                           "daemon stopped, for it to shrink")
+            logger.warning(NO_VACUUM)

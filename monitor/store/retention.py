@@ -19,7 +19,9 @@ before B). So the URL set, the issues and the changes of every kept snapshot rea
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,8 +51,8 @@ from monitor.store.schema import (
 )
 from monitor.store.sql import transaction
 
-__all__ = ["Pruned", "boundary", "database_bytes", "give_back", "prune_target", "target_ids",
-           "vacuum"]
+__all__ = ["NO_VACUUM", "Pruned", "boundary", "database_bytes", "give_back", "prune_target",
+           "target_ids", "vacuum"]
 
 # A transaction's work, each one short (a check waits for SQLite's write lock meanwhile): change
 # rows, then snapshots with their documents, then entry-set versions.
@@ -73,6 +75,17 @@ class Pruned:
     entry_sets: int = 0
     robots_files: int = 0  # robots.txt versions superseded before the boundary
     boundary: int | None = None  # the oldest snapshot kept; None: none to delete
+
+    @property
+    def deleted(self) -> bool:
+        """Whether any row went (changes and documents go only with their snapshots)."""
+        return bool(self.snapshots or self.entry_sets or self.robots_files)
+
+
+# What the daemon's pruner and ``db prune`` say of a SQLite file ``give_back`` cannot shrink.
+NO_VACUUM = ("the SQLite file keeps its free pages for reuse (it was made before incremental "
+             "vacuum): run 'sitemap-monitor db vacuum' once, with the daemon stopped, for it to "
+             "shrink")
 
 
 def database_bytes(engine: Engine) -> int:
@@ -243,12 +256,10 @@ def give_back(engine: Engine) -> int | None:
     tables a prune deletes from (reads and writes go on meanwhile), so that their freed space
     is reused at once, where autovacuum is off or waits for a fifth of a table to be dead."""
     if engine.dialect.name != "sqlite":
-        return _vacuum_pruned(engine)
-    raw = engine.raw_connection()
-    try:
-        sqlite = raw.driver_connection
-        assert sqlite is not None
-
+        before = database_bytes(engine)
+        _vacuum_postgres(engine, ", ".join(table.name for table in _PRUNED))
+        return max(0, before - database_bytes(engine))  # the tables' empty ends cut off
+    with _driver(engine) as sqlite:
         def pragma(name: str) -> int:
             return int(sqlite.execute(f"PRAGMA {name}").fetchone()[0])
 
@@ -264,40 +275,44 @@ def give_back(engine: Engine) -> int | None:
                 break
             given += (free - left) * page
         return given
-    finally:
-        raw.close()
 
 
+# The tables a prune deletes from (notifications: their snapshot_id set to NULL).
 _PRUNED = (changes, documents, snapshots, entry_sets, robots_files, notifications)
-
-
-def _vacuum_pruned(engine: Engine) -> int:
-    """PostgreSQL's VACUUM of the pruned tables; the bytes the database shrank by (its
-    tables' empty ends cut off; most freed space stays in them, for reuse)."""
-    before = database_bytes(engine)
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql("SET statement_timeout = 0")  # a big table's VACUUM takes long
-        try:
-            conn.exec_driver_sql("VACUUM " + ", ".join(table.name for table in _PRUNED))
-        finally:
-            conn.exec_driver_sql("RESET statement_timeout")
-    return max(0, before - database_bytes(engine))
 
 
 def vacuum(engine: Engine) -> None:
     """``db vacuum``: rewrite a SQLite file whole, as one that gives its free pages back (the
     write lock is held throughout: run it with the daemon stopped); PostgreSQL's VACUUM."""
     if engine.dialect.name != "sqlite":
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM")
+        _vacuum_postgres(engine)
         return
+    with _driver(engine) as sqlite:
+        try:
+            sqlite.executescript(f"PRAGMA busy_timeout = {VACUUM_WAIT * 1000}; "
+                                 f"PRAGMA auto_vacuum = {_INCREMENTAL}; VACUUM;")
+        except sqlite3.Error as exc:  # "database is locked": a daemon writes to it
+            raise StoreError(f"vacuum failed on {engine.url.database}: {exc}") from None
+
+
+def _vacuum_postgres(engine: Engine, tables: str = "") -> None:
+    """PostgreSQL's plain VACUUM (of these tables, or of the whole database), outside a
+    transaction and without the statement timeout: a big table's takes long."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("SET statement_timeout = 0")
+        try:
+            conn.exec_driver_sql(f"VACUUM {tables}".strip())
+        finally:
+            conn.exec_driver_sql("RESET statement_timeout")
+
+
+@contextlib.contextmanager
+def _driver(engine: Engine) -> Iterator[sqlite3.Connection]:
+    """The sqlite3 connection of a pooled connection, for what the driver does itself."""
     raw = engine.raw_connection()
     try:
         sqlite = raw.driver_connection
-        assert sqlite is not None
-        sqlite.executescript(f"PRAGMA busy_timeout = {VACUUM_WAIT * 1000}; "
-                             f"PRAGMA auto_vacuum = {_INCREMENTAL}; VACUUM;")
-    except sqlite3.Error as exc:  # "database is locked": a daemon writes to it
-        raise StoreError(f"vacuum failed on {engine.url.database}: {exc}") from None
+        assert isinstance(sqlite, sqlite3.Connection)
+        yield sqlite
     finally:
         raw.close()
