@@ -498,7 +498,7 @@ def main() -> None:
         results["W1"] = w1
     if "W1H" in workload_names:  # W1's harness, on the variant's own folder of data
         w1h = run_w1(
-            args.data_dir / "hreflang",
+            workloads.folder("W1H", args.data_dir),
             kinds,
             peers=not args.no_peers,
             profile=args.profile,

@@ -46,8 +46,7 @@ def main() -> None:
     parser.add_argument("--workload", choices=["W1", "W1H"], default="W1",
                         help="W1H: W1 with hreflang alternates and images (run.py's W1H)")
     args = parser.parse_args()
-    if args.workload == "W1H":
-        args.data_dir = args.data_dir / "hreflang"  # as run.py keeps it
+    args.data_dir = workloads.folder(args.workload, args.data_dir)
     workloads.ensure(args.workload, args.data_dir)
     walls: dict[str, list[float]] = {args.rev: [], "this": []}
     with (tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as empty,

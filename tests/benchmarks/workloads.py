@@ -3,7 +3,8 @@
 W1: a sitemap index of 10 children x 50,000 URLs (about 95 MB), realistic entries: W3C datetimes
 of several shapes, changefreq, priority, ``&amp;`` in query strings, image extension entries.
 W1': the same with 500 URLs of one child given a new lastmod (and that child's index lastmod).
-W1H (``run.py --hreflang``): W1's shape, each URL with three hreflang alternates and one image.
+W1H (``run.py --workload W1H``, under ``hreflang/``): W1's shape, each URL with three hreflang
+alternates and one image.
 Children 1-5 hold English pages, 6-10 their German versions (URL i of child c and of child c+5):
 each names the English page (en), the German one (de) and the English one again (x-default),
 so every alternate is answered, across documents. W1H' changes child 3 as W1' does.
@@ -299,6 +300,12 @@ def ensure(workload: str, data_dir: Path) -> dict[str, Any]:
     return manifest
 
 
+def folder(workload: str, root: Path) -> Path:
+    """Where ``workload`` is kept under the data folder ``root``: W1H writes W1's file names,
+    so it has its own folder."""
+    return root / "hreflang" if workload == "W1H" else root
+
+
 def w1_child_files(data_dir: Path) -> list[Path]:
     """The 10 child sitemaps of W1 on disk, in order (the floor parses these)."""
     return [data_dir / "w1" / f"sitemap-{c:02d}.xml" for c in range(1, W1_CHILDREN + 1)]
@@ -311,4 +318,5 @@ if __name__ == "__main__":
     where = default_data_dir()
     for name in sys.argv[1:] or ["W1", "W2"]:
         started = time.perf_counter()
-        print(name, ensure(name, where), f"{time.perf_counter() - started:.1f}s", where)
+        print(name, ensure(name, folder(name, where)), f"{time.perf_counter() - started:.1f}s",
+              folder(name, where))
