@@ -22,7 +22,7 @@ import sys
 import threading
 from array import array
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -221,10 +221,12 @@ def _digest_new(job: Job) -> Digest:
     """A document with nothing stored to compare with (or a baseline): validated as it is
     parsed, so that its parsed entries and their states are never all held at once, and its
     states dropped before the entry set is compressed (a worker's peak memory, twice over).
-    The usual document, without an issue, is kept as columns and never has states at all."""
+    The usual document, without an issue, is kept as columns and never has states at all; its
+    extensions column is compressed as it comes (``_Extensions``)."""
     parser = _parser(job)
     batches = _batches(job, parser)
-    clean = validate.CleanDocument(job.url, now=job.now)
+    sink = _Extensions(job.examples if job.baseline else 0)
+    clean = validate.CleanDocument(job.url, now=job.now, sink=sink)
     checked = None
     for batch in batches:
         if not clean.add(batch):
@@ -240,8 +242,43 @@ def _digest_new(job: Job) -> Digest:
     if not _has_entries(result):
         return result
     if checked is None:
-        return _finish_clean(result, clean, parsed.unkeyed_invalid, job)
+        return _finish_clean(result, clean, sink, parsed.unkeyed_invalid, job)
     return _finish(result, checked, parsed.unkeyed_invalid, job, None)
+
+
+_MASK = (1 << 64) - 1
+
+
+class _Extensions:
+    """A new document's extensions column, as ``CleanDocument`` takes it batch by batch
+    (``validate.ExtensionSink``): compressed as it comes (``entryset.Stream``: a W1H child's
+    18 MB of text were a third of a digest's peak, held as strings and then joined), with the
+    sums ``_extension_data`` makes of the column worked out a batch at a time, and the first
+    ``keep`` values (a baseline's example additions)."""
+
+    __slots__ = ("_keep", "balance", "head", "news", "stream")
+
+    def __init__(self, keep: int) -> None:
+        self.stream = entryset.Stream()
+        self.balance = 0  # extensions.balance of the entries so far
+        self.news = 0  # news:news tags so far
+        self.head: list[str | None] = []
+        self._keep = keep
+
+    def add(self, locs: Sequence[str], values: Sequence[str | None]) -> None:
+        if len(self.head) < self._keep:
+            self.head += values[: self._keep - len(self.head)]
+        text = self.stream.add(values)
+        if '{"href":"' in text:
+            self.balance = (self.balance + extensions.balance_of(locs, text)) & _MASK
+        if '"news":' in text:
+            self.news += extensions.news_count(values)
+
+    def values(self) -> list[str | None]:
+        """Every value taken (a document validated entry by entry after all): the sink no
+        longer holds them."""
+        values, self.stream = self.stream.values(), entryset.Stream()
+        return values
 
 
 def _parser(job: Job) -> parse.DocumentParser:
@@ -299,30 +336,39 @@ def _finish(result: Digest, checked: validate.ValidatedDocument, unkeyed_invalid
     return result
 
 
-def _finish_clean(result: Digest, clean: validate.CleanDocument, unkeyed_invalid: int,
-                  job: Job) -> Digest:
+def _finish_clean(result: Digest, clean: validate.CleanDocument, sink: _Extensions,
+                  unkeyed_invalid: int, job: Job) -> Digest:
     """``_finish`` for a document without an issue, from its columns."""
     locs, fields = clean.take()
     result.entries = result.urls = len(locs)
     result.invalid = unkeyed_invalid
     result.hashes = _fingerprints(locs, job)
-    additions = _clean_additions(locs, fields)
-    result.changes = list(islice(additions, job.examples) if job.baseline else additions)
-    columns = entryset.clean_columns(locs, fields)
-    del locs, fields, additions  # the values go before their columns are compressed
-    result.data = _pack(result, columns, job.url)
+    if job.baseline:  # the first additions only: their extensions are the sink's head
+        n = len(sink.head)
+        result.changes = list(_clean_additions(locs[:n], (*(f[:n] for f in fields[:3]),
+                                                          sink.head)))
+    else:
+        result.changes = list(_clean_additions(locs, (*fields[:3], sink.stream.values())))
+    columns = entryset.clean_columns(locs, fields, sink.stream)
+    del locs, fields  # the values go before their columns are compressed
+    result.balance = sink.balance
+    _news(result, sink.news, job.url)
+    result.data = _pack(result, columns, job.url, sink.stream)
     return result
 
 
-def _pack(result: Digest, columns: entryset.Columns, url: str) -> bytes:
-    """The stored entry set: its columns with what the document itself said."""
-    _extension_data(result, columns, url)
+def _pack(result: Digest, columns: entryset.Columns, url: str,
+          stream: entryset.Stream | None = None) -> bytes:
+    """The stored entry set: its columns with what the document itself said. ``stream``: its
+    extensions, compressed as they came (``_Extensions``, which summed them already)."""
+    if stream is None:
+        _extension_data(result, columns, url)
     entryset.annotate(columns, issues=[{"rule": i.rule, "message": i.message, "loc": i.loc}
                                        for i in result.issues],
                       dropped=result.dropped, duplicates=result.duplicate_locs,
                       balance=result.balance)
     result.lastmods = columns.present(1) - result.counts.get(_INVALID, 0)
-    return entryset.pack(columns)
+    return entryset.pack(columns, stream)
 
 
 def _extension_data(result: Digest, columns: entryset.Columns, url: str) -> None:
@@ -336,12 +382,16 @@ def _extension_data(result: Digest, columns: entryset.Columns, url: str) -> None
             hashes = array("Q")
             hashes.frombytes(result.hashes)
         result.balance = extensions.balance_of(columns.locs(), text, hashes)
-    if '"news":' in text and not any(i.rule == "news-too-many" for i in result.issues):
-        news = extensions.news_count(columns.column(4))
-        if news > extensions.MAX_NEWS:
-            result.issues.append(Issue("news-too-many", f"{news} news:news tags; the limit "
-                                       f"is {extensions.MAX_NEWS} a document", document=url))
-            result.counts["news-too-many"] += 1
+    if '"news":' in text:
+        _news(result, extensions.news_count(columns.column(4)), url)
+
+
+def _news(result: Digest, news: int, url: str) -> None:
+    """``news-too-many``, unless the parse found it already."""
+    if news > extensions.MAX_NEWS and not any(i.rule == "news-too-many" for i in result.issues):
+        result.issues.append(Issue("news-too-many", f"{news} news:news tags; the limit "
+                                   f"is {extensions.MAX_NEWS} a document", document=url))
+        result.counts["news-too-many"] += 1
 
 
 def _clean_additions(locs: list[str], fields: tuple[list[str | None], ...]) -> Iterator[Change]:

@@ -17,6 +17,11 @@ Each column joins its values (in document order) with \x00, an unset value being
 of \x00-\x02 can occur in an XML document's text, nor in extension data (JSON escapes them);
 the parser replaces them in text sitemaps. Not pickle or marshal: the database is not trusted
 to run code, and any tool can read the history.
+
+The zlib value holds two deflate streams end to end: everything up to the \x02 before
+EXTENSIONS, flushed to a byte boundary, then EXTENSIONS on its own (``pack``), so that a new
+document's extensions can be compressed while it is parsed (``Stream``). Any zlib reader reads
+it as one value; sets written before, in one stream, read the same.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import re
 import zlib
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise, repeat
 from operator import attrgetter, rshift
@@ -34,7 +39,7 @@ from typing import cast
 
 from monitor.model import RULES_VERSION, EntryState, entry_state
 
-__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "annotate",
+__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "Stream", "annotate",
            "assemble", "clean_columns", "columns", "decode", "encode", "field_texts",
            "fingerprints", "head", "loc_hash", "loc_hashes", "locs", "pack", "rows",
            "rows_and_rules", "unpack"]
@@ -133,10 +138,17 @@ def columns(states: Mapping[str, EntryState], rules: Mapping[str, str]) -> Colum
                     [i for i, state in enumerate(values) if not state.valid], by_position)
 
 
-def clean_columns(locs: list[str], fields: Iterable[list[str | None]]) -> Columns:
+def clean_columns(locs: list[str], fields: Sequence[list[str | None]],
+                  extensions: Stream | None = None) -> Columns:
     """``columns`` of entries that are all valid and without an issue, given as the column of
-    their locs and those of their ``FIELDS``."""
-    texts, absent = field_texts(fields)
+    their locs and those of their ``FIELDS``; or of the first three, and the extensions as a
+    ``Stream`` (which ``pack`` is then given: the last text is left empty)."""
+    if extensions is None:
+        texts, absent = field_texts(fields)
+    else:
+        texts, absent = field_texts([*fields[:3], []])
+        if extensions.absent:
+            absent.append(FIELDS[3])
     return assemble(len(locs), ["\x00".join(locs), *texts], absent, [], {})
 
 
@@ -206,19 +218,132 @@ def head(prefix: bytes) -> tuple[int, int] | None:
     return None if match is None else (int(match.group(1)), int(match.group(2) or 0))
 
 
-def pack(columns: Columns) -> bytes:
-    """Compress an entry set's columns into its stored form."""
-    packer = zlib.compressobj(_LEVEL)
-    out = [packer.compress(_encode(columns.header).encode("utf-8", "surrogatepass"))]
-    for text in columns.texts:
-        out.append(packer.compress(_SEP_BYTES))
-        # A slice at a time: a column's text whole, encoded, would be a copy of it (W1H: an
-        # extensions column of 17 MB).
-        for start in range(0, len(text), _SLICE):
-            out.append(packer.compress(
-                text[start : start + _SLICE].encode("utf-8", "surrogatepass")))
-    out.append(packer.flush())
+def pack(columns: Columns, extensions: Stream | None = None) -> bytes:
+    """Compress an entry set's columns into its stored form. ``extensions``: the last column
+    as it was compressed while it came (``Stream``), in place of ``columns.texts[4]``.
+
+    One zlib value, in two deflate streams: the header and the first four columns, flushed to
+    a byte boundary, then the extensions column compressed on its own, so that the bytes are
+    the same whether it came as a ``Stream`` or as text."""
+    packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+    out, check = [_ZLIB_HEADER], zlib.adler32(b"")
+    for data in _pieces(columns):
+        out.append(packer.compress(data))
+        check = zlib.adler32(data, check)
+    if (not columns.texts[4] if extensions is None
+            else extensions.absent or not extensions.length):
+        out.append(packer.flush())
+    else:
+        out.append(packer.flush(zlib.Z_SYNC_FLUSH))
+        del packer  # its 256 KB of state, before the next stream's
+        if extensions is None:
+            extensions = Stream()
+            extensions.add_text(columns.texts[4])
+        out.append(extensions.finish())
+        check = _adler32_combine(check, extensions.check, extensions.length)
+    out.append(check.to_bytes(4, "big"))
     return b"".join(out)
+
+
+def _pieces(columns: Columns) -> Iterator[bytes]:
+    """The bytes of the header and the first four columns, each after a separator, and the
+    separator before the last: a slice at a time (a column's text whole, encoded, would be a
+    copy of it), and each dropped once compressed."""
+    yield _encode(columns.header).encode("utf-8", "surrogatepass")
+    for text in columns.texts[:4]:
+        yield _SEP_BYTES
+        yield from _slices(text)
+    yield _SEP_BYTES
+
+
+def _slices(text: str) -> Iterator[bytes]:
+    for start in range(0, len(text), _SLICE):
+        yield text[start : start + _SLICE].encode("utf-8", "surrogatepass")
+
+
+_ZLIB_HEADER = b"\x78\x01"  # deflate, 32 KB window, level 1: what zlib.compressobj(1) writes
+_ADLER_BASE = 65521
+
+
+def _adler32_combine(first: int, second: int, length: int) -> int:
+    """The Adler-32 of two byte strings end to end, from each one's and the second's length
+    (zlib's adler32_combine, which Python does not expose)."""
+    base = _ADLER_BASE
+    rem = length % base
+    sum1 = first & 0xFFFF
+    sum2 = rem * sum1 % base
+    sum1 += (second & 0xFFFF) + base - 1
+    sum2 += (first >> 16) + (second >> 16) + base - rem
+    return sum1 % base | (sum2 % base) << 16
+
+
+class Stream:
+    """The extensions column of an entry set, compressed as its values come.
+
+    Extensions are most of a set where entries carry hreflang alternates and images (a W1H
+    child: 18 of 23 MB of text). Held as a string each, then joined, then packed, they were half
+    of a digest's peak memory; here each batch is joined and deflated as it comes (the child:
+    2 MB), and ``pack`` ends the stored value with the stream as it is, compressed once. Values
+    join as ``field_texts`` joins them, \x01 for unset."""
+
+    __slots__ = ("_chunks", "_packer", "check", "length", "size", "unset")
+
+    def __init__(self) -> None:
+        self._packer: zlib._Compress | None = None  # made when the first byte comes (256 KB)
+        self._chunks: list[bytes] = []
+        self.check = zlib.adler32(b"")  # of the text's bytes so far
+        self.length = 0  # the text's bytes so far
+        self.size = 0  # values added
+        self.unset = 0  # of them, unset
+
+    def add(self, values: Sequence[str | None]) -> str:
+        """Add these values; their text (without the \x00 before it, after earlier values)."""
+        if not values:
+            return ""
+        unset = values.count(None)
+        text = "\x00".join(cast("Sequence[str]", values) if not unset
+                           else [_UNSET if v is None else v for v in values])
+        self.size += len(values)
+        self.unset += unset
+        self._write((("\x00" if self.size > len(values) else "") + text).encode(
+            "utf-8", "surrogatepass"))
+        return text
+
+    def add_text(self, text: str) -> None:
+        """Add a column's whole text as ``field_texts`` makes it (``pack``'s own use)."""
+        for data in _slices(text):
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        if not data:
+            return
+        self.check = zlib.adler32(data, self.check)
+        self.length += len(data)
+        if self._packer is None:
+            self._packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+        chunk = self._packer.compress(data)
+        if chunk:
+            self._chunks.append(chunk)
+
+    @property
+    def absent(self) -> bool:
+        """Whether no value added is set (the column is then stored as absent, empty)."""
+        return self.size > 0 and self.unset == self.size
+
+    def values(self) -> list[str | None]:
+        """The values added, in order (decompressed: for the rare paths that need them all)."""
+        if self.absent or self._packer is None:
+            return [None] * self.size if self.absent else [""] * self.size
+        data = b"".join([*self._chunks, self._packer.copy().flush()])
+        text = zlib.decompress(data, -zlib.MAX_WBITS).decode("utf-8", "surrogatepass")
+        return _column(text, self.size, False)
+
+    def finish(self) -> bytes:
+        """The deflate stream of the text (raw, ended); nothing can be added after."""
+        chunks, self._chunks, packer, self._packer = self._chunks, [], self._packer, None
+        if packer is not None:
+            chunks.append(packer.flush())
+        return b"".join(chunks)
 
 
 def unpack(blob: bytes) -> Columns:
@@ -283,9 +408,35 @@ def rows_and_rules(stored: Columns) -> tuple[dict[str, Row], dict[str, str]]:
 
 
 def locs(blob: bytes) -> list[str]:
-    """Just the locs of a stored document version (valid or not), in order."""
-    stored = unpack(blob)
-    return stored.texts[0].split("\x00") if stored.size else []
+    """Just the locs of a stored document version (valid or not), in order. The value is
+    decompressed only as far as the end of its locs column: the columns after it are most of
+    it where entries carry extensions (W1H: 18 of a child's 23 MB), and a check reads the locs
+    of every document it fingerprints."""
+    unpacker = zlib.decompressobj()
+    parts: list[bytes] = []
+    separators, tail = 0, blob
+    while separators < 2:
+        part = unpacker.decompress(tail, _SLICE)
+        tail = unpacker.unconsumed_tail
+        parts.append(part)
+        separators += part.count(_SEP_BYTES)
+        if not tail and len(part) < _SLICE:
+            break
+    data = b"".join(parts)
+    del parts
+    header_end = data.find(_SEP_BYTES)
+    locs_end = data.find(_SEP_BYTES, header_end + 1)
+    if header_end < 0 or locs_end < 0:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    header = json.loads(data[:header_end])
+    if not isinstance(header, dict) or header.get("v") != VERSION:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    if not header.get("n"):
+        return []
+    with memoryview(data) as view:
+        text = str(view[header_end + 1 : locs_end], "utf-8", "surrogatepass")
+    del data
+    return text.split("\x00")
 
 
 def loc_hashes(locs: Iterable[str]) -> list[int]:

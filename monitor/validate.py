@@ -15,19 +15,19 @@ entry, as always.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from itertools import islice, repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from monitor import extensions as extension_rules
 from monitor.model import MAX_LOC_LENGTH, UNUSABLE_LOC, Entry, EntryState, Issue
 
-__all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ValidatedDocument", "child_issue",
-           "issue", "lastmod_valid", "validate_document"]
+__all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ExtensionSink", "ValidatedDocument",
+           "child_issue", "issue", "lastmod_valid", "validate_document"]
 
 CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
 
@@ -350,6 +350,16 @@ def validate_document(
     return ValidatedDocument(states, rules_by_loc, issues, invalid, duplicates)
 
 
+class ExtensionSink(Protocol):
+    """Where a ``CleanDocument`` puts its entries' extensions (``monitor.digest``)."""
+
+    def add(self, locs: Sequence[str], values: Sequence[str | None]) -> object:
+        """Take a batch's extensions (and its locs, which the sink may look at)."""
+
+    def values(self) -> list[str | None]:
+        """Every value taken, in order; the sink no longer holds them."""
+
+
 class CleanDocument:
     """``validate_document`` for the usual document, a batch of entries at a time.
 
@@ -361,12 +371,16 @@ class CleanDocument:
     and returns False when it may hold an issue; ``unique`` tells, at the end, whether no loc
     came twice. Otherwise the caller validates ``release()``'s entries, and the rest of the
     document, entry by entry.
+
+    ``sink``: where the extensions column goes instead of ``fields[3]`` (which then stays
+    empty), batch by batch; ``release`` takes them back from it.
     """
 
-    __slots__ = ("_cutoff", "_extensions", "_now", "_past_days", "_prefix", "_shared", "_today",
-                 "fields", "locs")
+    __slots__ = ("_cutoff", "_extensions", "_now", "_past_days", "_prefix", "_shared", "_sink",
+                 "_today", "fields", "locs")
 
-    def __init__(self, document_url: str, *, now: datetime) -> None:
+    def __init__(self, document_url: str, *, now: datetime,
+                 sink: ExtensionSink | None = None) -> None:
         if now.tzinfo is None:
             raise ValueError("now must be timezone-aware")
         self._now = now
@@ -375,6 +389,7 @@ class CleanDocument:
         self._prefix = _Scope(document_url).prefix
         self._past_days: set[str] = set()
         self._extensions = extension_rules.Checker(now)
+        self._sink = sink
         # lastmods, changefreqs, priorities: each distinct value (up to _SHARED_MAX) as kept
         self._shared: tuple[dict[str, str], ...] = (
             {}, dict(_CHANGEFREQ_SPELLINGS), dict(_PRIORITY_SPELLINGS))
@@ -389,7 +404,10 @@ class CleanDocument:
         locs, lastmods, changefreqs, priorities, extensions = zip(*batch, strict=True)
         self.locs += locs
         kept = self.fields
-        kept[3].extend(extensions)
+        if self._sink is None:
+            kept[3].extend(extensions)
+        else:
+            self._sink.add(locs, extensions)
         distinct = [_set(values) for values in (lastmods, changefreqs, priorities)]
         for column, values, values_set, shared in zip(
             kept[:3], (lastmods, changefreqs, priorities), distinct, self._shared, strict=True
@@ -431,6 +449,8 @@ class CleanDocument:
         """The entries added, in order, as the parser gave them; this object no longer holds
         them."""
         locs, fields = self.take()
+        if self._sink is not None:
+            fields = (*fields[:3], self._sink.values())
         return map(Entry._make, zip(locs, *fields, strict=True))
 
     def _lastmods_ok(self, values: set[str]) -> bool:

@@ -203,6 +203,46 @@ def test_a_document_without_issues_takes_less_than_its_parse() -> None:
     assert digest_peak < 0.66 * parse_peak, (digest_peak, parse_peak)
 
 
+def _alternates_document(count: int) -> bytes:
+    """W1H's shape: every URL with three hreflang alternates (answered in the document) and
+    an image."""
+    urls = []
+    for i in range(count):
+        en, de = f"https://example.com/en/p/{i}", f"https://example.com/de/p/{i ^ 1}"
+        links = "".join(f'<xhtml:link rel="alternate" hreflang="{code}" href="{href}"/>'
+                        for code, href in (("en", en), ("de", de), ("x-default", en)))
+        urls.append(f"<url><loc>{en if i % 2 == 0 else de}</loc><lastmod>2025-03-01</lastmod>"
+                    f"{links}<image:image><image:loc>https://example.com/img/{i}.jpg</image:loc>"
+                    "</image:image></url>")
+    return (f'<?xml version="1.0"?><urlset xmlns="{SITEMAP_NS}" '
+            'xmlns:xhtml="http://www.w3.org/1999/xhtml" '
+            'xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">'
+            + "\n".join(urls) + "</urlset>").encode()
+
+
+def test_extensions_are_held_compressed_as_they_come() -> None:
+    """A document whose entries carry hreflang alternates and images (W1H's shape): its
+    extensions column is compressed batch by batch (entryset.Stream), never held as a string
+    a value, nor as one text. Measured: 0.22x the parse alone; 0.91x before (the strings,
+    then their text beside them at the peak)."""
+    data = _alternates_document(10_000)
+    found, parse_peak, digest_peak = _peaks(data)
+    assert (found.entries, found.counts) == (10_000, Counter())
+    assert digest_peak < 0.5 * parse_peak, (digest_peak, parse_peak)
+    # The same set as the columns path packs (a new document after all: not a baseline).
+    parsed = parse_document(data, URL)
+    states = validate_document(parsed.entries, URL, now=NOW).entries
+    expected = entryset.columns(states, {})
+    entryset.annotate(expected, issues=[], dropped={}, duplicates=[], balance=extensions.balance(
+        list(states), [state.extensions for state in states.values()]))
+    new = digest.digest(_job(data))
+    assert new.data == found.data == entryset.pack(expected)
+    assert new.changes == diff({}, states)
+    assert found.changes == new.changes[:1000]
+    assert found.balance == extensions.balance(
+        list(states), [state.extensions for state in states.values()])
+
+
 @pytest.mark.parametrize("name", ["text-basic.txt", "rss-feed.xml", "atom-feed.xml",
                                   "urlset-extensions.xml", "sitemapindex-basic.xml"])
 @pytest.mark.parametrize("stored", [False, True])

@@ -34,6 +34,67 @@ def test_round_trip(states: dict[str, EntryState], data: st.DataObject) -> None:
     assert entryset.locs(blob) == list(states)
 
 
+def test_locs_read_only_as_far_as_their_column() -> None:
+    # Locs over several of locs()'s decompression slices, and extensions four times their
+    # size; then the same set cut short after its locs: the locs still come back, since the
+    # rest is never decompressed (unpack fails on it).
+    states = {f"https://e.test/{i:07d}/{'x' * 50}": EntryState(
+        "2024-01-01", None, None, f'{{"image":[{{"loc":"https://e.test/{i}/{"y" * 200}.jpg"}}]}}')
+        for i in range(40_000)}
+    blob = entryset.encode(states, {})
+    assert entryset.locs(blob) == list(states)
+    columns = entryset.unpack(blob)
+    head = entryset._encode(columns.header).encode() + b"\x02" + columns.texts[0].encode()
+    packer = zlib.compressobj()
+    cut = packer.compress(head + b"\x02" + columns.texts[1].encode()[:1000])
+    cut += packer.flush(zlib.Z_SYNC_FLUSH)
+    assert entryset.locs(cut) == list(states)
+    with pytest.raises(zlib.error):
+        entryset.unpack(cut)
+    with pytest.raises(ValueError, match="version 1"):
+        entryset.locs(zlib.compress(head))  # no end to the locs
+
+
+values = st.lists(st.none() | st.sampled_from(["", "x", '{"image":[{"loc":"https://e.test/i.jpg"}]}',
+                                              "é" * 40]), max_size=300)
+
+
+@given(values, st.lists(st.integers(min_value=1, max_value=90), min_size=1), st.booleans())
+def test_a_stream_packs_as_the_column_text_does(extensions: list[str | None], cuts: list[int],
+                                                 whole: bool) -> None:
+    """The extensions column compressed as it comes gives the very bytes its text does (so a
+    set's bytes say whether its entries changed, however it was made), whatever the batches."""
+    if whole:  # and a column of one value repeated, which deflate compresses far
+        extensions = ['{"image":[{"loc":"https://e.test/i.jpg"}]}'] * 20_000
+    size = len(extensions)
+    locs = [f"https://e.test/{i}" for i in range(size)]
+    fields = [["2024-01-01"] * size, [None] * size, ["0.5"] * size]
+    stream, start = entryset.Stream(), 0
+    for cut in itertools.cycle(cuts):
+        if start >= size:
+            break
+        stream.add(extensions[start : start + cut])
+        start += cut
+    assert stream.values() == extensions
+    packed = entryset.pack(entryset.clean_columns(locs, fields, stream), stream)
+    assert packed == entryset.pack(entryset.clean_columns(locs, [*fields, extensions]))
+    back = entryset.unpack(packed)
+    assert back.column(4) == extensions
+    assert back.absent(4) == (size > 0 and extensions.count(None) == size)
+    assert zlib.decompress(packed)  # one zlib value: its Adler-32 is that of the whole text
+
+
+def test_sets_packed_in_one_stream_still_read() -> None:
+    """Sets stored before the extensions had a deflate stream of their own."""
+    states = {"https://e.test/a": EntryState("2024-01-01", None, None, '{"x":1}')}
+    columns = entryset.columns(states, {})
+    text = "\x02".join([entryset._encode(columns.header), *columns.texts])
+    old = zlib.compress(text.encode())
+    assert entryset.decode(old).states == states
+    assert entryset.locs(old) == list(states)
+    assert entryset.unpack(old) == entryset.unpack(entryset.pack(columns))
+
+
 def test_empty_and_unset_columns() -> None:
     assert entryset.decode(entryset.encode({}, {})).states == {}
     only_locs = {"https://e.test/a": EntryState(), "https://e.test/": EntryState(valid=False)}
