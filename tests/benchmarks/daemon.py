@@ -95,11 +95,14 @@ def _one(
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
-    """SIGTERM the daemon and reap it: its exit code, peak RSS and CPU."""
+    """SIGTERM the daemon and reap it: its exit code, peak RSS (before the signal) and CPU."""
     if proc.returncode is not None:
         # It exited on its own and _watch's poll() reaped it: its rusage is gone with it.
         return {"exit_code": proc.returncode}
     out: dict[str, Any] = {}
+    # Its own high-water RSS, read while it lives: wait4's ru_maxrss starts at this harness's
+    # RSS when it forked (measure.run says why).
+    peak_kb = measure.hwm_kb(proc.pid)
     proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + 60
     pid = 0
@@ -114,7 +117,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
         out["note"] = "daemon did not stop within 60 s of SIGTERM"
     proc.returncode = os.waitstatus_to_exitcode(status)
     out["exit_code"] = proc.returncode
-    out["peak_rss_mb"] = usage.ru_maxrss / 1024
+    out["peak_rss_mb"] = peak_kb / 1024
     out["cpu_total"] = usage.ru_utime + usage.ru_stime
     return out
 

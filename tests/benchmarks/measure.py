@@ -105,7 +105,7 @@ def _pss_kb(pid: int) -> int:
     return _kib(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
-def _hwm_kb(pid: int) -> int:
+def hwm_kb(pid: int) -> int:
     """A process's peak RSS so far (VmHWM: its own, since its exec)."""
     return _kib(f"/proc/{pid}/status", "VmHWM:")
 
@@ -123,7 +123,7 @@ class _Tree:
         self.hwm_kb = 0  # the root's own high-water RSS (VmHWM), read while it runs
 
     def sample(self) -> None:
-        self.hwm_kb = max(self.hwm_kb, _hwm_kb(self.root))
+        self.hwm_kb = max(self.hwm_kb, hwm_kb(self.root))
         pids = _descendants(self.root)
         for pid in pids:
             cpu = proc_cpu_seconds(pid)
