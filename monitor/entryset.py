@@ -347,10 +347,21 @@ class Stream:
 
 
 def unpack(blob: bytes) -> Columns:
-    """The columns of a stored entry set."""
-    header_text, *texts = zlib.decompress(blob).decode("utf-8", "surrogatepass").split(_SEP)
+    """The columns of a stored entry set. Each column is decoded from the decompressed bytes
+    where it lies: the whole text decoded, then split, held the value three times over at once
+    (69 MB for a W1H child's 23 MB)."""
+    data = zlib.decompress(blob)
+    cuts = [-1]
+    while len(cuts) < 7 and (cut := data.find(_SEP_BYTES, cuts[-1] + 1)) >= 0:
+        cuts.append(cut)
+    if len(cuts) != 6:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    cuts.append(len(data))
+    with memoryview(data) as view:
+        header_text, *texts = [str(view[start + 1 : end], "utf-8", "surrogatepass")
+                               for start, end in pairwise(cuts)]
     header = json.loads(header_text)
-    if not isinstance(header, dict) or header.get("v") != VERSION or len(texts) != 5:
+    if not isinstance(header, dict) or header.get("v") != VERSION:
         raise ValueError(f"not an entry set of version {VERSION}")
     return Columns(header, texts)
 

@@ -98,8 +98,20 @@ class _Column:
     def __init__(self, text: str, absent: bool) -> None:
         self.text, self.absent = text, absent
         self.offset = 0
-        self.parts: list[str] = []  # the new column's text, a batch at a time
+        # The new column's text, a batch at a time; none while every batch is the stored
+        # text's (the stored text is then the new one so far: a W1H child's extensions, 18 MB,
+        # are not held twice, nor joined again, where only its lastmods moved).
+        self.parts: list[str] = []
         self.set = False  # whether the new column has a value set
+
+    def keep(self, new: str, start: int, same: bool) -> None:
+        """Keep a batch's text (``new``), which began at ``start`` in the stored text and was
+        or was not the same as the stored values there."""
+        if same and not self.parts:
+            return
+        if not self.parts and start > 0:  # the batches before, all the same: as stored
+            self.parts.append(self.text[: start - 1])
+        self.parts.append(new)
 
     def same(self, new: str, last: bool) -> bool:
         """Whether the stored values from ``offset`` on begin with these (``new``: their text
@@ -134,6 +146,8 @@ class _Column:
         """The new column's stored text and whether it is absent (``entryset.field_texts``)."""
         if not self.set:
             return "", True
+        if not self.parts:  # every batch was the same as stored
+            return self.text, False
         return "\x00".join(self.parts), False
 
 
@@ -198,28 +212,32 @@ class Rereader:
         self.lastmods += n - fields[0].count(None)
         old_columns: list[Sequence[str | None]] = list(fields)
         changed: set[int] = set()
+        text = ""
         for index, (column, values) in enumerate(zip(self.fields, fields, strict=True)):
             has_unset = None in values
             text = "\x00".join([_UNSET if v is None else v for v in values]
                                 if has_unset else cast("Sequence[str]", values))
-            column.parts.append(text)
             column.set = column.set or not has_unset or values.count(None) != n
-            if column.same(text, last):
+            at = column.offset
+            same = column.same(text, last)
+            column.keep(text, at, same)
+            if same:
                 continue
             old = old_columns[index] = column.take(n)
             changed.update(compress(count(), map(ne, old, values)))
         self.moved.extend(start + i for i in sorted(changed))
-        self._judge(entries, start, old_columns, changed)
+        self._judge(entries, start, old_columns, changed, text)  # the last: the extensions'
         return True
 
     def _judge(self, entries: list[Entry], start: int,
-               old_columns: list[Sequence[str | None]], changed: set[int]) -> None:
+               old_columns: list[Sequence[str | None]], changed: set[int],
+               extensions: str) -> None:
         """The verdicts and changes of one batch (positions in it; ``start`` is the first's
-        in the document)."""
+        in the document; ``extensions``, the text of its extensions)."""
         end = start + len(entries)
         recheck = set(changed)
         recheck.update(i - start for i in self._within("future", start, end))
-        if '"news":' in self.fields[3].parts[-1]:  # news-too-old looks at the time, and rises
+        if '"news":' in extensions:  # news-too-old looks at the time, and rises
             recheck.update(i for i, entry in enumerate(entries)
                            if entry.extensions and '"news":' in entry.extensions)
         rules: dict[int, str] = {}
