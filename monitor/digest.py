@@ -225,7 +225,7 @@ def _digest_new(job: Job) -> Digest:
     extensions column is compressed as it comes (``_Extensions``)."""
     parser = _parser(job)
     batches = _batches(job, parser)
-    sink = _Extensions(job.examples if job.baseline else 0)
+    sink = _Extensions(job.examples if job.baseline else 0, fingerprints=job.fingerprints)
     clean = validate.CleanDocument(job.url, now=job.now, sink=sink)
     checked = None
     for batch in batches:
@@ -254,23 +254,29 @@ class _Extensions:
     (``validate.ExtensionSink``): compressed as it comes (``entryset.Stream``: a W1H child's
     18 MB of text were a third of a digest's peak, held as strings and then joined), with the
     sums ``_extension_data`` makes of the column worked out a batch at a time, and the first
-    ``keep`` values (a baseline's example additions)."""
+    ``keep`` values (a baseline's example additions). With ``fingerprints``, it also works
+    out the locs' fingerprints (``Digest.hashes``) a batch at a time, which the balance then
+    uses."""
 
-    __slots__ = ("_keep", "balance", "head", "news", "stream")
+    __slots__ = ("_keep", "balance", "hashes", "head", "news", "stream")
 
-    def __init__(self, keep: int) -> None:
+    def __init__(self, keep: int, *, fingerprints: bool = False) -> None:
         self.stream = entryset.Stream()
         self.balance = 0  # extensions.balance of the entries so far
         self.news = 0  # news:news tags so far
         self.head: list[str | None] = []
+        self.hashes: array[int] | None = array("Q") if fingerprints else None
         self._keep = keep
 
     def add(self, locs: Sequence[str], values: Sequence[str | None]) -> None:
         if len(self.head) < self._keep:
             self.head += values[: self._keep - len(self.head)]
+        hashes = None
+        if self.hashes is not None:
+            hashes = array("Q", entryset.loc_hashes(locs))
+            self.hashes += hashes
         text = self.stream.add(values)
-        if '{"href":"' in text:
-            self.balance = (self.balance + extensions.balance_of(locs, text)) & _MASK
+        self.balance = (self.balance + extensions.balance_of(locs, text, hashes)) & _MASK
         if '"news":' in text:
             self.news += extensions.news_count(values)
 
@@ -342,7 +348,7 @@ def _finish_clean(result: Digest, clean: validate.CleanDocument, sink: _Extensio
     locs, fields = clean.take()
     result.entries = result.urls = len(locs)
     result.invalid = unkeyed_invalid
-    result.hashes = _fingerprints(locs, job)
+    result.hashes = None if sink.hashes is None else sink.hashes.tobytes()
     if job.baseline:  # the first additions only: their extensions are the sink's head
         n = len(sink.head)
         result.changes = list(_clean_additions(locs[:n], (*(f[:n] for f in fields[:3]),
