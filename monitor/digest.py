@@ -246,9 +246,6 @@ def _digest_new(job: Job) -> Digest:
     return _finish(result, checked, parsed.unkeyed_invalid, job, None)
 
 
-_MASK = (1 << 64) - 1
-
-
 class _Extensions:
     """A new document's extensions column, as ``CleanDocument`` takes it batch by batch
     (``validate.ExtensionSink``): compressed as it comes (``entryset.Stream``: a W1H child's
@@ -276,7 +273,7 @@ class _Extensions:
             hashes = array("Q", entryset.loc_hashes(locs))
             self.hashes += hashes
         text = self.stream.add(values)
-        self.balance = (self.balance + extensions.balance_of(locs, text, hashes)) & _MASK
+        self.balance = (self.balance + extensions.balance_of(locs, text, hashes)) & extensions.MASK
         if '"news":' in text:
             self.news += extensions.news_count(values)
 

@@ -83,7 +83,7 @@ def compose(base_header: dict[str, object], now: entryset.Columns, order: list[i
     texts = []
     for index in range(1, 5):
         values = now.column(index)
-        texts.append("\x00".join([_UNSET if v is None else v for v in (values[i] for i in order)]))
+        texts.append(entryset.joined([values[i] for i in order]))
     header = _header_delta(base_header, now.header, base_id)
     text = _SEP.join([_encode(header), "\x00".join(gaps), *texts])
     delta = MARK + zlib.compress(text.encode("utf-8", "surrogatepass"), _LEVEL)

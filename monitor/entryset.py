@@ -41,7 +41,7 @@ from monitor.model import RULES_VERSION, EntryState, entry_state
 
 __all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "Stream", "annotate",
            "assemble", "clean_columns", "columns", "decode", "encode", "field_texts",
-           "fingerprints", "head", "loc_hash", "loc_hashes", "locs", "pack", "rows",
+           "fingerprints", "head", "joined", "loc_hash", "loc_hashes", "locs", "pack", "rows",
            "rows_and_rules", "unpack"]
 
 VERSION = 1
@@ -157,14 +157,19 @@ def field_texts(fields: Iterable[Sequence[str | None]]) -> tuple[list[str], list
     the names of those without any value (whose text is then "")."""
     texts, absent = [], []
     for name, values in zip(FIELDS, fields, strict=True):
-        if None not in values:
-            texts.append("\x00".join(cast("Sequence[str]", values)))
-        elif values.count(None) == len(values):
+        if values and values.count(None) == len(values):
             texts.append("")
             absent.append(name)
         else:
-            texts.append("\x00".join([_UNSET if v is None else v for v in values]))
+            texts.append(joined(values))
     return texts, absent
+
+
+def joined(values: Sequence[str | None]) -> str:
+    """Values as a column's text holds them: joined by \x00, an unset one as \x01."""
+    if None not in values:
+        return "\x00".join(cast("Sequence[str]", values))
+    return "\x00".join([_UNSET if v is None else v for v in values])
 
 
 def assemble(size: int, texts: list[str], absent: list[str], invalid: list[int],
@@ -300,11 +305,9 @@ class Stream:
         """Add these values; their text (without the \x00 before it, after earlier values)."""
         if not values:
             return ""
-        unset = values.count(None)
-        text = "\x00".join(cast("Sequence[str]", values) if not unset
-                           else [_UNSET if v is None else v for v in values])
+        text = joined(values)
         self.size += len(values)
-        self.unset += unset
+        self.unset += values.count(None)
         self._write((("\x00" if self.size > len(values) else "") + text).encode(
             "utf-8", "surrogatepass"))
         return text
@@ -360,10 +363,7 @@ def unpack(blob: bytes) -> Columns:
     with memoryview(data) as view:
         header_text, *texts = [str(view[start + 1 : end], "utf-8", "surrogatepass")
                                for start, end in pairwise(cuts)]
-    header = json.loads(header_text)
-    if not isinstance(header, dict) or header.get("v") != VERSION:
-        raise ValueError(f"not an entry set of version {VERSION}")
-    return Columns(header, texts)
+    return Columns(_header(header_text), texts)
 
 
 def _column(text: str, size: int, absent: bool) -> list[str | None]:
@@ -418,6 +418,14 @@ def rows_and_rules(stored: Columns) -> tuple[dict[str, Row], dict[str, str]]:
     return dict(zip(loc, found, strict=True)), rules
 
 
+def _header(text: str | bytes) -> dict[str, object]:
+    """A stored set's header, from its JSON; ValueError when it is not this version's."""
+    header = json.loads(text)
+    if not isinstance(header, dict) or header.get("v") != VERSION:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    return header
+
+
 def locs(blob: bytes) -> list[str]:
     """Just the locs of a stored document version (valid or not), in order. The value is
     decompressed only as far as the end of its locs column: the columns after it are most of
@@ -439,10 +447,7 @@ def locs(blob: bytes) -> list[str]:
     locs_end = data.find(_SEP_BYTES, header_end + 1)
     if header_end < 0 or locs_end < 0:
         raise ValueError(f"not an entry set of version {VERSION}")
-    header = json.loads(data[:header_end])
-    if not isinstance(header, dict) or header.get("v") != VERSION:
-        raise ValueError(f"not an entry set of version {VERSION}")
-    if not header.get("n"):
+    if not _header(data[:header_end]).get("n"):
         return []
     with memoryview(data) as view:
         text = str(view[header_end + 1 : locs_end], "utf-8", "surrogatepass")

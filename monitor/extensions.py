@@ -27,9 +27,8 @@ from typing import Any, cast
 from monitor import entryset
 from monitor.langcodes import LANGUAGES, REGIONS
 
-__all__ = ["ENTRY_RULES", "Alternates", "Checker", "balance", "balance_of", "batch_ok", "edges",
-           "edges_of", "hrefs",
-           "message", "news_count", "pair_keys"]
+__all__ = ["ENTRY_RULES", "MASK", "Alternates", "Checker", "balance", "balance_of", "batch_ok",
+           "edges", "edges_of", "hrefs", "message", "news_count", "pair_keys"]
 
 ENTRY_RULES = ("news-too-old", "news-missing-field", "video-missing-field",
                "video-description-too-long", "image-too-many", "extension-deprecated",
@@ -65,7 +64,7 @@ _ITEM = r'\{"href":"[^"\\]*(?:\\.[^"\\]*)*","hreflang":"[^"\\]*(?:\\.[^"\\]*)*"\
 _ALTERNATES = re.compile(r'\{"alternates":\[(' + _ITEM + "(?:," + _ITEM + r")*)\]")
 _ALTERNATE = re.compile(r'\{"href":' + _STRING + ',"hreflang":' + _STRING + r"\}")
 _json_string = json.encoder.encode_basestring_ascii  # how the parser wrote each string
-_MASK = (1 << 64) - 1
+MASK = (1 << 64) - 1  # balances are sums mod 2^64 (``balance``)
 
 
 def _code_ok(code: str) -> bool:
@@ -386,7 +385,7 @@ def pair_keys(first: Sequence[int], second: Sequence[int]) -> array[int]:
     """A 64-bit fingerprint of each ordered pair (a, b): a^2 * b mod 2^64. Not symmetric, and
     not a sum of a part of a and a part of b, so ``balance``'s sums do not cancel over a
     cycle (A names B names C names A) as they would for such a part-wise function."""
-    return array("Q", [a * a * b & _MASK for a, b in zip(first, second, strict=True)])
+    return array("Q", [a * a * b & MASK for a, b in zip(first, second, strict=True)])
 
 
 def balance(locs: Sequence[str], exts: Sequence[str | None]) -> int:
@@ -420,7 +419,7 @@ def balance_of(locs: Sequence[str], text: str, hashes: Sequence[int] | None = No
                                None if hashes is None else hashes[first:last])
             total += sum(map(mul, map(mul, a, a), b)) - sum(map(mul, map(mul, b, b), a))
         first, start = last, end
-    return int(total) & _MASK
+    return int(total) & MASK
 
 
 class Alternates:

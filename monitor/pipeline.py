@@ -838,9 +838,9 @@ class _Check:
             else:
                 balance += head[1]
         stale = {url for url in others if docs[url].issue_counts.get(NOT_RECIPROCAL)}
-        if not balance & (2**64 - 1) and not stale:
+        if not balance & extensions.MASK and not stale:
             return
-        found = await self._unanswered(sitemaps) if balance & (2**64 - 1) else {}
+        found = await self._unanswered(sitemaps) if balance & extensions.MASK else {}
         for url in sorted(stale | set(found), key=sitemaps.index):
             await self._mark(url, docs[url], found.get(url, set()))
 

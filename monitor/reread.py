@@ -215,8 +215,7 @@ class Rereader:
         text = ""
         for index, (column, values) in enumerate(zip(self.fields, fields, strict=True)):
             has_unset = None in values
-            text = "\x00".join([_UNSET if v is None else v for v in values]
-                                if has_unset else cast("Sequence[str]", values))
+            text = entryset.joined(values)
             column.set = column.set or not has_unset or values.count(None) != n
             at = column.offset
             same = column.same(text, last)
