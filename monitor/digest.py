@@ -27,6 +27,7 @@ from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import chain, islice
+from operator import itemgetter
 from typing import IO, TYPE_CHECKING
 
 from monitor import (
@@ -48,6 +49,7 @@ from monitor.model import (
     Entry,
     EntryState,
     Issue,
+    Links,
     ParsedDocument,
     entry_state,
 )
@@ -186,7 +188,7 @@ def _digest(job: Job) -> Digest:
     # not is parsed again from its start, and validated and diffed whole.
     reader = reread.Rereader(stored, job.url, now=job.now, examples=job.examples)
     parser = _parser(job)
-    for batch in _batches(job, parser):
+    for batch, _ in _batches(job, parser):
         if not reader.add(batch):
             del parser, reader
             return _digest_whole(job, stored)
@@ -228,9 +230,9 @@ def _digest_new(job: Job) -> Digest:
     sink = _Extensions(job.examples if job.baseline else 0, fingerprints=job.fingerprints)
     clean = validate.CleanDocument(job.url, now=job.now, sink=sink)
     checked = None
-    for batch in batches:
-        if not clean.add(batch):
-            entries = chain(clean.release(), chain.from_iterable(batches))
+    for batch, links in batches:
+        if not clean.add(batch, links):
+            entries = chain(clean.release(), chain.from_iterable(map(itemgetter(0), batches)))
             checked = validate.validate_document(entries, job.url, now=job.now)
             break
     else:
@@ -265,7 +267,8 @@ class _Extensions:
         self.hashes: array[int] | None = array("Q") if fingerprints else None
         self._keep = keep
 
-    def add(self, locs: Sequence[str], values: Sequence[str | None]) -> None:
+    def add(self, locs: Sequence[str], values: Sequence[str | None], links: Links | None,
+            ) -> None:
         if len(self.head) < self._keep:
             self.head += values[: self._keep - len(self.head)]
         hashes = None
@@ -273,7 +276,9 @@ class _Extensions:
             hashes = array("Q", entryset.loc_hashes(locs))
             self.hashes += hashes
         text = self.stream.add(values)
-        self.balance = (self.balance + extensions.balance_of(locs, text, hashes)) & extensions.MASK
+        balance = (extensions.balance_of(locs, text, hashes) if links is None
+                   else extensions.links_balance(locs, links, hashes))
+        self.balance = (self.balance + balance) & extensions.MASK
         if '"news":' in text:
             self.news += extensions.news_count(values)
 
@@ -297,13 +302,15 @@ def _parse(job: Job) -> ParsedDocument:
     return parser.close()
 
 
-def _batches(job: Job, parser: parse.DocumentParser) -> Iterator[list[Entry]]:
-    """The document's entries as each chunk yields them (not the document's if it fails)."""
+def _batches(job: Job, parser: parse.DocumentParser,
+             ) -> Iterator[tuple[list[Entry], Links | None]]:
+    """The document's entries as each chunk yields them (not the document's if it fails),
+    with the parser's ``Links`` of them if it gave them."""
     for chunk in _chunks(job):
         parser.feed(chunk)
-        yield parser.take()
+        yield parser.take_batch()
     parser.close()
-    yield parser.take()
+    yield parser.take_batch()
 
 
 def _document(parsed: ParsedDocument) -> Digest:

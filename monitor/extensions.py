@@ -26,9 +26,10 @@ from typing import Any, cast
 
 from monitor import entryset
 from monitor.langcodes import LANGUAGES, REGIONS
+from monitor.model import Links
 
 __all__ = ["ENTRY_RULES", "MASK", "Alternates", "Checker", "balance", "balance_of", "batch_ok",
-           "edges", "edges_of", "hrefs", "message", "news_count", "pair_keys"]
+           "edges", "edges_of", "hrefs", "links_balance", "message", "news_count", "pair_keys"]
 
 ENTRY_RULES = ("news-too-old", "news-missing-field", "video-missing-field",
                "video-description-too-long", "image-too-many", "extension-deprecated",
@@ -166,11 +167,15 @@ class Checker:
 _json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False)
 
 
-def batch_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str | None]) -> bool:
+def batch_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str | None],
+             links: Links | None = None) -> bool:
     """Whether no entry of a batch raises an extension rule, as ``Checker.rules`` would say of
-    each: a few searches of the batch's extensions joined, in C, for the usual batch (every
-    entry with alternates that name valid codes once each and the entry itself, maybe an
-    image); any other batch is judged entry by entry."""
+    each: for the usual batch (every entry with alternates that name valid codes once each and
+    the entry itself, maybe an image), a look at the parser's ``links`` if it gave them, else a
+    few searches of the batch's extensions joined, in C; any other batch is judged entry by
+    entry."""
+    if links is not None and _links_ok(checker, locs, links):
+        return True
     if None in exts:
         kept = [(loc, ext) for loc, ext in zip(locs, exts, strict=True) if ext is not None]
         locs, exts = [loc for loc, _ in kept], [ext for _, ext in kept]
@@ -200,6 +205,24 @@ def batch_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str | None]) 
 
 _BEFORE_QUOTE = methodcaller("partition", '"')
 _ENDS = methodcaller("count", "\x00")
+
+
+def _links_ok(checker: Checker, locs: Sequence[str], links: Links) -> bool:
+    """``batch_ok``'s usual batch, from the parser's alternates: its entries have the usual
+    shape (``Links``), in which only the hreflang rules can apply (a lone image has no field a
+    rule is about), and these apply to none when every alternate has a URL and a valid code,
+    no entry names a code twice (where a conflict could be) and each names itself. False:
+    not known to be so."""
+    owners, hrefs, codes = links.owners, links.hrefs, links.codes
+    if not owners:
+        return True
+    if ("" in hrefs or "" in codes
+            or len(set(zip(owners, map(str.lower, codes), strict=True))) != len(codes)
+            or not all(map(checker.code_ok, set(codes)))):
+        return False
+    named = set(zip(owners, hrefs, strict=True))
+    namers = dict.fromkeys(owners)
+    return all(map(named.__contains__, zip(namers, map(locs.__getitem__, namers), strict=True)))
 
 
 def _each_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str]) -> bool:
@@ -368,6 +391,12 @@ def edges_of(locs: Sequence[str], text: str, hashes: Sequence[int] | None = None
                      if href and code[:1] != '"']
         else:
             found = list(zip(entry, map(itemgetter(0), parts), strict=False))
+    return _edges(locs, found, hashes)
+
+
+def _edges(locs: Sequence[str], found: Iterable[tuple[int, str]], hashes: Sequence[int] | None,
+           ) -> tuple[array[int], array[int], array[int]]:
+    """``edges_of`` from the (entry, URL) of each complete alternate."""
     pairs = list(dict.fromkeys(found))  # each (entry, URL) once, in order
     positions = list(map(itemgetter(0), pairs))
     hrefs = list(map(itemgetter(1), pairs))
@@ -417,9 +446,30 @@ def balance_of(locs: Sequence[str], text: str, hashes: Sequence[int] | None = No
         if '{"href":"' in part:
             _, a, b = edges_of(locs[first:last], part,
                                None if hashes is None else hashes[first:last])
-            total += sum(map(mul, map(mul, a, a), b)) - sum(map(mul, map(mul, b, b), a))
+            total += _balance(a, b)
         first, start = last, end
     return int(total) & MASK
+
+
+def links_balance(locs: Sequence[str], links: Links, hashes: Sequence[int] | None = None,
+                  ) -> int:
+    """``balance`` of a batch from the parser's alternates (``Links``): what ``balance_of``
+    says of the batch's extensions joined, without reading them again."""
+    owners, hrefs, codes = links.owners, links.hrefs, links.codes
+    if not owners:
+        return 0
+    found: Iterable[tuple[int, str]] = zip(owners, hrefs, strict=True)
+    if "" in hrefs or "" in codes:  # incomplete ones: left out, as edges_of does
+        found = [(owner, href) for owner, href, code in zip(owners, hrefs, codes, strict=True)
+                 if href and code]
+    _, a, b = _edges(locs, found, hashes)
+    return _balance(a, b) & MASK
+
+
+def _balance(namers: Sequence[int], named: Sequence[int]) -> int:
+    """The sum of key(A, B) - key(B, A) over these "A names B" (``pair_keys``), unreduced."""
+    return int(sum(map(mul, map(mul, namers, namers), named))
+               - sum(map(mul, map(mul, named, named), namers)))
 
 
 class Alternates:

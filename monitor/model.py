@@ -156,6 +156,23 @@ class Entry(NamedTuple):
 
 
 @dataclass(slots=True)
+class Links:
+    """The hreflang alternates (``xhtml:link rel="alternate"``) of a batch of entries as the
+    parser read them, in three flat columns: alternate k names ``hrefs[k]`` for ``codes[k]``
+    (raw, stripped) and belongs to the batch's entry ``owners[k]``, in document order.
+
+    The parser hands them over only for a batch in which every entry with extension data has
+    the usual shape (alternates, then at most a lone image): then they are all of the batch's
+    alternates, and the hreflang rules and balance read them here rather than split the JSON
+    text of ``Entry.extensions`` again (about a quarter of a W1H child's digest).
+    """
+
+    owners: list[int] = field(default_factory=list)
+    hrefs: list[str] = field(default_factory=list)
+    codes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class ParsedDocument:
     """What the parser made of one document.
 

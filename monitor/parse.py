@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from lxml import etree
 
-from monitor.model import DocumentKind, Entry, Issue, ParsedDocument
+from monitor.model import DocumentKind, Entry, Issue, Links, ParsedDocument
 from monitor.robotstxt import parse_robots
 
 __all__ = ["SITEMAP_NS", "DocumentParser", "parse_document", "parse_robots"]
@@ -238,6 +238,7 @@ class DocumentParser:
         self._commented: set[etree._Element] = set()  # children of it with comments inside
         self._finishing = False  # the parse is over: every element is finished
         self._entries: list[Entry] = []
+        self._links: Links | None = Links()  # of the entries; None: not all are (take_batch)
         self._children: list[str] = []
         self._issues: list[Issue] = []
         self._items = 0  # occurrences, with or without loc
@@ -273,8 +274,14 @@ class DocumentParser:
         a caller can validate them while the parse goes on, so a document's entries are never
         all held twice. Until ``close()`` returns without a failure they may not be the
         document's (SPEC 3.1): a failure later on means that none are."""
-        entries, self._entries = self._entries, []
-        return entries
+        return self.take_batch()[0]
+
+    def take_batch(self) -> tuple[list[Entry], Links | None]:
+        """``take()``, with the hreflang alternates of the entries taken (``Links``), or None
+        when one of them had extension data of another shape (read its JSON, then)."""
+        entries, links = self._entries, self._links
+        self._entries, self._links = [], Links()
+        return entries, links
 
     def close(self) -> ParsedDocument:
         """End of input: finish parsing and return what the document holds."""
@@ -327,6 +334,7 @@ class DocumentParser:
         self._head = None
         self._text_tail = None
         self._entries, self._children, self._issues = [], [], []
+        self._links = Links()
         self._unkeyed = 0
 
     def _issue(self, rule: str, message: str, loc: str | None = None) -> None:
@@ -529,12 +537,17 @@ class DocumentParser:
                     other.append(child)
             extensions = None
             if other is not None:
-                values = [loc, lastmod, changefreq, priority]
-                extra = extra or []
-                extensions = _other_children(other, values, extra)
-                loc, lastmod, changefreq, priority = values
+                extensions = _usual_extensions(other, self._links, len(self._entries))
+                if extensions is None:
+                    self._links = None  # maybe partly filled, and not all: of no use now
+                    values = [loc, lastmod, changefreq, priority]
+                    extra = extra or []
+                    extensions = _other_children(other, values, extra)
+                    loc, lastmod, changefreq, priority = values
             if loc is None or not (loc := loc.strip()):
                 self._missing_loc("url")
+                if other is not None:
+                    self._links = None  # it may have given links to an entry never made
                 continue
             if extra:
                 self._more_locs("url", loc, extra)
@@ -700,15 +713,13 @@ def _local(tag: str) -> str:
 
 def _other_children(elements: list[etree._Element], values: list[str | None],
                     extra_locs: list[str | None]) -> str | None:
-    """Children the fast path did not know: fields in another namespace, or extensions.
+    """Children the fast path did not know, and not of the usual shape (``_usual_extensions``):
+    fields in another namespace, or extensions.
 
     A <url> may redeclare the namespace (``<url xmlns="...">``) unlike the first one did, so
     its fields are matched by local name here; ``values`` is filled where still missing, and a
     further loc goes to ``extra_locs``.
     """
-    usual = _usual_extensions(elements)
-    if usual is not None:
-        return usual
     rest = []
     for element in elements:
         index = _FIELD_INDEX.get(_local(element.tag))
@@ -752,10 +763,12 @@ _LINK = "{http://www.w3.org/1999/xhtml}link"
 _IMAGE = "{http://www.google.com/schemas/sitemap-image/1.1}image"
 
 
-def _usual_extensions(elements: list[etree._Element]) -> str | None:
+def _usual_extensions(elements: list[etree._Element], links: Links | None, owner: int,
+                      ) -> str | None:
     """What ``_extensions`` makes of the usual localized page, hreflang links (xhtml:link)
     and at most one lone image after them, written straight as its JSON (no field among
-    them: their tags are qualified); None for any other shape."""
+    them: their tags are qualified); None for any other shape. Each link also goes to
+    ``links``, as entry ``owner``'s (some may have gone there before a None)."""
     last = elements[-1]
     image = None
     if last.tag == _IMAGE:
@@ -769,9 +782,13 @@ def _usual_extensions(elements: list[etree._Element]) -> str | None:
     for link in elements:
         if link.tag != _LINK or len(link) or link.get("rel") != "alternate":
             return None
-        parts.append('{"href":' + _json_string((link.get("href") or "").strip())
-                     + ',"hreflang":' + _json_string((link.get("hreflang") or "").strip())
-                     + "}")
+        href = (link.get("href") or "").strip()
+        code = (link.get("hreflang") or "").strip()
+        parts.append('{"href":' + _json_string(href) + ',"hreflang":' + _json_string(code) + "}")
+        if links is not None:
+            links.owners.append(owner)
+            links.hrefs.append(href)
+            links.codes.append(code)
     alternates = '{"alternates":[' + ",".join(parts) + "]"
     return alternates + "}" if image is None else alternates + "," + image[1:]
 

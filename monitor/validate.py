@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from monitor import extensions as extension_rules
-from monitor.model import MAX_LOC_LENGTH, UNUSABLE_LOC, Entry, EntryState, Issue
+from monitor.model import MAX_LOC_LENGTH, UNUSABLE_LOC, Entry, EntryState, Issue, Links
 
 __all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ExtensionSink", "ValidatedDocument",
            "child_issue", "issue", "lastmod_valid", "validate_document"]
@@ -353,8 +353,10 @@ def validate_document(
 class ExtensionSink(Protocol):
     """Where a ``CleanDocument`` puts its entries' extensions (``monitor.digest``)."""
 
-    def add(self, locs: Sequence[str], values: Sequence[str | None]) -> object:
-        """Take a batch's extensions (and its locs, which the sink may look at)."""
+    def add(self, locs: Sequence[str], values: Sequence[str | None], links: Links | None,
+            ) -> object:
+        """Take a batch's extensions (and its locs and the parser's ``links`` of it, which the
+        sink may look at)."""
 
     def values(self) -> list[str | None]:
         """Every value taken, in order; the sink no longer holds them."""
@@ -397,8 +399,9 @@ class CleanDocument:
         # lastmods, changefreqs, priorities, extensions: the columns of entryset.FIELDS
         self.fields: tuple[list[str | None], ...] = ([], [], [], [])
 
-    def add(self, batch: list[Entry]) -> bool:
-        """Keep a batch of entries; False when one of them may have an issue."""
+    def add(self, batch: list[Entry], links: Links | None = None) -> bool:
+        """Keep a batch of entries; False when one of them may have an issue. ``links``: the
+        parser's of the batch, if it gave them (``DocumentParser.take_batch``)."""
         if not batch:
             return True
         locs, lastmods, changefreqs, priorities, extensions = zip(*batch, strict=True)
@@ -407,7 +410,7 @@ class CleanDocument:
         if self._sink is None:
             kept[3].extend(extensions)
         else:
-            self._sink.add(locs, extensions)
+            self._sink.add(locs, extensions, links)
         distinct = [_set(values) for values in (lastmods, changefreqs, priorities)]
         for column, values, values_set, shared in zip(
             kept[:3], (lastmods, changefreqs, priorities), distinct, self._shared, strict=True
@@ -425,13 +428,14 @@ class CleanDocument:
                 and self._lastmods_ok(distinct[0])
                 and _spelled(distinct[1], CHANGEFREQS, _changefreq_ok)
                 and _spelled(distinct[2], _PRIORITIES, _priority_ok)
-                and self._extensions_ok(locs, extensions))
+                and self._extensions_ok(locs, extensions, links))
 
-    def _extensions_ok(self, locs: tuple[str, ...], extensions: tuple[str | None, ...]) -> bool:
+    def _extensions_ok(self, locs: tuple[str, ...], extensions: tuple[str | None, ...],
+                       links: Links | None) -> bool:
         """Whether no entry's extension data raises a rule (a batch without any: one count)."""
         if extensions.count(None) == len(extensions):
             return True
-        return extension_rules.batch_ok(self._extensions, locs, extensions)
+        return extension_rules.batch_ok(self._extensions, locs, extensions, links)
 
     def locs_ok(self) -> bool:
         """Whether no loc was added twice and every loc is encoded as a URL must be (the

@@ -3,12 +3,15 @@ of its paths: entry by entry, and CleanDocument's batches)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monitor import entryset, extensions, parse, validate
-from monitor.model import RULES, UNUSABLE_LOC
+from monitor.model import RULES, UNUSABLE_LOC, Entry, Links
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 SITEMAP = "https://example.com/sitemap.xml"
@@ -100,8 +103,20 @@ def rules_of(elements: str, loc: str = LOC) -> set[str]:
     found = set(checked.rules.get(loc, "").split())
     clean = validate.CleanDocument(SITEMAP, now=NOW)
     assert clean.add(parsed.entries) == (not found)
+    entries, links = batch_of(body)  # and from the parser's links, where it gives them
+    assert entries == parsed.entries
+    clean = validate.CleanDocument(SITEMAP, now=NOW)
+    assert clean.add(entries, links) == (not found)
     assert all(state.valid for state in checked.entries.values())  # none makes it invalid
     return found
+
+
+def batch_of(body: bytes) -> tuple[list[Entry], Links | None]:
+    """A document's entries and links as one batch (``DocumentParser.take_batch``)."""
+    parser = parse.DocumentParser(SITEMAP)
+    parser.feed(body)
+    assert parser.close().failure is None
+    return parser.take_batch()
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -244,3 +259,88 @@ def test_a_reread_document_judges_its_news_at_the_new_check() -> None:
     assert later is not None
     assert later.counts == {"news-too-old": 1}
     assert later.rows == b""  # a warning: no change
+
+
+# The parser's links of a batch (monitor.model.Links) against the JSON text they stand for.
+_HREFS = [LOC, A, B, "", None, "https://example.com/?a=1&amp;b=\u00e9",
+          "https://example.com/&quot;q&quot;\\", " https://example.com/b "]
+_CODES = ["en", "de", "EN", "en-GB", "en-UK", "x-default", "", None, " fr "]
+_alternates = st.lists(st.tuples(st.sampled_from(_CODES), st.sampled_from(_HREFS)), max_size=4)
+_url = st.tuples(st.sampled_from([LOC, A, B, C, "https://example.com/\u00e9"]), _alternates,
+                 st.booleans(), st.sampled_from(["usual", "usual", "usual", "news", "late link"]))
+
+
+def _url_xml(loc: str, alternates: list[tuple[str | None, str | None]], image: bool,
+             shape: str) -> str:
+    elements = "".join(link(code, href) for code, href in alternates)
+    if image:
+        elements += images(1)
+    if shape == "news":
+        elements += news()
+    elif shape == "late link" and alternates:  # a link after the image: not the usual shape
+        elements = images(1) + elements
+    return f"<url><loc>{loc}</loc>{elements}</url>"
+
+
+@settings(deadline=None)
+@given(st.lists(_url, max_size=12), st.lists(st.integers(min_value=1, max_value=400),
+                                             max_size=6))
+def test_the_parsers_links_say_what_the_json_says(
+        urls: list[tuple[str, list[tuple[str | None, str | None]], bool, str]],
+        cuts: list[int]) -> None:
+    """A batch's links are exactly its entries' alternates (or None when one entry has another
+    shape), and the rules and the balance read from them agree with those read from the text."""
+    body = (HEAD + "".join(_url_xml(*url) for url in urls) + "</urlset>").encode()
+    parser = parse.DocumentParser(SITEMAP)
+    start, batches = 0, []
+    for end in [*sorted(cuts), len(body)]:
+        parser.feed(body[start:end])
+        batches.append(parser.take_batch())
+        start = max(start, end)
+    assert parser.close().failure is None
+    batches.append(parser.take_batch())
+    usual = all(shape == "usual" or (shape == "late link" and not alternates)
+                for _, alternates, _, shape in urls)
+    checker = extensions.Checker(NOW)
+    for entries, links in batches:
+        assert (links is not None) or not usual
+        if any('"news":' in (entry.extensions or "") for entry in entries):
+            assert links is None  # another shape: the links are not all of them
+        if links is None:
+            continue
+        written = [(i, item["href"], item["hreflang"]) for i, entry in enumerate(entries)
+                   for item in json.loads(entry.extensions or "{}").get("alternates", [])]
+        assert list(zip(links.owners, links.hrefs, links.codes, strict=True)) == written
+        locs = [entry.loc for entry in entries]
+        exts = [entry.extensions for entry in entries]
+        text = "\x00".join(ext or "" for ext in exts)
+        hashes = entryset.loc_hashes(locs)
+        assert (extensions.links_balance(locs, links, hashes)
+                == extensions.links_balance(locs, links)
+                == extensions.balance_of(locs, text))
+        if any(ext is not None for ext in exts):
+            judged = not any(checker.rules(loc, ext) for loc, ext in zip(locs, exts, strict=True)
+                             if ext is not None)
+            assert extensions.batch_ok(checker, locs, exts, links) == judged
+            assert extensions.batch_ok(checker, locs, exts) == judged
+
+
+def test_a_usual_batch_is_judged_from_its_links() -> None:
+    """The usual batch passes on its links alone: a batch_ok that never reads the text."""
+    body = (HEAD + "".join(f"<url><loc>https://example.com/{i}</loc>"
+                           + link("en", f"https://example.com/{i}")
+                           + link("de", f"https://example.com/de/{i}") + images(1) + "</url>"
+                           for i in range(20)) + "</urlset>").encode()
+    entries, links = batch_of(body)
+    assert links is not None
+    assert len(links.owners) == 40
+    locs = [entry.loc for entry in entries]
+    unreadable = [None] * len(entries)  # were the text read, every entry would be a None
+    assert extensions.batch_ok(extensions.Checker(NOW), locs, unreadable, links)
+    bad = body.replace(b'hreflang="de" href="https://example.com/de/3"',
+                       b'hreflang="en-UK" href="https://example.com/de/3"')
+    entries, links = batch_of(bad)
+    assert links is not None
+    assert links.codes[7] == "en-UK"
+    assert not extensions.batch_ok(extensions.Checker(NOW), locs,
+                                   [entry.extensions for entry in entries], links)
