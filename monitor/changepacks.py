@@ -22,8 +22,8 @@ never says anything its row would not have.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator
-from itertools import accumulate
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import accumulate, repeat
 from operator import sub
 
 from monitor import entryset
@@ -120,6 +120,21 @@ class Packer:
             self._first = loc
         self._members.append((position, None if self._positional else before))
         return self._take() if len(self._members) == MEMBERS else None
+
+    def extend(self, positions: Sequence[int], locs: Sequence[str]) -> list[Packed]:
+        """``add`` of positional members (their locs), without their states before: the packs
+        they fill."""
+        assert self._positional
+        filled, done = [], 0
+        while done < len(positions):
+            if not self._members:
+                self._first = locs[done]
+            room = MEMBERS - len(self._members)
+            self._members += zip(positions[done : done + room], repeat(None))
+            done += room
+            if len(self._members) == MEMBERS:
+                filled.append(self._take())
+        return filled
 
     def finish(self) -> list[Packed]:
         """The last pack, if any members are left."""

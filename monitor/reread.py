@@ -177,6 +177,7 @@ class Rereader:
             "rules": sorted(self.old_rules),
             "future": sorted(_positions(self.old_rules, _FUTURE)),
             "invalid": sorted(self.old_invalid),
+            "bad": sorted(self.old_bad),
         }
         self.strip = any(rule in ids for ids in self.old_rules.values()
                          for rule in _TARGET_RULES)
@@ -287,10 +288,13 @@ class Rereader:
                  invalid: set[int], new_bad: set[int]) -> list[int]:
         """The changes at these positions of the batch, as rows; returns the positions whose
         lastmod went back."""
+        order = sorted(positions)
+        if not invalid and not self._within("invalid", start, start + len(entries)):
+            return self._changed(entries, start, old_columns, order, new_bad)
         lastmods, changefreqs, priorities, extensions = old_columns
         rows = []
         regressed = []
-        for i in sorted(positions):
+        for i in order:
             loc, lastmod, changefreq, priority, extension = entries[i]
             before = lastmods[i]
             was_valid = start + i not in self.old_invalid
@@ -319,6 +323,39 @@ class Rereader:
                         regressed.append(i)
         self.rows.add(rows)
         return regressed
+
+    def _changed(self, entries: list[Entry], start: int,
+                 old_columns: list[Sequence[str | None]], order: list[int], new_bad: set[int],
+                 ) -> list[int]:
+        """``_changes`` of the usual batch, where every entry was valid and still is: each
+        change is ``changed``, packed at its position (the new columns and the stored ones
+        hold the rest), and the lastmods are compared a column at a time."""
+        if not order:
+            return []
+        locs = [entries[i][0] for i in order]
+        self.packs += self.packer.extend([start + i for i in order], locs)
+        self.row_counts["changed"] = self.row_counts.get("changed", 0) + len(order)
+        lastmods, changefreqs, priorities, extensions = old_columns
+        for i in order[: max(self.examples - len(self.row_examples), 0)]:
+            loc, lastmod, changefreq, priority, extension = entries[i]
+            self.row_examples.append(Change(
+                "changed", loc,
+                entry_state(lastmods[i], changefreqs[i], priorities[i], extensions[i], True),
+                entry_state(lastmod, changefreq, priority, extension, True)))
+        afters = [entries[i][1] for i in order]
+        befores = [lastmods[i] for i in order]
+        fresh = list(compress(range(len(order)), map(ne, afters, befores)))
+        if None in afters or new_bad:
+            fresh = [k for k in fresh if afters[k] is not None and order[k] not in new_bad]
+        self.fresh += len(fresh)
+        both = fresh
+        if None in befores or self._within("bad", start, start + len(entries)):
+            both = [k for k in fresh
+                    if befores[k] is not None and start + order[k] not in self.old_bad]
+        self.both += len(both)
+        pairs = (cast("list[str]", [afters[k] for k in both]),
+                 cast("list[str]", [befores[k] for k in both]))
+        return list(compress([order[k] for k in both], map(diffing.lastmod_earlier, *pairs)))
 
     def finish(self) -> Reread | None:
         """The document's result, or None when the stored set could not serve it."""

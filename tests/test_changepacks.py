@@ -91,3 +91,21 @@ def test_a_positional_pack_takes_its_states_before_from_the_version_before() -> 
          '{"lastmod":"2025-01-01","changefreq":"daily"}', None) for i in range(0, 50, 7)]
     with pytest.raises(ValueError, match="without the version before"):
         list(changepacks.rows(packs, after))
+
+
+@given(st.lists(st.integers(1, changepacks.MEMBERS + 3), max_size=5), st.integers(0, 3))
+def test_positional_members_extended_a_batch_at_a_time_pack_as_one_at_a_time(
+        batches: list[int], already: int) -> None:
+    """``Packer.extend`` (a re-read batch's changes at once) fills the packs ``add`` fills."""
+    one, many = (changepacks.Packer(positional=True) for _ in range(2))
+    position, packs_one, packs_many = 0, [], []
+    for n in [already, *batches]:
+        positions = list(range(position, position + 2 * n, 2))  # gaps, as a batch's changes
+        locs = [f"https://e.test/{p}" for p in positions]
+        for p, loc in zip(positions, locs, strict=True):
+            if (full := one.add(p, loc, None)) is not None:
+                packs_one.append(full)
+        packs_many += many.extend(positions, locs)
+        position += 2 * n
+    assert packs_many == packs_one
+    assert many.finish() == one.finish()
