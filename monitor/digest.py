@@ -368,11 +368,12 @@ def _finish_clean(result: Digest, clean: validate.CleanDocument, sink: _Extensio
 
 
 def _pack(result: Digest, columns: entryset.Columns, url: str,
-          stream: entryset.Stream | None = None) -> bytes:
+          stream: entryset.Stream | None = None, balance: int | None = None) -> bytes:
     """The stored entry set: its columns with what the document itself said. ``stream``: its
-    extensions, compressed as they came (``_Extensions``, which summed them already)."""
+    extensions, compressed as they came (``_Extensions``, which summed them already);
+    ``balance``: the hreflang balance, if known (a re-read whose extensions are as stored)."""
     if stream is None:
-        _extension_data(result, columns, url)
+        _extension_data(result, columns, url, balance)
     entryset.annotate(columns, issues=[{"rule": i.rule, "message": i.message, "loc": i.loc}
                                        for i in result.issues],
                       dropped=result.dropped, duplicates=result.duplicate_locs,
@@ -381,12 +382,16 @@ def _pack(result: Digest, columns: entryset.Columns, url: str,
     return entryset.pack(columns, stream)
 
 
-def _extension_data(result: Digest, columns: entryset.Columns, url: str) -> None:
+def _extension_data(result: Digest, columns: entryset.Columns, url: str,
+                    balance: int | None) -> None:
     """The document-wide part of SPEC 12: ``news-too-many``, and the hreflang balance the
-    check sums over the target. One search of the extensions column each when it has none."""
+    check sums over the target (unless known). One search of the extensions column each when
+    it has none."""
     text = columns.texts[4]
     result.balance = 0
-    if '"alternates":' in text:
+    if balance is not None:
+        result.balance = balance
+    elif '"alternates":' in text:
         hashes = None
         if result.hashes:  # the locs' fingerprints, in the same order
             hashes = array("Q")
@@ -433,7 +438,7 @@ def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job) 
     result.entries = found.columns.size
     result.urls = result.entries - found.invalid
     result.invalid = found.invalid + unkeyed_invalid
-    result.data = _pack(result, found.columns, job.url)
+    result.data = _pack(result, found.columns, job.url, balance=found.balance)
     result.hashes = _fingerprints(found.locs, job) if job.fingerprints else None
     result.rows, result.packs, result.row_counts = found.rows, found.packs, found.row_counts
     result.row_examples = found.row_examples

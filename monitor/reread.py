@@ -73,6 +73,9 @@ class Reread:
     # whose lastmod changed
     lastmod_compared: int = 0
     lastmod_changed: int = 0
+    # The hreflang balance (monitor.extensions.balance) when the extensions are the stored
+    # ones, and so is the stored set's (its locs are the document's); None: work it out
+    balance: int | None = None
 
     @property
     def locs(self) -> list[str]:
@@ -362,6 +365,8 @@ class Rereader:
         if not self.ok or self.position != self.size:
             return None
         texts, absent = [], []
+        extensions = self.fields[-1]
+        same = not extensions.absent and not extensions.parts  # every batch was as stored
         for name, column in zip(entryset.FIELDS, self.fields, strict=True):
             text, gone = column.text_of()
             texts.append(text)
@@ -375,7 +380,7 @@ class Rereader:
         self.packs.extend(self.packer.finish())
         return Reread(columns, self.counts, self.issues, len(self.invalid), self.rows.finish(),
                       self.packs, self.row_counts, self.row_examples, self.moved, compared,
-                      self.both)
+                      self.both, self.before.balance() if same else None)
 
 
 def _positions(rules: Mapping[int, str] | Mapping[str, str], rule: str) -> set[int]:

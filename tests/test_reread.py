@@ -137,15 +137,22 @@ def test_verdicts_of_other_rules_are_not_reused(verdicts: int | None) -> None:
 
 
 def test_digest_takes_the_same_result_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
-    """digest() through reread and through the whole validation: equal Digests."""
-    def document(lastmod: str, priority: str) -> bytes:
+    """digest() through reread and through the whole validation: equal Digests (the hreflang
+    balance too, which a re-read whose alternates are as stored takes from the stored set)."""
+    def document(lastmod: str, priority: str, step: int = 1) -> bytes:
+        def links(i: int) -> str:  # every 4th names itself and another, which does not answer
+            return "" if i % 4 else (
+                f'<xhtml:link rel="alternate" hreflang="en" href="https://e.test/sitemaps/{i}"/>'
+                f'<xhtml:link rel="alternate" hreflang="de" '
+                f'href="https://e.test/sitemaps/{i + step}"/>')
         urls = "".join(
             f"<url><loc>https://e.test/sitemaps/{i}</loc>"
             f"<lastmod>{lastmod if i % 3 else '2024-01-01'}</lastmod>"
-            f"<priority>{priority if i % 5 else '0.5'}</priority></url>"
+            f"<priority>{priority if i % 5 else '0.5'}</priority>{links(i)}</url>"
             for i in range(40)
         )
-        return (f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}'
+        return ('<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+                f'xmlns:xhtml="http://www.w3.org/1999/xhtml">{urls}'
                 "<url><lastmod>2024-01-01</lastmod></url></urlset>").encode()
 
     def job(body: bytes, previous: bytes | None, examples: int = 1000) -> digest.Job:
@@ -153,7 +160,8 @@ def test_digest_takes_the_same_result_either_way(monkeypatch: pytest.MonkeyPatch
                           max_children=50_000, body=body, previous=previous, examples=examples)
 
     previous = digest.digest(job(document("2024-05-01", "0.7"), None)).data
-    for body in (document("2024-05-02", "7"), document("2024-05-01", "0.7")):
+    for body in (document("2024-05-02", "7"), document("2024-05-02", "0.7", 2),
+                 document("2024-05-01", "0.7")):
         for examples in (1000, 3):
             fast = digest.digest(job(body, previous, examples))
             with monkeypatch.context() as patch:
@@ -168,6 +176,7 @@ def test_digest_takes_the_same_result_either_way(monkeypatch: pytest.MonkeyPatch
                 changerows.decode(full.rows))
             assert asdict(fast) == {**asdict(full), "rows": fast.rows, "packs": fast.packs}
             assert fast.invalid > 0  # the <url> without a loc, and invalid priorities
+            assert fast.balance != 0
     assert fast.changes == []
     assert fast.row_counts == {}  # the last body is the stored document again
 
