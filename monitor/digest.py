@@ -66,7 +66,7 @@ __all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Lastmods", "Spool", "WorkerDied",
            "warm", "workers"]
 
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
-_CHUNK = 64 * 1024
+_CHUNK = 256 * 1024  # a batch of entries (_batches): bigger ones cost less a URL, up to here
 _ENV = "SITEMAP_MONITOR_PARSE_WORKERS"
 _TASKS_PER_WORKER = 20
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter
