@@ -761,6 +761,7 @@ def _any_extensions(elements: list[etree._Element]) -> str | None:
 
 _LINK = "{http://www.w3.org/1999/xhtml}link"
 _IMAGE = "{http://www.google.com/schemas/sitemap-image/1.1}image"
+_IMAGE_LOC = "{http://www.google.com/schemas/sitemap-image/1.1}loc"
 
 
 def _usual_extensions(elements: list[etree._Element], links: Links | None, owner: int,
@@ -797,14 +798,20 @@ def _lone_image(element: etree._Element) -> str | None:
     """What ``_any_extensions`` makes of the usual image entry, one
     ``<image:image><image:loc>URL</image:loc></image:image>``, without its dicts and encoder
     (a tenth of a document's time when every tenth URL has one); None for any other shape."""
-    if len(element) != 1 or element.keys() or _local(element.tag) != "image" or (
+    if len(element) != 1 or element.keys() or _not_named(element.tag, _IMAGE, "image") or (
         element.text is not None and element.text.strip()
     ):
         return None
     loc = element[0]
-    if len(loc) or loc.keys() or _local(loc.tag) != "loc":
+    if len(loc) or loc.keys() or _not_named(loc.tag, _IMAGE_LOC, "loc"):
         return None
     return '{"image":[{"loc":' + _json_string((loc.text or "").strip()) + "}]}"
+
+
+def _not_named(tag: str, usual: str, local: str) -> bool:
+    """Whether a tag is not ``local`` in any namespace (``usual``, the usual one, looked at
+    first: no split)."""
+    return tag != usual and _local(tag) != local
 
 
 def _as_json(element: etree._Element) -> Any:
