@@ -21,7 +21,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from itertools import accumulate, compress, islice, repeat
-from operator import itemgetter, methodcaller, mul, ne
+from operator import eq, itemgetter, methodcaller, mul, ne, sub
 from typing import Any, cast
 
 from monitor import entryset
@@ -220,9 +220,8 @@ def _links_ok(checker: Checker, locs: Sequence[str], links: Links) -> bool:
             or len(set(zip(owners, map(str.lower, codes), strict=True))) != len(codes)
             or not all(map(checker.code_ok, set(codes)))):
         return False
-    named = set(zip(owners, hrefs, strict=True))
-    namers = dict.fromkeys(owners)
-    return all(map(named.__contains__, zip(namers, map(locs.__getitem__, namers), strict=True)))
+    selves = set(compress(owners, map(eq, hrefs, map(locs.__getitem__, owners))))
+    return len(selves) == len(set(owners))  # each entry that names any names itself
 
 
 def _each_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str]) -> bool:
@@ -391,18 +390,18 @@ def edges_of(locs: Sequence[str], text: str, hashes: Sequence[int] | None = None
                      if href and code[:1] != '"']
         else:
             found = list(zip(entry, map(itemgetter(0), parts), strict=False))
-    return _edges(locs, found, hashes)
+    return _edges(locs, list(map(itemgetter(0), found)), list(map(itemgetter(1), found)), hashes)
 
 
-def _edges(locs: Sequence[str], found: Iterable[tuple[int, str]], hashes: Sequence[int] | None,
-           ) -> tuple[array[int], array[int], array[int]]:
-    """``edges_of`` from the (entry, URL) of each complete alternate."""
-    pairs = list(dict.fromkeys(found))  # each (entry, URL) once, in order
-    positions = list(map(itemgetter(0), pairs))
-    hrefs = list(map(itemgetter(1), pairs))
+def _edges(locs: Sequence[str], positions: Sequence[int], hrefs: Sequence[str],
+           hashes: Sequence[int] | None) -> tuple[array[int], array[int], array[int]]:
+    """``edges_of`` from the entry and URL of each complete alternate (two columns): those
+    that name another URL than their entry's, each (entry, URL) once, in order."""
     others = list(map(ne, hrefs, map(locs.__getitem__, positions)))
-    where = array("I", compress(positions, others))
-    named = list(compress(hrefs, others))
+    pairs = list(dict.fromkeys(zip(compress(positions, others), compress(hrefs, others),
+                                   strict=True)))
+    where = array("I", map(itemgetter(0), pairs))
+    named = list(map(itemgetter(1), pairs))
     if hashes is None:
         namers = array("Q", entryset.loc_hashes(map(locs.__getitem__, where)))
     else:
@@ -458,18 +457,17 @@ def links_balance(locs: Sequence[str], links: Links, hashes: Sequence[int] | Non
     owners, hrefs, codes = links.owners, links.hrefs, links.codes
     if not owners:
         return 0
-    found: Iterable[tuple[int, str]] = zip(owners, hrefs, strict=True)
     if "" in hrefs or "" in codes:  # incomplete ones: left out, as edges_of does
-        found = [(owner, href) for owner, href, code in zip(owners, hrefs, codes, strict=True)
-                 if href and code]
-    _, a, b = _edges(locs, found, hashes)
+        complete = list(map(all, zip(hrefs, codes, strict=True)))
+        owners, hrefs = list(compress(owners, complete)), list(compress(hrefs, complete))
+    _, a, b = _edges(locs, owners, hrefs, hashes)
     return _balance(a, b) & MASK
 
 
 def _balance(namers: Sequence[int], named: Sequence[int]) -> int:
-    """The sum of key(A, B) - key(B, A) over these "A names B" (``pair_keys``), unreduced."""
-    return int(sum(map(mul, map(mul, namers, namers), named))
-               - sum(map(mul, map(mul, named, named), namers)))
+    """The sum of key(A, B) - key(B, A) over these "A names B" (``pair_keys``), unreduced:
+    a^2 b - b^2 a, as a b (a - b)."""
+    return int(sum(map(mul, map(mul, namers, named), map(sub, namers, named))))
 
 
 class Alternates:
