@@ -289,62 +289,45 @@ class Rereader:
     def _changes(self, entries: list[Entry], start: int,
                  old_columns: list[Sequence[str | None]], positions: set[int],
                  invalid: set[int], new_bad: set[int]) -> list[int]:
-        """The changes at these positions of the batch, as rows; returns the positions whose
-        lastmod went back."""
+        """The changes at these positions of the batch: ``changed`` ones packed at their
+        positions (the new columns and the stored ones hold the rest), those that made a valid
+        entry invalid as rows, each counted and the first ``examples`` kept; returns the
+        positions whose lastmod went back."""
         order = sorted(positions)
-        if not invalid and not self._within("invalid", start, start + len(entries)):
-            return self._changed(entries, start, old_columns, order, new_bad)
         lastmods, changefreqs, priorities, extensions = old_columns
+        spoilt: list[int] = []  # valid before, invalid now: the usual batch has none
+        if invalid or self._within("invalid", start, start + len(entries)):
+            spoilt = [i for i in order if i in invalid and start + i not in self.old_invalid]
+        packed = order if not spoilt else [i for i in order if i not in set(spoilt)]
+        self.packs += self.packer.extend([start + i for i in packed],
+                                         [entries[i][0] for i in packed])
         rows = []
-        regressed = []
-        for i in order:
+        for i in spoilt:
             loc, lastmod, changefreq, priority, extension = entries[i]
-            before = lastmods[i]
-            was_valid = start + i not in self.old_invalid
-            now_valid = i not in invalid
-            kind: ChangeKind = "invalid" if was_valid and not now_valid else "changed"
-            if kind == "changed":  # the new columns and the stored ones hold the rest
-                if (full := self.packer.add(start + i, loc, None)) is not None:
-                    self.packs.append(full)
-            else:
-                was = changerows.state_json(before, changefreqs[i], priorities[i],
-                                            extensions[i], was_valid)
-                now = changerows.state_json(lastmod, changefreq, priority, extension, now_valid)
-                rows.append((kind, loc, was, now, invalid_rule(loc)))
-            self.row_counts[kind] = self.row_counts.get(kind, 0) + 1
-            if len(self.row_examples) < self.examples:
-                self.row_examples.append(Change(
-                    kind, loc,
-                    entry_state(before, changefreqs[i], priorities[i], extensions[i],
-                                was_valid),
-                    entry_state(lastmod, changefreq, priority, extension, now_valid)))
-            if lastmod != before and lastmod is not None and i not in new_bad:
-                self.fresh += 1
-                if before is not None and start + i not in self.old_bad:
-                    self.both += 1
-                    if diffing.lastmod_earlier(lastmod, before):
-                        regressed.append(i)
+            was = changerows.state_json(lastmods[i], changefreqs[i], priorities[i],
+                                        extensions[i], True)
+            now = changerows.state_json(lastmod, changefreq, priority, extension, False)
+            rows.append(("invalid", loc, was, now, invalid_rule(loc)))
         self.rows.add(rows)
-        return regressed
-
-    def _changed(self, entries: list[Entry], start: int,
-                 old_columns: list[Sequence[str | None]], order: list[int], new_bad: set[int],
-                 ) -> list[int]:
-        """``_changes`` of the usual batch, where every entry was valid and still is: each
-        change is ``changed``, packed at its position (the new columns and the stored ones
-        hold the rest), and the lastmods are compared a column at a time."""
-        if not order:
-            return []
-        locs = [entries[i][0] for i in order]
-        self.packs += self.packer.extend([start + i for i in order], locs)
-        self.row_counts["changed"] = self.row_counts.get("changed", 0) + len(order)
-        lastmods, changefreqs, priorities, extensions = old_columns
+        for counted, n in (("changed", len(packed)), ("invalid", len(spoilt))):
+            if n:
+                self.row_counts[counted] = self.row_counts.get(counted, 0) + n
         for i in order[: max(self.examples - len(self.row_examples), 0)]:
             loc, lastmod, changefreq, priority, extension = entries[i]
+            was_valid, now_valid = start + i not in self.old_invalid, i not in invalid
+            kind: ChangeKind = "invalid" if was_valid and not now_valid else "changed"
             self.row_examples.append(Change(
-                "changed", loc,
-                entry_state(lastmods[i], changefreqs[i], priorities[i], extensions[i], True),
-                entry_state(lastmod, changefreq, priority, extension, True)))
+                kind, loc,
+                entry_state(lastmods[i], changefreqs[i], priorities[i], extensions[i],
+                            was_valid),
+                entry_state(lastmod, changefreq, priority, extension, now_valid)))
+        return self._regressed(entries, start, lastmods, order, new_bad)
+
+    def _regressed(self, entries: list[Entry], start: int, lastmods: Sequence[str | None],
+                   order: list[int], new_bad: set[int]) -> list[int]:
+        """Count the changed positions whose lastmod moved to a valid one, and those of them
+        whose lastmod before was valid too; the positions whose lastmod went back. A column
+        at a time: a re-read in which every lastmod moved has 50,000 of them a document."""
         afters = [entries[i][1] for i in order]
         befores = [lastmods[i] for i in order]
         fresh = list(compress(range(len(order)), map(ne, afters, befores)))
