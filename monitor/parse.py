@@ -269,16 +269,13 @@ class DocumentParser:
         except (etree.LxmlError, ValueError) as exc:
             self._fail("xml-malformed", _syntax_message(exc))
 
-    def take(self) -> list[Entry]:
-        """The entries read since the last ``take()``, which ``close()`` will then not hold:
-        a caller can validate them while the parse goes on, so a document's entries are never
-        all held twice. Until ``close()`` returns without a failure they may not be the
-        document's (SPEC 3.1): a failure later on means that none are."""
-        return self.take_batch()[0]
-
     def take_batch(self) -> tuple[list[Entry], Links | None]:
-        """``take()``, with the hreflang alternates of the entries taken (``Links``), or None
-        when one of them had extension data of another shape (read its JSON, then)."""
+        """The entries read since the last ``take_batch()``, which ``close()`` will then not
+        hold: a caller can validate them while the parse goes on, so a document's entries are
+        never all held twice. Until ``close()`` returns without a failure they may not be the
+        document's (SPEC 3.1): a failure later on means that none are. With them, their
+        hreflang alternates (``Links``), or None when one of them had extension data of
+        another shape (read its JSON, then)."""
         entries, links = self._entries, self._links
         self._entries, self._links = [], Links()
         return entries, links

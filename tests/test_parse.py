@@ -939,7 +939,7 @@ def test_a_urlset_read_off_its_tree_keeps_only_the_unread_part() -> None:
     cuts=st.lists(st.floats(min_value=0, max_value=1), max_size=12),
 )
 def test_entries_taken_while_parsing_are_the_documents(index: int, cuts: list[float]) -> None:
-    """``take()`` between chunks hands over what was read so far and ``close()`` the rest: in
+    """``take_batch()`` between chunks hands over what was read so far and ``close()`` the rest: in
     all, the entries of a whole parse; a failure still ends in a failure."""
     data = CHUNKED[index]
     whole = parse_document(data, URL)
@@ -949,9 +949,9 @@ def test_entries_taken_while_parsing_are_the_documents(index: int, cuts: list[fl
     for cut in [*sorted({int(c * len(data)) for c in cuts}), len(data)]:
         parser.feed(data[start:cut])
         start = cut
-        taken += parser.take()
+        taken += parser.take_batch()[0]
     doc = parser.close()
-    assert parser.take() == doc.entries  # close() holds only what was not taken yet
+    assert parser.take_batch()[0] == doc.entries  # close() holds only what was not taken yet
     if whole.failure is None:
         assert summary(replace(doc, entries=taken + doc.entries)) == summary(whole)
     else:  # what was taken is not the document's: the caller drops it
