@@ -69,7 +69,12 @@ IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in
 _CHUNK = 256 * 1024  # a batch of entries (_batches): bigger ones cost less a URL, up to here
 _ENV = "SITEMAP_MONITOR_PARSE_WORKERS"
 _TASKS_PER_WORKER = 20
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt() parameter
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # glibc's mallopt() parameters
+# Over the 256 KiB asked for by each socket read of asyncio (its transports' max_size) and each
+# read of a body from its file (_CHUNK): those come and go by the thousand and are best served
+# from the heap (see return_big_buffers).
+_MMAP_THRESHOLD = 320 * 1024
+_TRIM_THRESHOLD = 1 << 20  # free memory kept at the heap's top: such a buffer, freed there, stays
 _INVALID = "lastmod-invalid"
 
 
@@ -653,12 +658,23 @@ class Spool:
 
 
 def return_big_buffers() -> None:
-    """Have glibc hand big freed buffers (bodies' chunks, entry sets) back to the system.
+    """Have glibc hand big freed buffers (entry sets, joined columns) back to the system, and
+    keep this process's heap in one arena.
 
     glibc serves a request over its mmap threshold with a mapping of its own, unmapped on free,
     but each such free raises the threshold to that size (up to 32 MiB): after a few documents,
     big buffers come from the heap and stay there, fragmented (about 10 MB of peak RSS in the
-    W1 benchmark). Setting the threshold, at its default of 128 KiB, keeps it where it is.
+    W1 benchmark). Setting the threshold keeps it where it is. It is set just over the buffers
+    that a fetch and a digest take and free by the thousand (``_MMAP_THRESHOLD``): at the
+    default of 128 KiB, each of them was a mapping of its own, mapped, faulted in page by page
+    and unmapped, and that was 0.25 s of CPU in W1's check (96 MB fetched, 12% of the main
+    process) and a tenth of W1H's. The heap keeps up to ``_TRIM_THRESHOLD`` free at its top
+    (128 KiB by default), or such a buffer freed there would go back to the system each time.
+
+    Each thread that allocates would get an arena of its own (up to 8 a core), each holding
+    its own freed memory: this process's threads (the check's, the digests', the database's)
+    take turns under the GIL, and one arena serves them. With the higher threshold alone, W1's
+    and W1H's peak grew by 5-10 MB; with one arena it is where it was.
     Elsewhere than glibc (musl, macOS) this does nothing.
     """
     if not sys.platform.startswith("linux"):
@@ -666,9 +682,12 @@ def return_big_buffers() -> None:
     import ctypes
 
     try:
-        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):  # not glibc
         return
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+    mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
+    mallopt(_M_ARENA_MAX, 1)
 
 
 def _worker_start() -> None:
