@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import platform
 import re
 import subprocess
 import sys
@@ -326,7 +327,7 @@ ctypes.CDLL("libc.so.6").malloc_stats()  # each arena's figures, on stderr
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc only")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
 def test_the_buffers_a_fetch_and_a_digest_churn_come_from_one_heap() -> None:
     """After return_big_buffers, a buffer of the size asyncio reads a socket with and a digest
     reads a body with (256 KiB, thousands a big document) is served again from the heap, not
