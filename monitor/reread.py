@@ -298,7 +298,10 @@ class Rereader:
         spoilt: list[int] = []  # valid before, invalid now: the usual batch has none
         if invalid or self._within("invalid", start, start + len(entries)):
             spoilt = [i for i in order if i in invalid and start + i not in self.old_invalid]
-        packed = order if not spoilt else [i for i in order if i not in set(spoilt)]
+        packed = order
+        if spoilt:
+            gone = set(spoilt)
+            packed = [i for i in order if i not in gone]
         self.packs += self.packer.extend([start + i for i in packed],
                                          [entries[i][0] for i in packed])
         rows = []

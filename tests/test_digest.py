@@ -309,7 +309,7 @@ digest.return_big_buffers()
 size = int(sys.argv[1])
 
 
-def touch():  # what a socket read or a body's read does: a fresh buffer written whole
+def touch():  # what a socket read or a body's read does: a fresh buffer, each page written
     for _ in range(300):
         data = bytearray(size)
         data[::4096] = b"x" * len(data[::4096])
