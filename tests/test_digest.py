@@ -190,12 +190,13 @@ def _peaks(data: bytes, job: digest.Job | None = None) -> tuple[digest.Digest, i
 def test_a_new_document_is_never_held_whole_twice() -> None:
     """Its parsed entries go as they are validated, and its states before compression: the
     digest's peak (the states and their columns) stays close to what holding the parsed
-    document alone takes. Measured: 1.15x with batches of 256 KB of the body (1.09x with 64
-    KB ones); 1.37x with the entries parsed first, 1.21x with the states kept through
-    compression, 1.17x with each entry's own changefreq and priority (64 KB batches)."""
+    document alone takes. Measured with batches of 256 KB of the body (tracemalloc's peaks
+    are the same at every run): 1.151x; 1.172x with the states kept through compression,
+    1.230x with each entry's own changefreq and priority. With 64 KB batches it was 1.09x, and
+    those two 1.21x and 1.17x; 1.37x with the entries parsed first. The limit sits between."""
     found, parse_peak, digest_peak = _peaks(_document(20_000, repeat=20_000))
     assert found.entries > 19_000
-    assert digest_peak < 1.2 * parse_peak, (digest_peak, parse_peak)
+    assert digest_peak < 1.16 * parse_peak, (digest_peak, parse_peak)
 
 
 def test_a_document_without_issues_takes_less_than_its_parse() -> None:
