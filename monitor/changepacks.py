@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import accumulate, repeat
+from itertools import accumulate
 from operator import sub
 
 from monitor import entryset
@@ -105,21 +105,26 @@ Packed = tuple[str, int, bytes, bool]
 
 class Packer:
     """Members a change at a time, packed ``MEMBERS`` at a time; ``positional``: members
-    without their states before (``Member``)."""
+    without their states before (``Member``). The positions and the states before are held as
+    two lists, not a tuple a member (a re-read in which every lastmod moved packs 50,000 of
+    them a document)."""
 
-    __slots__ = ("_first", "_members", "_positional")
+    __slots__ = ("_befores", "_first", "_positional", "_positions")
 
     def __init__(self, *, positional: bool = False) -> None:
         self._first = ""
-        self._members: list[Member] = []
+        self._positions: list[int] = []
+        self._befores: list[str | None] = []  # empty when positional
         self._positional = positional
 
     def add(self, position: int, loc: str, before: str | None) -> Packed | None:
         """The next member; the pack it fills, if it fills one."""
-        if not self._members:
+        if not self._positions:
             self._first = loc
-        self._members.append((position, None if self._positional else before))
-        return self._take() if len(self._members) == MEMBERS else None
+        self._positions.append(position)
+        if not self._positional:
+            self._befores.append(before)
+        return self._take() if len(self._positions) == MEMBERS else None
 
     def extend(self, positions: Sequence[int], locs: Sequence[str]) -> list[Packed]:
         """``add`` of positional members (their locs), without their states before: the packs
@@ -127,22 +132,23 @@ class Packer:
         assert self._positional
         filled, done = [], 0
         while done < len(positions):
-            if not self._members:
+            if not self._positions:
                 self._first = locs[done]
-            room = MEMBERS - len(self._members)
-            self._members += zip(positions[done : done + room], repeat(None))
+            room = MEMBERS - len(self._positions)
+            self._positions += positions[done : done + room]
             done += room
-            if len(self._members) == MEMBERS:
+            if len(self._positions) == MEMBERS:
                 filled.append(self._take())
         return filled
 
     def finish(self) -> list[Packed]:
         """The last pack, if any members are left."""
-        return [self._take()] if self._members else []
+        return [self._take()] if self._positions else []
 
     def _take(self) -> Packed:
-        members, self._members = self._members, []
-        return self._first, len(members), pack(members), self._positional
+        positions, befores = self._positions, self._befores
+        self._positions, self._befores = [], []
+        return self._first, len(positions), _pack(positions, befores), self._positional
 
 
 def rows(packs: Iterable[Packed], data: bytes, before: bytes | None = None) -> Iterator[Row]:
@@ -158,10 +164,14 @@ def rows(packs: Iterable[Packed], data: bytes, before: bytes | None = None) -> I
 def pack(members: list[Member]) -> bytes:
     """The stored value of a pack's members: their gaps, then (unless every member lacks it)
     their states before."""
-    positions = [position for position, _before in members]
+    return _pack([position for position, _before in members],
+                 [before for _position, before in members])
+
+
+def _pack(positions: list[int], befores: list[str | None]) -> bytes:
+    """``pack`` of the members at ``positions`` with these states before (none: all lack it)."""
     text = "\x00".join(map(str, map(sub, positions, [-1, *positions])))
-    befores = [before for _position, before in members]
-    if any(before is not None for before in befores):
+    if befores.count(None) != len(befores):
         text += "\x02" + "\x01".join([before or "" for before in befores])
     return zlib.compress(text.encode(), _LEVEL)
 

@@ -26,8 +26,8 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import compress, count
-from operator import ne
+from itertools import compress, count, repeat
+from operator import add, ne
 from typing import cast
 
 from monitor import changepacks, changerows, entryset, validate
@@ -228,7 +228,7 @@ class Rereader:
                 continue
             old = old_columns[index] = column.take(n)
             changed.update(compress(count(), map(ne, old, values)))
-        self.moved.extend(start + i for i in sorted(changed))
+        self.moved.extend(map(add, sorted(changed), repeat(start)))
         self._judge(entries, start, old_columns, changed, text)  # the last: the extensions'
         return True
 
@@ -255,16 +255,17 @@ class Rereader:
         if recheck:
             order = sorted(recheck)
             subset = [entries[i] for i in order]
-            clean = self.clean  # one for the document: what it learnt of its dates stays
-            if clean.add(subset) and clean.locs_ok():  # the usual batch: no rule at all
+            # One for the document: what it learnt of its dates stays. The locs are the stored
+            # ones, each once.
+            if self.clean.check(subset):  # the usual batch: no rule at all
                 subset = []
-            clean.take()
-            checked = validate.validate_document(subset, self.url, now=self.now,
-                                                 messages=False)
-            position = {entries[i].loc: i for i in order}
-            rules.update((position[loc], ids) for loc, ids in checked.rules.items())
-            invalid.update(position[loc] for loc, state in checked.entries.items()
-                           if not state.valid)
+            if subset:  # an entry of the batch may have an issue: the usual one has none
+                checked = validate.validate_document(subset, self.url, now=self.now,
+                                                     messages=False)
+                position = {entries[i].loc: i for i in order}
+                rules.update((position[loc], ids) for loc, ids in checked.rules.items())
+                invalid.update(position[loc] for loc, state in checked.entries.items()
+                               if not state.valid)
         new_bad = _positions(rules, _INVALID)
         regressed = self._changes(entries, start, old_columns, changed, invalid, new_bad)
         old_lastmods = old_columns[0]

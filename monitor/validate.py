@@ -422,6 +422,21 @@ class CleanDocument:
                 shared.update({value: value for value in
                                islice(values_set.difference(shared), room)})
             column += map(shared.get, values, values)
+        return self._usual(locs, distinct, extensions, links)
+
+    def check(self, batch: list[Entry]) -> bool:
+        """Whether no entry of a batch may have an issue, its locs known to be unique (a
+        re-read's are the stored ones: ``monitor.reread``): ``add`` and ``locs_ok`` without
+        keeping the batch."""
+        if not batch:
+            return True
+        locs, lastmods, changefreqs, priorities, extensions = zip(*batch, strict=True)
+        distinct = [_set(values) for values in (lastmods, changefreqs, priorities)]
+        return self._usual(locs, distinct, extensions, None) and _encoded("".join(locs))
+
+    def _usual(self, locs: tuple[str, ...], distinct: list[set[str]],
+               extensions: tuple[str | None, ...], links: Links | None) -> bool:
+        """Whether no entry of a batch may have an issue (but a loc twice, or not encoded)."""
         prefix = self._prefix
         return (prefix is not None and max(map(len, locs)) < MAX_LOC_LENGTH
                 and all(map(str.startswith, locs, repeat(prefix)))
