@@ -268,9 +268,10 @@ class Rereader:
                                if not state.valid)
         new_bad = _positions(rules, _INVALID)
         regressed = self._changes(entries, start, old_columns, changed, invalid, new_bad)
-        old_lastmods = old_columns[0]
-        regressed.extend(i for i in sorted(recheck)
-                         if start + i in self.old_regressed and old_lastmods[i] == entries[i][1])
+        if self.old_regressed:  # those that went back before and keep their lastmod
+            old_lastmods = old_columns[0]
+            regressed.extend(i for i in sorted(recheck) if start + i in self.old_regressed
+                             and old_lastmods[i] == entries[i][1])
         for i in regressed:
             rules[i] = f"{rules[i]} {diffing.REGRESSED}" if i in rules else diffing.REGRESSED
         self.bad += len(new_bad)
