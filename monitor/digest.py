@@ -830,10 +830,12 @@ def _slot(size: int) -> Semaphore:
     return _gate[2]
 
 
-async def run(job: Job) -> Digest:
+async def run(job: Job, *, here: bool = True) -> Digest:
     """Digest a document: small ones in a thread here, big ones in a worker process, or in a
     thread here while the pool is still starting or every worker is busy (this process is one
-    more worker)."""
+    more worker). ``here`` False: a big one goes to a worker all the same, however long it
+    waits for one (the caller holds what grows with its index, SPEC 3.4, and a digest of this
+    process's own on top of it would be the peak)."""
     import asyncio  # here, not at the top: see the imports
 
     size = workers()
@@ -841,7 +843,7 @@ async def run(job: Job) -> Digest:
         return await asyncio.to_thread(digest, job)
     async with _slot(size):  # now a worker or this process is free (or the pool starting)
         warm_pool = _ready is not None and _ready.done()
-        if _inline == 0 and (_busy >= size or not warm_pool):
+        if here and _inline == 0 and (_busy >= size or not warm_pool):
             return await _here(job)
         return await _in_pool(job, size)
 

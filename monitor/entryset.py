@@ -496,6 +496,11 @@ class Fingerprints:
         """Whether any document's fingerprints are held (or wait in ``add_later``)."""
         return bool(self._arrays or self._later or self._runs)
 
+    @property
+    def held(self) -> int:
+        """The fingerprints held, worked out (8 bytes each; not those in ``add_later``)."""
+        return sum(map(len, self._arrays)) + sum(self._sizes)
+
     def add_later(self, entry_set: bytes) -> None:
         """Hold a document's fingerprints as its stored entry set (``encode``'s bytes): they are
         worked out only if another document is checked against them (``settle``). A check

@@ -347,14 +347,8 @@ def test_the_buffers_a_fetch_and_a_digest_churn_come_from_one_heap() -> None:
     assert "Arena 1:" not in done.stderr, done.stderr
 
 
-@pytest.mark.anyio
-async def test_a_big_document_waits_for_a_free_worker_not_in_the_pools_queue(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """With one worker process, four big documents at once: never more than one in the pool
-    (the others wait for whichever of it and this process frees first), and this process
-    digests some of them while the worker is busy."""
-    monkeypatch.setenv("SITEMAP_MONITOR_PARSE_WORKERS", "1")
+def _big_jobs(tmp_path: Path) -> list[digest.Job]:
+    """Four big documents (over IN_PROCESS_MAX), each a file, as a fetch leaves them."""
     data = _clean_document(12_000)
     assert len(data) > digest.IN_PROCESS_MAX
     jobs = []
@@ -363,6 +357,18 @@ async def test_a_big_document_waits_for_a_free_worker_not_in_the_pools_queue(
         path.write_bytes(data)
         jobs.append(digest.Job(url=URL, now=NOW, max_bytes=1 << 26, max_urls=50_000,
                                max_children=50_000, path=str(path), baseline=True))
+    return jobs
+
+
+@pytest.mark.anyio
+async def test_a_big_document_waits_for_a_free_worker_not_in_the_pools_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With one worker process, four big documents at once: never more than one in the pool
+    (the others wait for whichever of it and this process frees first), and this process
+    digests some of them while the worker is busy."""
+    monkeypatch.setenv("SITEMAP_MONITOR_PARSE_WORKERS", "1")
+    jobs = _big_jobs(tmp_path)
     seen: list[tuple[int, int]] = []
     done = anyio.Event()
 
@@ -380,6 +386,35 @@ async def test_a_big_document_waits_for_a_free_worker_not_in_the_pools_queue(
     assert max(busy for busy, _ in seen) == 1
     assert max(inline for _, inline in seen) == 1
     assert any(busy and inline for busy, inline in seen)  # both digesting at once
+
+
+@pytest.mark.anyio
+async def test_a_big_document_not_to_be_digested_here_waits_for_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``here=False`` (a check past its fingerprints' bound): four big documents at once, with
+    one worker process, are all digested there, this process digesting none of them, even
+    before the pool is warm."""
+    monkeypatch.setenv("SITEMAP_MONITOR_PARSE_WORKERS", "1")
+    digest.shutdown()
+    monkeypatch.setattr(digest, "_ready", None)
+    jobs = _big_jobs(tmp_path)
+    seen: list[int] = []
+    done = anyio.Event()
+
+    async def watch() -> None:
+        while not done.is_set():
+            seen.append(digest._inline)
+            await anyio.sleep(0.001)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        found = await asyncio.gather(*(digest.run(job, here=False) for job in jobs))
+        done.set()
+    assert [f.entries for f in found] == [12_000] * 4
+    assert digest.pool_started()
+    assert seen
+    assert max(seen) == 0
 
 
 @pytest.mark.parametrize("stored", [False, True])

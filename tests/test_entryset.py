@@ -211,3 +211,14 @@ def test_fingerprints_held_as_an_entry_set_are_worked_out_when_another_document_
     index.settle()
     assert index.hits(array("Q", [entryset.loc_hash("https://x/")])) == {
         entryset.loc_hash("https://x/")}
+
+
+def test_fingerprints_held_count_the_arrays_and_the_runs() -> None:
+    """``held``: what the check holds, 8 bytes each, however they are kept (the pipeline stops
+    digesting big documents itself past a number of them)."""
+    held = entryset.Fingerprints(arrays=2)
+    assert held.held == 0
+    for n in (3, 5, 7, 11):  # the third document folds the arrays into a run
+        held.add(array("Q", range(n * 1000, n * 1000 + n)))
+    held.add_later(b"")  # not worked out: not counted
+    assert held.held == 3 + 5 + 7 + 11

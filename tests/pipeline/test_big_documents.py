@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from site_fixture import Site, index, url_set_at, urlset
 
-from monitor import digest
+from monitor import digest, pipeline
 from monitor.cli import main
 
 N = 12_000  # URLs a child: about 1.4 MB, over digest.IN_PROCESS_MAX
@@ -120,3 +120,41 @@ def test_workers_import_this_installation_whatever_the_working_directory(
     r = json.loads(proc.stdout)
     assert [d["outcome"] for d in r["documents"]] == ["ok"] * 7, r["documents"]
     assert r["urls"] == 6 * N
+
+
+@pytest.mark.parametrize("bound", [0, pipeline.DIGEST_HERE_MAX])
+def test_past_its_fingerprints_bound_a_check_leaves_big_documents_to_the_workers(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, bound: int,
+) -> None:
+    """SPEC 3.4: a check's loc fingerprints grow with its index; past ``DIGEST_HERE_MAX`` of
+    them, this process digests no big document itself (its own digest on top of them was W4's
+    peak), and the worker digests them all. Below it, this process takes its share while the
+    worker is busy. The URL sets are the same either way."""
+    monkeypatch.setenv("SITEMAP_MONITOR_PARSE_WORKERS", "1")
+    monkeypatch.setattr(pipeline, "DIGEST_HERE_MAX", bound)
+    digest.shutdown()  # a pool that earlier tests started: the first document meets none
+    monkeypatch.setattr(digest, "_ready", None)
+    here: list[str] = []
+    digest_here = digest._here
+
+    async def spy(job: digest.Job) -> digest.Digest:
+        here.append(job.url)
+        return await digest_here(job)
+
+    monkeypatch.setattr(digest, "_here", spy)
+    U = site.url("/")
+    children = []
+    for name in "abcd":
+        site.set(f"/{name}.xml", urlset({f"{U}{name}/{i:06d}/{'x' * 60}": "2024-01-01"
+                                         for i in range(N)}))
+        children.append(site.url(f"/{name}.xml"))
+    assert len(site.docs["/a.xml"]) > digest.IN_PROCESS_MAX
+    site.set("/index.xml", index(children))
+    found = check(capsys, site.url("/index.xml"), db)
+    assert (found["urls"], found["added"]) == (4 * N, 4 * N)
+    assert len(url_set_at(db, found["snapshot_id"])) == 4 * N
+    if bound == 0:
+        assert here == []
+    else:
+        assert here  # no worker was ready for the first big document to come: digested here
