@@ -252,25 +252,22 @@ class Rereader:
                 if ids:
                     rules[i - start] = ids
         invalid = {i - start for i in self._within("invalid", start, end)} - recheck
-        if recheck:
-            order = sorted(recheck)
-            subset = [entries[i] for i in order]
-            # One for the document: what it learnt of its dates stays. The locs are the stored
-            # ones, each once.
-            if self.clean.check(subset):  # the usual batch: no rule at all
-                subset = []
-            if subset:  # an entry of the batch may have an issue: the usual one has none
-                checked = validate.validate_document(subset, self.url, now=self.now,
-                                                     messages=False)
-                position = {entries[i].loc: i for i in order}
-                rules.update((position[loc], ids) for loc, ids in checked.rules.items())
-                invalid.update(position[loc] for loc, state in checked.entries.items()
-                               if not state.valid)
+        order = sorted(recheck)
+        subset = [entries[i] for i in order]
+        # The document's one CleanDocument (what it learnt of its dates stays) says whether an
+        # entry may have an issue (the usual batch has none); the locs are the stored ones,
+        # each once.
+        if subset and not self.clean.check(subset):
+            checked = validate.validate_document(subset, self.url, now=self.now, messages=False)
+            position = {entries[i].loc: i for i in order}
+            rules.update((position[loc], ids) for loc, ids in checked.rules.items())
+            invalid.update(position[loc] for loc, state in checked.entries.items()
+                           if not state.valid)
         new_bad = _positions(rules, _INVALID)
         regressed = self._changes(entries, start, old_columns, changed, invalid, new_bad)
         if self.old_regressed:  # those that went back before and keep their lastmod
             old_lastmods = old_columns[0]
-            regressed.extend(i for i in sorted(recheck) if start + i in self.old_regressed
+            regressed.extend(i for i in order if start + i in self.old_regressed
                              and old_lastmods[i] == entries[i][1])
         for i in regressed:
             rules[i] = f"{rules[i]} {diffing.REGRESSED}" if i in rules else diffing.REGRESSED
