@@ -217,6 +217,7 @@ class Rereader:
         old_columns: list[Sequence[str | None]] = list(fields)
         changed: set[int] = set()
         text = ""
+        lastmods_only = True  # no column but the lastmods differs from the stored one
         for index, (column, values) in enumerate(zip(self.fields, fields, strict=True)):
             has_unset = None in values
             text = entryset.joined(values)
@@ -227,24 +228,30 @@ class Rereader:
             if same:
                 continue
             old = old_columns[index] = column.take(n)
-            changed.update(compress(count(), map(ne, old, values)))
+            differ = list(compress(count(), map(ne, old, values)))
+            changed.update(differ)
+            lastmods_only = lastmods_only and not (index and differ)
         self.moved.extend(map(add, sorted(changed), repeat(start)))
-        self._judge(entries, start, old_columns, changed, text)  # the last: the extensions'
+        # The last text is the extensions'.
+        self._judge(entries, start, old_columns, changed, text, lastmods_only=lastmods_only)
         return True
 
     def _judge(self, entries: list[Entry], start: int,
                old_columns: list[Sequence[str | None]], changed: set[int],
-               extensions: str) -> None:
+               extensions: str, *, lastmods_only: bool) -> None:
         """The verdicts and changes of one batch (positions in it; ``start`` is the first's
-        in the document; ``extensions``, the text of its extensions)."""
+        in the document; ``extensions``, the text of its extensions; ``lastmods_only``, no
+        column but the lastmods differs from the stored one)."""
         end = start + len(entries)
         recheck = set(changed)
         recheck.update(i - start for i in self._within("future", start, end))
-        if '"news":' in extensions:  # news-too-old looks at the time, and rises
+        news = '"news":' in extensions
+        if news:  # news-too-old looks at the time, and rises
             recheck.update(i for i, entry in enumerate(entries)
                            if entry.extensions and '"news":' in entry.extensions)
         rules: dict[int, str] = {}
-        for i in self._within("rules", start, end):
+        old_rules = self._within("rules", start, end)
+        for i in old_rules:
             ids = self.old_rules[i]
             if i - start not in recheck:
                 if self.strip:
@@ -256,8 +263,16 @@ class Rereader:
         subset = [entries[i] for i in order]
         # The document's one CleanDocument (what it learnt of its dates stays) says whether an
         # entry may have an issue (the usual batch has none); the locs are the stored ones,
-        # each once.
-        if subset and not self.clean.check(subset):
+        # each once. Where only lastmods moved (a CMS that stamps "now") and the stored set
+        # has no verdict in the batch (an invalid entry has one too), the rest of each entry
+        # is as it was, without an issue: its lastmod is all there is to look at.
+        if not subset:
+            usual = True
+        elif lastmods_only and not (old_rules or news):
+            usual = self.clean.lastmods_ok([entry[1] for entry in subset])
+        else:
+            usual = self.clean.check(subset)
+        if not usual:
             checked = validate.validate_document(subset, self.url, now=self.now, messages=False)
             position = {entries[i].loc: i for i in order}
             rules.update((position[loc], ids) for loc, ids in checked.rules.items())

@@ -434,6 +434,11 @@ class CleanDocument:
         distinct = [_set(values) for values in (lastmods, changefreqs, priorities)]
         return self._usual(locs, distinct, extensions, None) and _encoded("".join(locs))
 
+    def lastmods_ok(self, lastmods: Iterable[str | None]) -> bool:
+        """Whether no lastmod of a batch has an issue, the rest of its entries known to have
+        none (a re-read's entries whose lastmod alone moved: ``monitor.reread``)."""
+        return self._lastmods_ok(_set(lastmods))
+
     def _usual(self, locs: tuple[str, ...], distinct: list[set[str]],
                extensions: tuple[str | None, ...], links: Links | None) -> bool:
         """Whether no entry of a batch may have an issue (but a loc twice, or not encoded)."""
@@ -492,7 +497,7 @@ class CleanDocument:
         return True
 
 
-def _set(values: tuple[str | None, ...]) -> set[str]:
+def _set(values: Iterable[str | None]) -> set[str]:
     """The distinct values that are set."""
     distinct = set(values)
     distinct.discard(None)

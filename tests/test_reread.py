@@ -27,6 +27,12 @@ priorities = st.none() | st.sampled_from(["0.5", "1.0", "2", "x"])
 extensions = st.none() | st.sampled_from(['{"image":[{"loc":"a"}]}', '{"image":[{"loc":"b"}]}'])
 fields = st.tuples(lastmods, changefreqs, priorities, extensions)
 later = st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=30))
+# News published the day before T0: too old (news-too-old, SPEC 12) from T0 + 1 day on.
+NEWS = ('{"news":[{"publication":{"language":"en","name":"The Daily"},'
+        '"publication_date":"2024-05-31T12:00:00Z","title":"Headline"}]}')
+# Fields without an issue, but where a lastmod is: what a CMS's sitemap usually has.
+usual = st.tuples(lastmods, st.sampled_from([None, "daily"]), st.sampled_from([None, "0.5"]),
+                  st.sampled_from([None, '{"image":[{"loc":"a"}]}']))
 
 
 def _stored(entries: list[Entry], now: datetime) -> bytes:
@@ -70,6 +76,77 @@ def test_reread_is_validate_encode_and_diff(rows: list[tuple[str, tuple[str | No
     now = T0 + elapsed
     found = reread.reread(after, entryset.unpack(previous), URL, now=now, examples=examples)
     assert found is not None
+    _assert_full_path(found, previous, rows, now, examples)
+
+
+@given(st.lists(st.tuples(locs, st.one_of(usual, usual, fields,
+                                          st.tuples(lastmods, st.just(None), st.just(None),
+                                                    st.just(NEWS))), lastmods),
+                unique_by=lambda row: row[0], min_size=1),
+       later, st.integers(min_value=0, max_value=4), st.lists(st.integers(1, 5), max_size=12))
+def test_a_reread_where_only_lastmods_moved_is_the_full_path(
+        moves: list[tuple[str, tuple[str | None, ...], str | None]], elapsed: timedelta,
+        examples: int, cuts: list[int]) -> None:
+    """A CMS that stamps "now": only lastmods move. Batches of any size, with and without
+    a stored verdict, an invalid entry or news in them, give what the full path gives."""
+    rows = [(loc, old, (lastmod, *old[1:])) for loc, old, lastmod in moves]
+    before = [Entry(loc, *old) for loc, old, _ in rows]
+    after = [Entry(loc, *new) for loc, _, new in rows]
+    previous = _stored(before, T0)
+    now = T0 + elapsed
+    reader = reread.Rereader(entryset.unpack(previous), URL, now=now, examples=examples)
+    start = 0
+    for cut in [*cuts, len(after)]:
+        assert reader.add(after[start : start + cut])
+        start = min(start + cut, len(after))
+    found = reader.finish()
+    assert found is not None
+    _assert_full_path(found, previous, rows, now, examples)
+
+
+def test_only_lastmods_moved_in_a_batch_without_verdicts_validates_only_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The usual batch of such a re-read: no stored verdict, every other field as it was.
+    Its lastmods alone are looked at (CleanDocument.check is not asked), and an issue among
+    them is still found; a batch with a stored verdict is checked whole."""
+    before = [Entry(f"https://e.test/sitemaps/{i}", "2024-01-01", "daily", "0.5")
+              for i in range(6)]
+    previous = _stored(before, T0)
+    after = [entry._replace(lastmod=lastmod) for entry, lastmod in zip(
+        before, ["2024-02-01", "2024-03-01", "2024-02-01T10:00:00Z", None, "2999-01-01",
+                 "2024-13"], strict=True)]
+    checked: list[int] = []
+    original = validate.CleanDocument.check
+
+    def check(self: validate.CleanDocument, batch: list[Entry]) -> bool:
+        checked.append(len(batch))
+        return original(self, batch)
+
+    monkeypatch.setattr(validate.CleanDocument, "check", check)
+    reader = reread.Rereader(entryset.unpack(previous), URL, now=T0, examples=10)
+    assert reader.add(after[:4])  # good lastmods: the quick way, nothing found
+    assert reader.add(after[4:])  # a future and an invalid one: the quick way finds them
+    found = reader.finish()
+    assert found is not None
+    assert checked == []
+    rows = [(e.loc, tuple(e[1:]), tuple(a[1:])) for e, a in zip(before, after, strict=True)]
+    _assert_full_path(found, previous, rows, T0, 10)
+    assert found.counts == {"lastmod-future": 1, "lastmod-invalid": 1}
+    # The next re-read moves every lastmod again: the batch holding the stored verdicts is
+    # checked whole, the other the quick way.
+    again = [entry._replace(lastmod="2024-04-01") for entry in after]
+    reader = reread.Rereader(found.columns, URL, now=T0, examples=10)
+    assert reader.add(again[:3])
+    assert reader.add(again[3:])
+    assert reader.finish() is not None
+    assert checked == [3]
+
+
+def _assert_full_path(found: reread.Reread, previous: bytes,
+                      rows: list[tuple[str, tuple[str | None, ...], tuple[str | None, ...]]],
+                      now: datetime, examples: int) -> None:
+    """``found`` is what validating ``rows``' new fields, encoding and diffing them give."""
+    after = [Entry(loc, *new) for loc, _, new in rows]
     columns, counts, issues, invalid, changes, tally = _expected(previous, after, now, examples)
     assert found.columns == columns
     assert entryset.pack(found.columns) == entryset.pack(columns)
