@@ -30,6 +30,9 @@ git log -1 --format='commit %h %s' | tee "$out/steps.log"
 step issue5 "$bench" tests/benchmarks/run.py
 # Re-checks by how much changed: memory, CPU against the first check, bytes stored.
 step recheck "$bench" tests/benchmarks/recheck.py --repeat 2 --results "$out/recheck.json"
+# Bytes stored a change over re-checks in a row (a database grows by whole pages).
+step recheck-times "$bench" tests/benchmarks/recheck.py --pattern one --pattern percent --times 10
+step recheck-every "$bench" tests/benchmarks/recheck.py --pattern every --times 4
 # The 2.5 M-URL index.
 step w4 "$bench" tests/benchmarks/run.py --workload W4 --no-peers --repeat 1
 # Queries against a long history.
