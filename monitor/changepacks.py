@@ -22,7 +22,7 @@ never says anything its row would not have.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 from operator import sub
 
@@ -126,14 +126,14 @@ class Packer:
             self._befores.append(before)
         return self._take() if len(self._positions) == MEMBERS else None
 
-    def extend(self, positions: Sequence[int], locs: Sequence[str]) -> list[Packed]:
-        """``add`` of positional members (their locs), without their states before: the packs
-        they fill."""
+    def extend(self, positions: Sequence[int], loc: Callable[[int], str]) -> list[Packed]:
+        """``add`` of positional members, without their states before: the packs they fill.
+        ``loc(k)`` is the ``k``-th member's loc (a pack keeps its first member's only)."""
         assert self._positional
         filled, done = [], 0
         while done < len(positions):
             if not self._positions:
-                self._first = locs[done]
+                self._first = loc(done)
             room = MEMBERS - len(self._positions)
             self._positions += positions[done : done + room]
             done += room

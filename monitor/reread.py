@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import compress, count, repeat
-from operator import add, ne
+from operator import add, itemgetter, ne
 from typing import cast
 
 from monitor import changepacks, changerows, entryset, validate
@@ -231,7 +231,6 @@ class Rereader:
             differ = list(compress(count(), map(ne, old, values)))
             changed.update(differ)
             lastmods_only = lastmods_only and not (index and differ)
-        self.moved.extend(map(add, sorted(changed), repeat(start)))
         # The last text is the extensions'.
         self._judge(entries, start, old_columns, changed, text, lastmods_only=lastmods_only)
         return True
@@ -279,7 +278,9 @@ class Rereader:
             invalid.update(position[loc] for loc, state in checked.entries.items()
                            if not state.valid)
         new_bad = _positions(rules, _INVALID)
-        regressed = self._changes(entries, start, old_columns, changed, invalid, new_bad)
+        moved = order if len(order) == len(changed) else sorted(changed)  # recheck has them
+        self.moved.extend(map(add, moved, repeat(start)))
+        regressed = self._changes(entries, start, old_columns, moved, invalid, new_bad)
         if self.old_regressed:  # those that went back before and keep their lastmod
             old_lastmods = old_columns[0]
             regressed.extend(i for i in order if start + i in self.old_regressed
@@ -301,13 +302,12 @@ class Rereader:
         return ordered[bisect_left(ordered, start) : bisect_left(ordered, end)]
 
     def _changes(self, entries: list[Entry], start: int,
-                 old_columns: list[Sequence[str | None]], positions: set[int],
+                 old_columns: list[Sequence[str | None]], order: list[int],
                  invalid: set[int], new_bad: set[int]) -> list[int]:
-        """The changes at these positions of the batch: ``changed`` ones packed at their
-        positions (the new columns and the stored ones hold the rest), those that made a valid
-        entry invalid as rows, each counted and the first ``examples`` kept; returns the
-        positions whose lastmod went back."""
-        order = sorted(positions)
+        """The changes at these positions of the batch (``order``, ascending): ``changed``
+        ones packed at their positions (the new columns and the stored ones hold the rest),
+        those that made a valid entry invalid as rows, each counted and the first
+        ``examples`` kept; returns the positions whose lastmod went back."""
         lastmods, changefreqs, priorities, extensions = old_columns
         spoilt: list[int] = []  # valid before, invalid now: the usual batch has none
         if invalid or self._within("invalid", start, start + len(entries)):
@@ -316,8 +316,8 @@ class Rereader:
         if spoilt:
             gone = set(spoilt)
             packed = [i for i in order if i not in gone]
-        self.packs += self.packer.extend([start + i for i in packed],
-                                         [entries[i][0] for i in packed])
+        self.packs += self.packer.extend(list(map(add, packed, repeat(start))),
+                                         lambda k: entries[packed[k]][0])
         rows = []
         for i in spoilt:
             loc, lastmod, changefreq, priority, extension = entries[i]
@@ -345,8 +345,11 @@ class Rereader:
         """Count the changed positions whose lastmod moved to a valid one, and those of them
         whose lastmod before was valid too; the positions whose lastmod went back. A column
         at a time: a re-read in which every lastmod moved has 50,000 of them a document."""
-        afters = [entries[i][1] for i in order]
-        befores = [lastmods[i] for i in order]
+        afters: Sequence[str | None]
+        if len(order) == len(entries):  # every entry of the batch changed
+            afters, befores = list(map(itemgetter(1), entries)), lastmods
+        else:
+            afters, befores = [entries[i][1] for i in order], [lastmods[i] for i in order]
         fresh = list(compress(range(len(order)), map(ne, afters, befores)))
         if None in afters or new_bad:
             fresh = [k for k in fresh if afters[k] is not None and order[k] not in new_bad]
@@ -356,6 +359,9 @@ class Rereader:
             both = [k for k in fresh
                     if befores[k] is not None and start + order[k] not in self.old_bad]
         self.both += len(both)
+        if len(both) == len(order):  # every one (a CMS that stamps "now"): no subset to make
+            return list(compress(order, map(diffing.lastmod_earlier,
+                                            cast("list[str]", afters), cast("list[str]", befores))))
         pairs = (cast("list[str]", [afters[k] for k in both]),
                  cast("list[str]", [befores[k] for k in both]))
         return list(compress([order[k] for k in both], map(diffing.lastmod_earlier, *pairs)))

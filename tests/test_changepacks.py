@@ -105,7 +105,7 @@ def test_positional_members_extended_a_batch_at_a_time_pack_as_one_at_a_time(
         for p, loc in zip(positions, locs, strict=True):
             if (full := one.add(p, loc, None)) is not None:
                 packs_one.append(full)
-        packs_many += many.extend(positions, locs)
+        packs_many += many.extend(positions, locs.__getitem__)
         position += 2 * n
     assert packs_many == packs_one
     assert many.finish() == one.finish()
