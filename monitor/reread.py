@@ -259,7 +259,7 @@ class Rereader:
                     rules[i - start] = ids
         invalid = {i - start for i in self._within("invalid", start, end)} - recheck
         order = sorted(recheck)
-        subset = [entries[i] for i in order]
+        subset = entries if len(order) == len(entries) else [entries[i] for i in order]
         # The document's one CleanDocument (what it learnt of its dates stays) says whether an
         # entry may have an issue (the usual batch has none); the locs are the stored ones,
         # each once. Where only lastmods moved (a CMS that stamps "now") and the stored set
@@ -268,7 +268,7 @@ class Rereader:
         if not subset:
             usual = True
         elif lastmods_only and not (old_rules or news):
-            usual = self.clean.lastmods_ok([entry[1] for entry in subset])
+            usual = self.clean.lastmods_ok(map(itemgetter(1), subset))
         else:
             usual = self.clean.check(subset)
         if not usual:
