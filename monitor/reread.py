@@ -5,7 +5,8 @@ the stored order, and most of its entries are as they were. Their verdicts are t
 ones: a rule looks at the entry's own fields and the document's URL, which are the same, and
 at the check's time only for ``lastmod-future``, which a later check can only lift, and for
 ``news-too-old``, which it can only raise. So this validates just the entries whose fields
-differ, those stored as ``lastmod-future`` and those with news, takes
+differ, those stored as ``lastmod-future`` and those with news (of a batch in which only
+lastmods moved and the stored set has no verdict, just the lastmods), takes
 every other verdict from the stored set, and builds the new entry set's columns from the
 entries directly, without an EntryState per entry. The result equals ``validate_document``
 followed by ``entryset.columns`` and the diff (tests/test_reread.py holds it to that).
