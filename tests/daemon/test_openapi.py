@@ -137,12 +137,17 @@ def test_every_route_answers_as_the_document_says(daemon: Daemon) -> None:
 def test_schemathesis_finds_no_server_error(daemon: Daemon, tmp_path: Path) -> None:
     """The field's API fuzzer over the whole document, every phase (examples, coverage,
     fuzzing, stateful through the document's links). Not run: ``positive_data_acceptance``
-    (a pattern cannot say that 2024-02-30 is not a date, nor which globs match a rule)."""
+    (a pattern cannot say that 2024-02-30 is not a date, nor which globs match a rule).
+
+    One worker: with two, Hypothesis describes its strategies' lambdas with ``ast.parse`` in
+    two threads at once, and Python 3.11 keeps the AST constructor's recursion depth where
+    both threads change it (CPython gh-106905): once in a while the run ended in "SystemError:
+    AST constructor recursion depth mismatch", a runtime error of the fuzzer, not the API's."""
     run = subprocess.run(
         [str(Path(sys.executable).with_name("schemathesis")), "run",
          f"{daemon.base}/api/v1/openapi.json", "--checks", "all",
          "--exclude-checks", "positive_data_acceptance", "--max-examples", "60",
-         "--seed", "22", "--workers", "2", "--report", "json",
+         "--seed", "22", "--workers", "1", "--report", "json",
          "--report-json-path", str(tmp_path / "run.json")],
         capture_output=True, text=True, timeout=600, check=False,
         env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
