@@ -14,18 +14,19 @@ A loc present on both sides with equal state is no change, whichever document it
 so a URL that moves between two children of an index is neither added nor removed.
 
 ``lastmod_earlier`` is how a re-check tells that a URL's lastmod moved backwards
-(``lastmod-regressed``, SPEC 12).
+(``lastmod-regressed``, SPEC 12); ``lastmods_earlier`` the same for two columns of them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
+from operator import lt
 
 from monitor.model import Change, ChangeKind, EntryState
 
-__all__ = ["REGRESSED", "apply", "count", "diff", "lastmod_earlier"]
+__all__ = ["REGRESSED", "apply", "count", "diff", "lastmod_earlier", "lastmods_earlier"]
 
 REGRESSED = "lastmod-regressed"  # the rule id of a lastmod that went back (SPEC 12)
 
@@ -88,3 +89,36 @@ def lastmod_earlier(after: str, before: str) -> bool:
             return False
     shortest = min(size, len(before), 10)
     return after[:shortest] < before[:shortest]
+
+
+def lastmods_earlier(afters: Sequence[str], befores: Sequence[str]) -> Iterator[bool]:
+    """``lastmod_earlier`` of each pair of these two columns (of equal length).
+
+    Where every lastmod of both has the same length and the same timezone designator (a CMS
+    that stamps "now" writes them all alike), each pair takes ``lastmod_earlier``'s first
+    branch: their text orders as their instants do, and C compares them without a call a pair
+    (50,000 calls were 142 M instructions of a W1 child's every-lastmod re-read).
+    """
+    if afters and _alike(afters, befores):
+        return map(lt, afters, befores)
+    return map(lastmod_earlier, afters, befores)
+
+
+def _alike(afters: Sequence[str], befores: Sequence[str]) -> bool:
+    """Whether all these lastmods have one length and, past a date, one timezone designator.
+
+    Found on each column's text joined with separators (a lastmod has none), without a new
+    string a value: with one length, the separators and each value's designator fall every
+    ``length + 1`` characters, and a strided slice of the text takes them all at once.
+    """
+    size, n = len(afters[0]), len(afters)
+    step = size + 1
+    designator = "" if size <= 10 else "Z" if afters[0][-1] == "Z" else afters[0][-6:]
+    for column in (afters, befores):
+        text = "\x00".join(column)
+        if len(text) != n * step - 1 or text[size::step] != "\x00" * (n - 1):
+            return False
+        for k, char in enumerate(designator, size - len(designator)):
+            if text[k::step] != char * n:
+                return False
+    return True

@@ -361,11 +361,11 @@ class Rereader:
                     if befores[k] is not None and start + order[k] not in self.old_bad]
         self.both += len(both)
         if len(both) == len(order):  # every one (a CMS that stamps "now"): no subset to make
-            return list(compress(order, map(diffing.lastmod_earlier,
-                                            cast("list[str]", afters), cast("list[str]", befores))))
+            return list(compress(order, diffing.lastmods_earlier(
+                cast("list[str]", afters), cast("list[str]", befores))))
         pairs = (cast("list[str]", [afters[k] for k in both]),
                  cast("list[str]", [befores[k] for k in both]))
-        return list(compress([order[k] for k in both], map(diffing.lastmod_earlier, *pairs)))
+        return list(compress([order[k] for k in both], diffing.lastmods_earlier(*pairs)))
 
     def finish(self) -> Reread | None:
         """The document's result, or None when the stored set could not serve it."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.diff import apply, count, diff
+from monitor.diff import apply, count, diff, lastmod_earlier, lastmods_earlier
 from monitor.model import EntryState
 
 A = EntryState(lastmod="2024-01-01")
@@ -83,3 +85,45 @@ def test_applying_the_diff_gives_the_new_set(
 @given(url_sets)
 def test_no_change_against_itself(entries: dict[str, EntryState]) -> None:
     assert diff(entries, entries) == []
+
+
+# W3C Datetimes of every precision, built so that many share a length: a second's fraction
+# ending in "Z" has the length of a minute with an offset ("...:00.5Z", "...+01:00").
+_SHAPES = ("%Y", "%Y-%m", "%Y-%m-%d", "%Y-%m-%dT%H:%MZ", "%Y-%m-%dT%H:%M:%SZ",
+           "%Y-%m-%dT%H:%M:%S.5Z", "%Y-%m-%dT%H:%M+01:00", "%Y-%m-%dT%H:%M-01:00",
+           "%Y-%m-%dT%H:%M:%S+01:00", "%Y-%m-%dT%H:%M:%S+02:00")
+_moments = st.datetimes(min_value=datetime(2023, 12, 31), max_value=datetime(2024, 1, 2))
+
+
+@st.composite
+def _columns(draw: st.DrawFn) -> tuple[list[str], list[str]]:
+    """Two columns of lastmods: mostly of one shape (a CMS writes them alike), at times with
+    a few of another in either."""
+    n = draw(st.integers(1, 12))
+    usual = draw(st.sampled_from(_SHAPES))
+    shape = st.one_of(st.just(usual), st.just(usual), st.just(usual), st.sampled_from(_SHAPES))
+    afters, befores = ([draw(_moments).strftime(draw(shape)) for _ in range(n)] for _ in "ab")
+    return afters, befores
+
+
+@given(_columns())
+def test_lastmods_earlier_is_lastmod_earlier_a_pair_at_a_time(
+        columns: tuple[list[str], list[str]]) -> None:
+    afters, befores = columns
+    assert list(lastmods_earlier(afters, befores)) == list(map(lastmod_earlier, afters, befores))
+
+
+@pytest.mark.parametrize(("afters", "befores", "expected"), [
+    (["2024-05-01T10:00:00.5Z"], ["2024-05-01T10:30+01:00"], [False]),  # 09:30Z
+    (["2024-05-01T10:00:00.5Z", "2024-05-01T10:00:00.5Z"],
+     ["2024-05-01T10:00:01.5Z", "2024-05-01T10:30+01:00"], [True, False]),
+    (["2024-05-01T10:00+01:00", "2024-05-01T10:00-01:00"],
+     ["2024-05-01T09:30+01:00", "2024-05-01T10:30+01:00"], [False, False]),
+    (["2024-05", "2024-06"], ["2024-05-31", "2024-05-31"], [False, False]),
+    # the length of the first on average, not each: "2024" is not earlier than "2024-05-01"
+    (["2024-05", "2024", "2024-05-01"], ["2024-05", "2024-05-01", "2024"], [False] * 3),
+    ([], [], []),
+])
+def test_lastmods_earlier_of_mixed_shapes(afters: list[str], befores: list[str],
+                                          expected: list[bool]) -> None:
+    assert list(lastmods_earlier(afters, befores)) == expected
