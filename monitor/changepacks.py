@@ -170,7 +170,13 @@ def pack(members: list[Member]) -> bytes:
 
 def _pack(positions: list[int], befores: list[str | None]) -> bytes:
     """``pack`` of the members at ``positions`` with these states before (none: all lack it)."""
-    text = "\x00".join(map(str, map(sub, positions, [-1, *positions])))
+    n = len(positions)
+    if n > 1 and positions == list(range(positions[0], positions[0] + n)):
+        # A run (a re-read in which every entry changed): the same gaps, without a string a
+        # member (3.6 ms of a 50,000-member document)
+        text = f"{positions[0] + 1}" + "\x001" * (n - 1)
+    else:
+        text = "\x00".join(map(str, map(sub, positions, [-1, *positions])))
     if befores.count(None) != len(befores):
         text += "\x02" + "\x01".join([before or "" for before in befores])
     return zlib.compress(text.encode(), _LEVEL)

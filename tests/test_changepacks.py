@@ -26,6 +26,17 @@ def test_members_come_back_as_they_were_packed(found: list[changepacks.Member]) 
     assert changepacks.unpack(changepacks.pack(found)) == expected
 
 
+@given(st.integers(0, 60_000), st.integers(2, 200), st.booleans())
+def test_a_run_of_members_comes_back_as_it_was_packed(first: int, n: int, befores: bool
+                                                      ) -> None:
+    """Consecutive positions (a re-read in which every entry changed), and the same positions
+    out of order."""
+    run = [(p, f"was {p}" if befores else None) for p in range(first, first + n)]
+    assert changepacks.unpack(changepacks.pack(run)) == run
+    shuffled = run[::-1] if n < 4 else [run[0], run[2], run[1], *run[3:]]  # first, last kept
+    assert changepacks.unpack(changepacks.pack(shuffled)) == shuffled
+
+
 def _json(state: EntryState) -> str:
     return changerows.state_json(state.lastmod, state.changefreq, state.priority,
                                  state.extensions, state.valid)
