@@ -93,16 +93,16 @@ class Job:
     max_children: int
     body: bytes | None = None
     path: str | None = None
-    previous: bytes | None = None  # the document's stored entry set, on a re-check
+    # The document's stored entry set, on a re-check: whole, or a delta against the full
+    # version whose value is ``previous_base`` (monitor.entrydelta), resolved here
+    previous: bytes | None = None
+    previous_base: bytes | None = None
     baseline: bool = False  # the target's first check: keep only the first additions
     examples: int = 1000  # issues (and additions of a baseline) kept in full; the rest counted
     fingerprints: bool = True  # False: Digest.hashes is None (monitor.pipeline._digest says why)
-    # The full version ``previous`` is, or is a delta against (monitor.entrydelta): its row id,
-    # its header (None: ``previous`` is that version) and the positions at which ``previous``
-    # differs from it. Set: a re-read that keeps the locs makes its new version as a delta.
+    # The row id of the full version ``previous`` is, or is a delta against. Set: a re-read
+    # that keeps the locs makes its new version as a delta against it too.
     base_id: int | None = None
-    base_header: dict[str, object] | None = None
-    base_positions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -124,6 +124,8 @@ class Digest:
     data: bytes | None = None  # the entry set (monitor.entryset), None for an index
     # ``data`` as a delta against the job's base (monitor.entrydelta), when it is worth one
     delta: bytes | None = None
+    # ``data`` holds the stored set's entries and verdicts (new bytes, the same document)
+    same: bool = False
     # array("Q") of entryset.loc_hash of each kept loc, in order; None if the job asked for none
     hashes: bytes | None = b""
     # Sum of the document's hreflang pairs (monitor.extensions.balance): 0 for most documents
@@ -186,8 +188,7 @@ def _compact(result: Digest, job: Job) -> None:
 def _digest(job: Job) -> Digest:
     if job.previous is None or job.baseline:
         return _digest_new(job)
-    stored = _previous(job)
-    assert stored is not None
+    stored, base = _stored(job)
     # The usual re-read document lists the stored locs in the stored order: it is compared
     # with the stored set a batch at a time as it is parsed (monitor.reread). One that does
     # not is parsed again from its start, and validated and diffed whole.
@@ -204,15 +205,15 @@ def _digest(job: Job) -> Digest:
     found = reader.finish()
     if found is None:
         return _digest_whole(job, stored)
-    _take(result, found, parsed.unkeyed_invalid, job)
+    _take(result, found, parsed.unkeyed_invalid, job, stored)
     # A delta pays only while under a quarter of the entries moved (entrydelta.compose): where
     # every lastmod moved, the 50,000 positions are not even gathered.
     if (job.base_id is not None and result.data is not None
             and len(found.moved) * 4 <= found.columns.size):
-        order = sorted({*job.base_positions, *found.moved})
-        result.delta = entrydelta.compose(
-            stored.header if job.base_header is None else job.base_header, found.columns,
-            order, job.base_id, len(result.data))
+        _, header, positions = base
+        order = sorted({*positions, *found.moved})
+        result.delta = entrydelta.compose(header, found.columns, order, job.base_id,
+                                          len(result.data))
     return result
 
 
@@ -350,7 +351,7 @@ def _finish(result: Digest, checked: validate.ValidatedDocument, unkeyed_invalid
     columns = _fill(result, checked.entries, checked.rules, checked.invalid + unkeyed_invalid,
                     job, stored)
     checked.entries, checked.rules = {}, {}  # the states go before their columns are compressed
-    result.data = _pack(result, columns, job.url)
+    result.data = _pack(result, columns, job.url, stored=stored)
     return result
 
 
@@ -376,10 +377,12 @@ def _finish_clean(result: Digest, clean: validate.CleanDocument, sink: _Extensio
 
 
 def _pack(result: Digest, columns: entryset.Columns, url: str,
-          stream: entryset.Stream | None = None, balance: int | None = None) -> bytes:
+          stream: entryset.Stream | None = None, balance: int | None = None,
+          stored: entryset.Columns | None = None) -> bytes:
     """The stored entry set: its columns with what the document itself said. ``stream``: its
     extensions, compressed as they came (``_Extensions``, which summed them already);
-    ``balance``: the hreflang balance, if known (a re-read whose extensions are as stored)."""
+    ``balance``: the hreflang balance, if known (a re-read whose extensions are as stored);
+    ``stored``: the set stored before, to tell whether this one is the same (``Digest.same``)."""
     if stream is None:
         _extension_data(result, columns, url, balance)
     entryset.annotate(columns, issues=[{"rule": i.rule, "message": i.message, "loc": i.loc}
@@ -387,6 +390,7 @@ def _pack(result: Digest, columns: entryset.Columns, url: str,
                       dropped=result.dropped, duplicates=result.duplicate_locs,
                       balance=result.balance)
     result.lastmods = columns.present(1) - result.counts.get(_INVALID, 0)
+    result.same = stored is not None and entryset.same(columns, stored)
     return entryset.pack(columns, stream)
 
 
@@ -437,16 +441,27 @@ def _fingerprints(locs: Iterable[str], job: Job) -> bytes | None:
 
 
 def _previous(job: Job) -> entryset.Columns | None:
-    return None if job.previous is None else entryset.unpack(job.previous)
+    return None if job.previous is None else _stored(job)[0]
 
 
-def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job) -> None:
+def _stored(job: Job) -> tuple[entryset.Columns, entrydelta.Base]:
+    """The stored set's columns, and the full version it is or is a delta against (its header
+    and the positions at which the stored set differs from it)."""
+    assert job.previous is not None
+    if job.previous_base is not None:
+        return entrydelta.resolve(job.previous_base, job.previous)
+    columns = entryset.unpack(job.previous)
+    return columns, (job.base_id or 0, columns.header, [])
+
+
+def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job,
+          stored: entryset.Columns) -> None:
     result.counts.update(found.counts)
     result.entry_issues = found.issues
     result.entries = found.columns.size
     result.urls = result.entries - found.invalid
     result.invalid = found.invalid + unkeyed_invalid
-    result.data = _pack(result, found.columns, job.url, balance=found.balance)
+    result.data = _pack(result, found.columns, job.url, balance=found.balance, stored=stored)
     result.hashes = _fingerprints(found.locs, job) if job.fingerprints else None
     result.rows, result.packs, result.row_counts = found.rows, found.packs, found.row_counts
     result.row_examples = found.row_examples
@@ -609,10 +624,11 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
     # those of the locs that stay.
     result.rows, result.packs, result.delta = b"", [], None  # _fill diffs again: positions move
     result.row_counts, result.row_examples = {}, []
+    previous = _previous(job)
     columns = _fill(result, states, rules, result.invalid, replace(job, fingerprints=True),
-                    _previous(job))
+                    previous)
     del states, rules, stored
-    result.data = _pack(result, columns, job.url)
+    result.data = _pack(result, columns, job.url, stored=previous)
     _compact(result, job)
 
 

@@ -31,7 +31,7 @@ from typing import cast
 
 from monitor import entryset
 
-__all__ = ["MARK", "Base", "apply", "base_of", "compose", "info", "is_delta", "make", "resolve"]
+__all__ = ["MARK", "Base", "apply", "base_of", "compose", "is_delta", "make", "resolve"]
 
 MARK = b"D"  # a full version is zlib (its first byte 0x78), never this
 _LEVEL = 6  # written once, a few KB: level 6 costs nothing here
@@ -51,7 +51,7 @@ def base_of(delta: bytes) -> int:
 
 
 # What a delta's read needs of its base besides the value: the base's row id and header, and
-# the positions at which the version differs from it (``info``; monitor.digest makes the next
+# the positions at which the version differs from it (``resolve``; monitor.digest makes the next
 # delta from them without reading the base again).
 Base = tuple[int, dict[str, object], list[int]]
 
@@ -92,13 +92,7 @@ def compose(base_header: dict[str, object], now: entryset.Columns, order: list[i
 
 def apply(base: bytes, delta: bytes) -> bytes:
     """The full value of the version ``delta`` stands for, given its base's."""
-    return info(base, delta)[0]
-
-
-def info(base: bytes, delta: bytes) -> tuple[bytes, Base]:
-    """``apply``, and what the next delta against the same base needs (``Base``)."""
-    columns, found = resolve(base, delta)
-    return entryset.pack(columns), found
+    return entryset.pack(resolve(base, delta)[0])
 
 
 def resolve(base: bytes, delta: bytes) -> tuple[entryset.Columns, Base]:

@@ -251,10 +251,10 @@ class _Check:
             raise
         return conn
 
-    async def _db(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _db(self, fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
         assert self.conn is not None
         async with self.db_lock:  # one connection: one statement at a time
-            return await asyncio.to_thread(fn, self.conn, *args)
+            return await asyncio.to_thread(fn, self.conn, *args, **options)
 
     async def _walk_root(self) -> None:
         url = self.target.url
@@ -392,7 +392,8 @@ class _Check:
 
     async def _digest(self, got: _Got, body: digesting.Spool) -> None:
         if not self.first:
-            sets = await self._db(store.load_entry_sets, self._target_id(), [got.url])
+            sets = await self._db(store.load_entry_sets, self._target_id(), [got.url],
+                                  whole=False)
             got.stored = sets.get(got.url)
         limits = self.target.limits
         got.job = digesting.Job(
@@ -400,8 +401,9 @@ class _Check:
             max_urls=limits.max_urls, max_children=limits.max_children,
             body=None if body.data is None else bytes(body.data), path=body.path,
             previous=None if got.stored is None else got.stored.data,
+            previous_base=None if got.stored is None else got.stored.base_data,
+            base_id=None if got.stored is None else got.stored.base_id,
             baseline=self.first, examples=self.issue_limit,
-            **_base(got.stored),
             # The fingerprints of a document's locs find their duplicates in the documents read
             # after it. A first check reads every document; a re-check reads those that changed,
             # and the first of them digested while nothing else is may well be the only one
@@ -711,7 +713,7 @@ class _Check:
         self.lastmods_compared += found.lastmod_compared
         self.lastmods_changed += found.lastmod_changed
         self.balances[got.url] = found.balance
-        if got.stored is not None and got.stored.data == found.data:
+        if found.same:
             return  # new bytes, same entries and verdicts (whitespace, order of attributes)
         self.stored_now.add(got.url)
         snapshot_id = await self._snapshot()
@@ -755,7 +757,7 @@ class _Check:
         """Entry sets of documents that no longer list URLs: their locs are held as removed."""
         for stored in sets:
             self.closed.append(stored.id)
-            decoded = await asyncio.to_thread(entryset.decode, stored.data)
+            decoded = await asyncio.to_thread(_decode_whole, stored)
             for loc, state in decoded.states.items():
                 self.pending_removed.setdefault(loc, state)
 
@@ -990,15 +992,8 @@ async def _answered(answer: robots.Answer) -> robots.Answer:
     return answer
 
 
-def _base(stored: StoredSet | None) -> dict[str, Any]:
-    """A job's ``base_*``: the full version its document's stored one is, or a delta against
-    (monitor.entrydelta), so that a re-read may store the new version as a delta too."""
-    if stored is None:
-        return {}
-    if stored.base is None:
-        return {"base_id": stored.id}
-    base_id, header, positions = stored.base
-    return {"base_id": base_id, "base_header": header, "base_positions": positions}
+def _decode_whole(stored: StoredSet) -> entryset.EntrySet:
+    return entryset.decode(stored.whole())
 
 
 def _snapshot_issues(found: list[Issue], docs: Iterable[DocumentState]) -> list[dict[str, Any]]:

@@ -70,7 +70,8 @@ def test_other_locs_or_many_changes_are_stored_whole() -> None:
 def test_a_re_read_makes_its_delta_against_the_base_of_the_stored_version() -> None:
     """The digest makes the delta from what it holds (monitor.digest: the positions that moved
     since the stored version, and those at which that one differs from its base): applied to
-    the base, it is the digest's own value, check after check, never a delta of a delta."""
+    the base, it is the digest's own value, check after check, never a delta of a delta. The
+    stored version comes as it is stored (a delta, with its base) and the digest resolves it."""
     from datetime import UTC, datetime
 
     from monitor import digest
@@ -81,23 +82,31 @@ def test_a_re_read_makes_its_delta_against_the_base_of_the_stored_version() -> N
         return (f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}'
                 "</urlset>").encode()
 
-    def job(lastmods: dict[int, str], previous: bytes | None, **base: object) -> digest.Job:
+    def job(lastmods: dict[int, str], previous: bytes | None,
+            previous_base: bytes | None = None) -> digest.Job:
         return digest.Job(url="https://e.test/s.xml", now=datetime(2026, 1, 1, tzinfo=UTC),
                           max_bytes=1 << 24, max_urls=50_000, max_children=50_000,
-                          body=body(lastmods), previous=previous, **base)  # type: ignore[arg-type]
+                          body=body(lastmods), previous=previous, previous_base=previous_base,
+                          base_id=None if previous is None else 7)
 
     first = digest.digest(job({}, None)).data
     assert first is not None
-    stored, base = first, None
+    stored: bytes = first
+    base: bytes | None = None  # the stored version is whole
     for step, moved in enumerate(([3, 70], [70, 900], [5]), 1):
-        extra = {} if base is None else {"base_header": base[1], "base_positions": base[2]}
-        found = digest.digest(job(dict.fromkeys(moved, f"2025-0{step}-01"), stored, base_id=7,
-                                  **extra))
+        found = digest.digest(job(dict.fromkeys(moved, f"2025-0{step}-01"), stored, base))
         assert found.data is not None
         assert found.delta is not None
+        assert not found.same
         assert entrydelta.base_of(found.delta) == 7
-        whole, base = entrydelta.info(first, found.delta)
-        assert whole == found.data
-        stored = found.data
-    assert base is not None
-    assert base[2] == [3, 5, 70, 900]  # where the last version differs from the first, at most
+        assert entrydelta.apply(first, found.delta) == found.data
+        stored, base = found.delta, first
+    _, _, positions = entrydelta.resolve(first, stored)[1]
+    assert positions == [3, 5, 70, 900]  # where the last version differs from the first, at most
+    # The same entries again (the body's bytes are another matter): the same set, from a delta
+    # as from a whole version.
+    again = digest.digest(job(dict.fromkeys([5], "2025-03-01"), stored, first))
+    assert again.same
+    assert again.data == entrydelta.apply(first, stored)
+    assert not digest.digest(job(dict.fromkeys([5], "2025-04-01"), stored, first)).same
+    assert digest.digest(job({}, first)).same

@@ -85,14 +85,25 @@ class TargetState:
 
 @dataclass(frozen=True, slots=True)
 class StoredSet:
-    """The current version of one document's entries: its row id and its whole value."""
+    """The current version of one document's entries: its row id and its value, whole, or
+    as it is stored when read with ``whole=False``: then perhaps a delta, with its base's."""
 
     id: int
     document_url: str
     data: bytes
-    # Stored as a delta (monitor.entrydelta): its base, the base's header, and the positions at
-    # which it differs from the base; None when it is whole (it is then its own base).
-    base: entrydelta.Base | None = None
+    # ``data`` is a delta (monitor.entrydelta) against the full version whose value this is;
+    # None: ``data`` is whole (and the version is its own base)
+    base_data: bytes | None = None
+
+    @property
+    def base_id(self) -> int:
+        """The row id of the full version this one is, or is a delta against."""
+        return self.id if self.base_data is None else entrydelta.base_of(self.data)
+
+    def whole(self) -> bytes:
+        """The version's whole value."""
+        return self.data if self.base_data is None else entrydelta.apply(self.base_data,
+                                                                         self.data)
 
 
 def transaction(engine: Engine, work: Callable[[Connection], T], *, attempts: int = 3) -> T:
@@ -198,9 +209,12 @@ def load_state(conn: Connection, name: str, url: str, now: datetime) -> TargetSt
 
 
 def load_entry_sets(
-    conn: Connection, target_id: int, document_urls: Collection[str]
+    conn: Connection, target_id: int, document_urls: Collection[str], *, whole: bool = True,
 ) -> dict[str, StoredSet]:
-    """The current entry set of each of these documents of a target that has one."""
+    """The current entry set of each of these documents of a target that has one. ``whole``
+    False: a version stored as a delta comes as it is, with its base's value, for the reader
+    to resolve (a re-read's digest does, into the columns it needs: applying the delta here
+    and packing it whole, to be unpacked there, took 45 ms of this process a W1 child)."""
     result: dict[str, StoredSet] = {}
     v = entry_sets.c
     urls = list(document_urls)
@@ -214,8 +228,9 @@ def load_entry_sets(
             if not entrydelta.is_delta(data):
                 result[url] = StoredSet(row_id, url, data)
                 continue
-            whole, base = entrydelta.info(_stored_value(conn, entrydelta.base_of(data)), data)
-            result[url] = StoredSet(row_id, url, whole, base)
+            base = _stored_value(conn, entrydelta.base_of(data))
+            result[url] = (StoredSet(row_id, url, entrydelta.apply(base, data)) if whole
+                           else StoredSet(row_id, url, data, base))
     return result
 
 
