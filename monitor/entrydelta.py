@@ -110,13 +110,21 @@ def resolve(base: bytes, delta: bytes) -> tuple[entryset.Columns, Base]:
     for gap in gaps.split("\x00") if gaps else ():
         position += int(gap)
         order.append(position)
-    columns = []
-    for index, text in enumerate(texts, 1):
-        values = old.column(index)
-        for i, value in zip(order, text.split("\x00") if order else (), strict=True):
-            values[i] = None if value == _UNSET else value
-        columns.append(values)
-    out, absent = entryset.field_texts(columns)
+    out, absent = [], []
+    for index, (name, text) in enumerate(zip(entryset.FIELDS, texts, strict=True), 1):
+        # The values as stored (unset ones as _UNSET): a column whose values at the delta's
+        # positions are the base's keeps the base's text (the usual delta moves lastmods only)
+        values = text.split("\x00") if order else []
+        was, gone = old.texts[index], old.absent(index)
+        parts = [_UNSET] * size if gone else was.split("\x00")
+        if [parts[i] for i in order] != values:
+            for i, value in zip(order, values, strict=True):
+                parts[i] = value
+            gone = parts.count(_UNSET) == size
+            was = "" if gone else "\x00".join(parts)
+        out.append(was)
+        if gone:
+            absent.append(name)
     if sorted(absent) != sorted(cast("list[str]", header.get("absent") or [])):
         raise ValueError("a delta whose absent columns are not what it gives")
     base_id = int(cast("int", delta_header["base"]))

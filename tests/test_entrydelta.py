@@ -44,6 +44,25 @@ def test_a_delta_gives_back_the_version_it_stands_for(
     assert (columns.header, columns.texts) == (unpacked.header, unpacked.texts)
 
 
+@given(st.sets(st.sampled_from(range(400)), min_size=1, max_size=60), st.booleans())
+def test_a_column_set_only_where_the_delta_moved_comes_and_goes_whole(
+        where: set[int], appears: bool) -> None:
+    """A column that the base or the new version lacks altogether (its text then empty): the
+    delta's few positions are all it has."""
+    plain = EntryState("2024-01-01", None, None, None, True)
+    daily = EntryState("2024-01-01", "daily", None, None, True)
+    with_it = {loc: daily if i in where else plain for i, loc in enumerate(LOCS)}
+    without = dict.fromkeys(LOCS, plain)
+    base, new = (_version(without), _version(with_it)) if appears else (
+        _version(with_it), _version(without))
+    delta = entrydelta.make(base, new, 3)
+    assert delta is not None
+    columns, _base = entrydelta.resolve(base, delta)
+    unpacked = entryset.unpack(new)
+    assert (columns.header, columns.texts) == (unpacked.header, unpacked.texts)
+    assert entrydelta.apply(base, delta) == new
+
+
 def test_a_delta_of_1_percent_is_a_few_percent_of_the_version() -> None:
     states_by_loc = {loc: EntryState(f"2024-01-{i % 28 + 1:02d}", "daily", "0.5", None, True)
                      for i, loc in enumerate(f"https://e.test/p/{i}" for i in range(20_000))}
