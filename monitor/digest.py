@@ -61,9 +61,25 @@ if TYPE_CHECKING:  # the pool's modules load only when a big document comes (sta
     from asyncio import AbstractEventLoop, Semaphore
     from concurrent.futures import Future, ProcessPoolExecutor
 
-__all__ = ["IN_PROCESS_MAX", "Digest", "Job", "Lastmods", "Spool", "WorkerDied", "diff_stored",
-           "digest", "drop_duplicates", "pool_started", "return_big_buffers", "run", "shutdown",
-           "warm", "workers"]
+__all__ = [
+    "IN_PROCESS_MAX",
+    "Digest",
+    "Job",
+    "Lastmods",
+    "Spool",
+    "WorkerDied",
+    "base_value",
+    "diff_stored",
+    "digest",
+    "drop_duplicates",
+    "pool_started",
+    "return_big_buffers",
+    "run",
+    "shutdown",
+    "warm",
+    "whole",
+    "workers",
+]
 
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
 _CHUNK = 256 * 1024  # a batch of entries (_batches): bigger ones cost less a URL, up to here
@@ -121,8 +137,10 @@ class Digest:
     duplicates: int = 0  # later occurrences of a loc already listed, dropped
     duplicate_locs: list[str] = field(default_factory=list)  # their locs
     dropped: dict[str, int] = field(default_factory=dict)  # parse issues counted, not kept
-    data: bytes | None = None  # the entry set (monitor.entryset), None for an index
-    # ``data`` as a delta against the job's base (monitor.entrydelta), when it is worth one
+    # The entry set (monitor.entryset); None for an index, and where ``delta`` alone stands
+    # for it (``whole`` makes its value)
+    data: bytes | None = None
+    # The entry set as a delta against the job's base (monitor.entrydelta), when it is worth one
     delta: bytes | None = None
     # ``data`` holds the stored set's entries and verdicts (new bytes, the same document)
     same: bool = False
@@ -207,14 +225,33 @@ def _digest(job: Job) -> Digest:
         return _digest_whole(job, stored)
     _take(result, found, parsed.unkeyed_invalid, job, stored)
     # A delta pays only while under a quarter of the entries moved (entrydelta.compose): where
-    # every lastmod moved, the 50,000 positions are not even gathered.
-    if (job.base_id is not None and result.data is not None
-            and len(found.moved) * 4 <= found.columns.size):
+    # every lastmod moved, the 50,000 positions are not even gathered. It is kept when it is
+    # at most half of its base, and then the new version is not packed whole at all (22 ms a
+    # W1 child): the check stores the delta, and ``whole`` makes the value where it must.
+    if job.base_id is not None and len(found.moved) * 4 <= found.columns.size:
         _, header, positions = base
         order = sorted({*positions, *found.moved})
         result.delta = entrydelta.compose(header, found.columns, order, job.base_id,
-                                          len(result.data))
+                                          len(base_value(job)))
+    if result.delta is None:
+        result.data = entryset.pack(found.columns)
     return result
+
+
+def whole(result: Digest, job: Job) -> bytes:
+    """The value of the entry set a digest made: ``data``, or its ``delta`` applied to the
+    job's base (a re-read stored as a delta alone)."""
+    if result.data is not None:
+        return result.data
+    assert result.delta is not None
+    return entrydelta.apply(base_value(job), result.delta)
+
+
+def base_value(job: Job) -> bytes:
+    """The value of the full version the job's stored set is, or is a delta against: the
+    stored locs, in the stored order."""
+    assert job.previous is not None
+    return job.previous if job.previous_base is None else job.previous_base
 
 
 def _digest_whole(job: Job, stored: entryset.Columns) -> Digest:
@@ -379,10 +416,18 @@ def _finish_clean(result: Digest, clean: validate.CleanDocument, sink: _Extensio
 def _pack(result: Digest, columns: entryset.Columns, url: str,
           stream: entryset.Stream | None = None, balance: int | None = None,
           stored: entryset.Columns | None = None) -> bytes:
-    """The stored entry set: its columns with what the document itself said. ``stream``: its
-    extensions, compressed as they came (``_Extensions``, which summed them already);
-    ``balance``: the hreflang balance, if known (a re-read whose extensions are as stored);
-    ``stored``: the set stored before, to tell whether this one is the same (``Digest.same``)."""
+    """The stored entry set: ``_annotate``'s columns, packed. ``stream``: their extensions,
+    compressed as they came (``_Extensions``, which summed them already)."""
+    _annotate(result, columns, url, stream, balance, stored)
+    return entryset.pack(columns, stream)
+
+
+def _annotate(result: Digest, columns: entryset.Columns, url: str,
+              stream: entryset.Stream | None = None, balance: int | None = None,
+              stored: entryset.Columns | None = None) -> None:
+    """An entry set's columns with what the document itself said. ``balance``: the hreflang
+    balance, if known (a re-read whose extensions are as stored); ``stored``: the set stored
+    before, to tell whether this one is the same (``Digest.same``)."""
     if stream is None:
         _extension_data(result, columns, url, balance)
     entryset.annotate(columns, issues=[{"rule": i.rule, "message": i.message, "loc": i.loc}
@@ -391,7 +436,6 @@ def _pack(result: Digest, columns: entryset.Columns, url: str,
                       balance=result.balance)
     result.lastmods = columns.present(1) - result.counts.get(_INVALID, 0)
     result.same = stored is not None and entryset.same(columns, stored)
-    return entryset.pack(columns, stream)
 
 
 def _extension_data(result: Digest, columns: entryset.Columns, url: str,
@@ -461,7 +505,7 @@ def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job,
     result.entries = found.columns.size
     result.urls = result.entries - found.invalid
     result.invalid = found.invalid + unkeyed_invalid
-    result.data = _pack(result, found.columns, job.url, balance=found.balance, stored=stored)
+    _annotate(result, found.columns, job.url, balance=found.balance, stored=stored)
     result.hashes = _fingerprints(found.locs, job) if job.fingerprints else None
     result.rows, result.packs, result.row_counts = found.rows, found.packs, found.row_counts
     result.row_examples = found.row_examples
@@ -595,8 +639,7 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
 
     The rare path (a URL in two children of one index): decode, drop, encode again.
     """
-    assert result.data is not None
-    stored = entryset.decode(result.data)
+    stored = entryset.decode(whole(result, job))
     states, rules = stored.states, stored.rules
     dropped = set()
     for loc in duplicates:

@@ -647,13 +647,14 @@ class _Check:
         found, job = got.digest, got.job
         assert found is not None
         assert job is not None
-        assert found.data is not None
         await self._dedupe_unchanged(got)
         if found.hashes is None:  # digested without its fingerprints (see _digest)
+            # Its locs: a version stored as a delta alone lists its base's
+            listed = found.data if found.data is not None else digesting.base_value(job)
             if not self.seen:
-                self.seen.add_later(found.data)
+                self.seen.add_later(listed)
                 return
-            found.hashes = (await asyncio.to_thread(entryset.fingerprints, found.data)).tobytes()
+            found.hashes = (await asyncio.to_thread(entryset.fingerprints, listed)).tobytes()
         if self.seen.unsettled:
             await asyncio.to_thread(self.seen.settle)
         hashes = array("Q")
@@ -708,7 +709,6 @@ class _Check:
         """Store a document's new entry set; count or hold back its changes."""
         found = got.digest
         assert found is not None
-        assert found.data is not None
         self.written.append(got.url)
         self.lastmods_compared += found.lastmod_compared
         self.lastmods_changed += found.lastmod_changed
@@ -739,10 +739,16 @@ class _Check:
         if found.rows or found.packs:
             self.changes.add_counted(found.row_examples, found.row_counts)
             snapshot_id = await self._snapshot()
+            # The rows' changed ones are folded into packs where the new version gives them
+            # back: its value, made if it is a delta alone (packs alone need none)
+            data = found.data
+            if data is None and found.rows:
+                data = await asyncio.to_thread(digesting.whole, found, got.job)
             self.changes_written += await self._db(
                 store.write_change_rows, self._target_id(), snapshot_id,
                 changerows.decode(found.rows),
-                (set_id, found.data, None if got.stored is None else got.stored.id), found.packs)
+                (set_id, data or b"", None if got.stored is None else got.stored.id),
+                found.packs)
 
     async def _record(self, found: list[Change]) -> None:
         if not found:

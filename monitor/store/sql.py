@@ -337,7 +337,7 @@ class EntrySetWrite:
     previous_id: int | None
     urls: int
     invalid: int
-    data: bytes
+    data: bytes | None  # None: ``made`` stands for it
     delta: bool = False  # whether to try storing it as a delta: few of its entries changed
     made: tuple[int, bytes] | None = None  # the delta to store, already made: (base id, value)
 
@@ -352,6 +352,7 @@ def write_entry_set(conn: Connection, w: EntrySetWrite) -> int:
         if w.made is not None:  # made where the version was (monitor.digest)
             base_id, value = w.made
         elif w.delta:
+            assert w.data is not None
             previous = _stored_value(conn, w.previous_id)
             base_id = entrydelta.base_of(previous) if entrydelta.is_delta(previous) else (
                 w.previous_id)
@@ -359,6 +360,8 @@ def write_entry_set(conn: Connection, w: EntrySetWrite) -> int:
             del previous
             delta = entrydelta.make(base, w.data, base_id)
             value, base_id = (w.data, None) if delta is None else (delta, base_id)
+    if value is None:
+        raise ValueError(f"{w.document_url}: a version without its value or a delta")
     inserted = conn.execute(insert(entry_sets).values(
         target_id=w.target_id, document_url=w.document_url, first_snapshot_id=w.snapshot_id,
         urls=w.urls, invalid=w.invalid, data=value, base_id=base_id,
