@@ -205,3 +205,29 @@ def test_a_re_read_of_a_version_stored_as_a_delta_packs_no_whole_version(
     snapshot = check(capsys, root, db)
     assert packed == []
     assert urls_at(capsys, db, root, snapshot) == versions[2]
+
+
+def test_a_duplicate_dropped_from_a_re_read_stored_as_a_delta(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A re-read whose new version is a delta alone (never packed whole) that lists a loc an
+    earlier document of the check now lists too: the duplicate is dropped from it as from
+    any document, its version is made whole for that, and the URL stays listed once."""
+    d = {f"{U}d{i}": "2024-01-01" for i in range(5_000)}
+    site.set("/index.xml", index([site.url("/a.xml"), site.url("/d.xml")]))
+    site.set("/a.xml", urlset({f"{U}a": "2024-01-01"}))
+    site.set("/d.xml", urlset(d))
+    root = site.url("/index.xml")
+    check(capsys, root, db)
+    moved = {**d, **{f"{U}d{i}": "2024-02-02" for i in range(0, 5_000, 100)}}
+    site.set("/d.xml", urlset(moved))
+    site.set("/a.xml", urlset({f"{U}a": "2024-01-01", f"{U}d7": "2024-01-01"}))
+    code, out, err = run(capsys, "check", root, "--database-url", db, "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    documents = {d["url"]: (d["urls"], d["duplicates"]) for d in found["documents"]}
+    assert documents[site.url("/d.xml")] == (4_999, 1)
+    assert documents[site.url("/a.xml")] == (2, 0)
+    assert (found["urls"], found["duplicates"], found["added"], found["removed"],
+            found["changed"]) == (5_001, 1, 0, 0, 50)
+    assert urls_at(capsys, db, root, found["snapshot_id"]) == {f"{U}a": "2024-01-01", **moved}
