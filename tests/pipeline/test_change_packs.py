@@ -231,3 +231,30 @@ def test_a_duplicate_dropped_from_a_re_read_stored_as_a_delta(
     assert (found["urls"], found["duplicates"], found["added"], found["removed"],
             found["changed"]) == (5_001, 1, 0, 0, 50)
     assert urls_at(capsys, db, root, found["snapshot_id"]) == {f"{U}a": "2024-01-01", **moved}
+
+
+def test_a_lastmod_made_invalid_in_a_re_read_stored_as_a_delta(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A re-read whose new version is a delta alone, one of whose moved lastmods is not a date
+    (a verdict the delta carries in its header): every change lists back as it was found, and
+    the URL set at that snapshot is the document's."""
+    d = {f"{U}d{i}": "2024-01-01" for i in range(5_000)}
+    root = site.url("/d.xml")
+    site.set("/d.xml", urlset(d))
+    check(capsys, root, db)
+    moved = {**d, **{f"{U}d{i}": "2024-02-02" for i in range(0, 5_000, 100)},
+             f"{U}d7": "not a date"}
+    site.set("/d.xml", urlset(moved))
+    code, out, err = run(capsys, "check", root, "--database-url", db, "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    code, out, err = run(capsys, "issues", root, "--database-url", db, "--format", "json")
+    assert code == 0, err
+    issues = json.loads(out)["issues"]
+    assert [i["loc"] for i in issues if i["rule"] == "lastmod-invalid"] == [f"{U}d7"]
+    listed = pages(capsys, db, "changes", root, size=1_000)
+    assert sorted((c["kind"], c["loc"], c["after"]["lastmod"]) for c in listed) == sorted(
+        [("changed", f"{U}d{i}", "2024-02-02") for i in range(0, 5_000, 100)]
+        + [("changed", f"{U}d7", "not a date")])
+    assert urls_at(capsys, db, root, found["snapshot_id"]) == moved
