@@ -1,7 +1,7 @@
 """W1's re-checks by how much changed: memory, CPU against the first check, bytes stored.
 
     .venv-bench/bin/python tests/benchmarks/recheck.py [--database sqlite|postgres]
-        [--pattern none|one|percent|every] [--repeat N] [--times N]
+        [--pattern none|one|percent|every] [--repeat N] [--times N] [--forward]
 
 Issue 27's patterns, each a re-check of W1 (10 x 50,000 URLs) after its first check, into a
 fresh database each time:
@@ -21,11 +21,13 @@ the ``entry_sets`` bytes it added, against the bytes of the versions it replaced
 A database grows by whole pages (PostgreSQL's are 8 KB), so one re-check that changes 500
 entries can show a page or five. ``--times N`` makes N re-checks of the pattern in a row, the
 served documents going back and forth between the pattern's and W1's (each way changes as
-many entries), and the bytes stored a change are the growth across all N over all their
-changes; the CPU and memory figures stay the first re-check's, and the CPU of the N - 1 after
-it, against the first check's, comes as well: from the second re-check on, the versions it
-reads are stored as deltas (monitor.entrydelta), the steady state of a site that changes a
-little at every check.
+many entries; with ``--forward``, ``every`` starts N years back and moves every lastmod a
+year further on at each re-check instead, as a CMS that stamps "now" does, where going back
+would make every lastmod ``lastmod-regressed``), and the bytes stored a change are the growth
+across all N over all their changes; the CPU and memory figures stay the first re-check's,
+and the CPU of the N - 1 after it, against the first check's, comes as well: from the second
+re-check on, the versions it reads are stored as deltas (monitor.entrydelta), the steady state
+of a site that changes a little at every check.
 """
 
 from __future__ import annotations
@@ -66,8 +68,26 @@ def _bump_every_100th(data: bytes) -> bytes:
     return _LASTMOD.sub(bump, data)
 
 
-def _bump_all(data: bytes) -> bytes:
-    return _LASTMOD.sub(lambda m: b"<lastmod>%d" % (int(m.group(1)) + 1), data)
+def _bump_all(data: bytes, years: int = 1) -> bytes:
+    return _LASTMOD.sub(lambda m: b"<lastmod>%d" % (int(m.group(1)) + years), data)
+
+
+def years_overlay(data_dir: Path, years: int) -> str:
+    """W1 with every lastmod ``years`` on (back, below zero), the index's too, made if missing;
+    ``base`` for none."""
+    if years == 0:
+        return "base"
+    name = "w1every" if years == 1 else f"w1years{years:+d}"
+    folder = data_dir / name
+    stamp = folder / "VERSION"
+    if not (stamp.exists() and stamp.read_bytes() == _VERSION):
+        folder.mkdir(parents=True, exist_ok=True)
+        for path in workloads.w1_child_files(data_dir):
+            (folder / path.name).write_bytes(_bump_all(path.read_bytes(), years))
+        index = (data_dir / "w1" / "sitemap_index.xml").read_bytes()
+        (folder / "sitemap_index.xml").write_bytes(_bump_all(index, years))
+        stamp.write_bytes(_VERSION)
+    return name
 
 
 def ensure_overlays(data_dir: Path) -> None:
@@ -120,25 +140,32 @@ def _check(db: harness.Database, name: str, url: str) -> measure.Measurement:
 
 
 def measure_pattern(server: harness.Server, kind: str, pattern: str, url: str,
-                    times: int = 1) -> dict[str, Any]:
+                    times: int = 1, forward: Path | None = None) -> dict[str, Any]:
     """A first check, then ``times`` re-checks of the pattern (back and forth), into a fresh
-    database."""
+    database. ``forward`` (the data folder; ``every`` only): each re-check moves every lastmod
+    a year further on instead, from W1 ``times`` years back to W1 (no lastmod in the future,
+    which would be ``lastmod-future``)."""
     variant, expect = PATTERNS[pattern]
+    if forward is not None:
+        start = years_overlay(forward, -times)
+        steps = [years_overlay(forward, k - times) for k in range(1, times + 1)]
+    else:
+        start, steps = "base", [variant if n % 2 == 0 else "base" for n in range(times)]
     with database(kind) as db:
         harness.upgrade(db)
-        server.variant("base")
+        server.variant(start)
         first = _check(db, f"first [{kind}]", url)
         before = stored_bytes(db)
         last = db.count("SELECT MAX(id) FROM snapshots")
         try:
-            server.variant(variant)
+            server.variant(steps[0])
             again = _check(db, f"re-check {pattern} [{kind}]", url)
             _expect(pattern, again, expect)
             added = _entry_bytes(db, f"first_snapshot_id > {last}")
             replaced = _entry_bytes(db, f"removed_snapshot_id > {last}")
             later = []
             for n in range(1, times):
-                server.variant("base" if n % 2 else variant)
+                server.variant(steps[n])
                 m = _check(db, f"re-check {pattern} {n + 1} [{kind}]", url)
                 _expect(pattern, m, expect)
                 later.append(m.tree_cpu)
@@ -192,6 +219,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the least CPU counts")
     parser.add_argument("--times", type=int, default=1,
                         help="re-checks of each pattern in a row; bytes a change over all")
+    parser.add_argument("--forward", action="store_true",
+                        help="every: each re-check moves every lastmod a year further on (a "
+                        "CMS that stamps \"now\"), not back and forth")
     parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())
     parser.add_argument("--results", type=Path, help="also write the rows here as JSON")
     args = parser.parse_args()
@@ -206,7 +236,8 @@ def main() -> None:
         for round_number in range(1, args.repeat + 1):
             for kind in kinds:
                 for pattern in patterns:
-                    row = measure_pattern(server, kind, pattern, url, args.times)
+                    forward = args.data_dir if args.forward and pattern == "every" else None
+                    row = measure_pattern(server, kind, pattern, url, args.times, forward)
                     print(f"round {round_number}: {json.dumps(row)}", flush=True)
                     key = (pattern, kind)
                     if key not in best or row["cpu"] < best[key]["cpu"]:
