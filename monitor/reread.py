@@ -311,7 +311,7 @@ class Rereader:
         ``examples`` kept; returns the positions whose lastmod went back."""
         lastmods, changefreqs, priorities, extensions = old_columns
         spoilt: list[int] = []  # valid before, invalid now: the usual batch has none
-        if invalid or self._within("invalid", start, start + len(entries)):
+        if invalid:
             spoilt = [i for i in order if i in invalid and start + i not in self.old_invalid]
         packed = order
         if spoilt:
