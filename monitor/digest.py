@@ -210,7 +210,8 @@ def _digest(job: Job) -> Digest:
     # The usual re-read document lists the stored locs in the stored order: it is compared
     # with the stored set a batch at a time as it is parsed (monitor.reread). One that does
     # not is parsed again from its start, and validated and diffed whole.
-    reader = reread.Rereader(stored, job.url, now=job.now, examples=job.examples)
+    reader = reread.Rereader(stored, job.url, now=job.now, examples=job.examples,
+                             fingerprints=job.fingerprints)
     parser = _parser(job)
     for batch, _ in _batches(job, parser):
         if not reader.add(batch):
@@ -506,7 +507,7 @@ def _take(result: Digest, found: reread.Reread, unkeyed_invalid: int, job: Job,
     result.urls = result.entries - found.invalid
     result.invalid = found.invalid + unkeyed_invalid
     _annotate(result, found.columns, job.url, balance=found.balance, stored=stored)
-    result.hashes = _fingerprints(found.locs, job) if job.fingerprints else None
+    result.hashes = found.hashes
     result.rows, result.packs, result.row_counts = found.rows, found.packs, found.row_counts
     result.row_examples = found.row_examples
     result.lastmod_compared, result.lastmod_changed = found.lastmod_compared, found.lastmod_changed

@@ -23,6 +23,7 @@ stored verdict while its lastmod stays, so that the equality above still holds f
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -77,6 +78,9 @@ class Reread:
     # The hreflang balance (monitor.extensions.balance) when the extensions are the stored
     # ones, and so is the stored set's (its locs are the document's); None: work it out
     balance: int | None = None
+    # The locs' fingerprints (entryset.loc_hashes) as ``Digest.hashes`` holds them, worked
+    # out a batch at a time where the reader was asked for them
+    hashes: bytes | None = None
 
     @property
     def locs(self) -> list[str]:
@@ -85,10 +89,10 @@ class Reread:
 
 
 def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: datetime,
-           examples: int) -> Reread | None:
+           examples: int, fingerprints: bool = False) -> Reread | None:
     """The document's verdicts, columns and changes, or None when the stored set cannot serve
     (other locs, another order, duplicates, or verdicts of other rules)."""
-    reader = Rereader(before, url, now=now, examples=examples)
+    reader = Rereader(before, url, now=now, examples=examples, fingerprints=fingerprints)
     if not reader.add(entries):
         return None
     return reader.finish()
@@ -97,11 +101,12 @@ def reread(entries: list[Entry], before: entryset.Columns, url: str, *, now: dat
 class _Column:
     """One stored column read in step with the document: where its next value starts."""
 
-    __slots__ = ("absent", "offset", "parts", "set", "text")
+    __slots__ = ("absent", "offset", "parts", "set", "text", "width")
 
-    def __init__(self, text: str, absent: bool) -> None:
+    def __init__(self, text: str, absent: bool, size: int) -> None:
         self.text, self.absent = text, absent
         self.offset = 0
+        self.width = len(text) // max(size, 1) + 1  # a value and its separator, on average
         # The new column's text, a batch at a time; none while every batch is the stored
         # text's (the stored text is then the new one so far: a W1H child's extensions, 18 MB,
         # are not held twice, nor joined again, where only its lastmods moved).
@@ -134,17 +139,22 @@ class _Column:
         if self.absent:
             return [None] * n
         text, start = self.text, self.offset
-        window = 64 * n
+        window = self.width * n + 64  # a little more than the n values, as a rule
         while True:
-            values = text[start : start + window].split("\x00", n)
+            chunk = text[start : start + window]
+            values: list[str | None] = cast("list[str | None]", chunk.split("\x00", n))
             if len(values) > n or start + window >= len(text):
                 break
             window *= 4
         if len(values) < n:
             raise ValueError(f"a stored column of fewer values than its {n} entries")
-        taken = values[:n]
-        self.offset = start + sum(map(len, taken)) + n
-        return [None if v == _UNSET else v for v in taken]
+        if len(values) > n:  # the rest of the chunk, after the n values
+            self.offset = start + len(chunk) - len(cast("str", values.pop()))
+        else:
+            self.offset = start + len(chunk) + 1
+        if _UNSET in chunk:
+            return [None if v == _UNSET else v for v in values]
+        return values
 
     def text_of(self) -> tuple[str, bool]:
         """The new column's stored text and whether it is absent (``entryset.field_texts``)."""
@@ -160,16 +170,20 @@ class Rereader:
     document's parsed entries, its changes and their states are never all held at once: the
     stored columns are compared with each batch's text where they stand, a batch whose text
     is the same costs a comparison in C, and only a batch that differs is split and looked at
-    entry by entry. The new columns, verdicts and change rows are built as the batches come."""
+    entry by entry. The new columns, verdicts and change rows are built as the batches come,
+    and with ``fingerprints`` the locs' fingerprints too: from each batch's locs, which the
+    parser made anyway (split out of the stored locs column at the end, 500,000 locs were 281 M
+    instructions of W1's every-lastmod re-check)."""
 
     def __init__(self, before: entryset.Columns, url: str, *, now: datetime,
-                 examples: int) -> None:
+                 examples: int, fingerprints: bool = False) -> None:
         self.before, self.url, self.now, self.examples = before, url, now, examples
         self.size = before.size
         self.ok = bool(self.size) and before.header.get("verdicts") == RULES_VERSION
         self.position = 0
-        self.locs = _Column(before.texts[0], False)
-        self.fields = [_Column(before.texts[i], before.absent(i)) for i in range(1, 5)]
+        self.locs = _Column(before.texts[0], False, self.size)
+        self.fields = [_Column(before.texts[i], before.absent(i), self.size)
+                       for i in range(1, 5)]
         old_rules = cast("dict[str, str]", before.header.get("rules") or {})
         self.old_rules = {int(i): ids for i, ids in old_rules.items()}
         self.old_bad = _positions(self.old_rules, _INVALID)
@@ -197,6 +211,7 @@ class Rereader:
         self.lastmods = self.bad = self.fresh = self.both = 0
         self.moved: list[int] = []
         self.clean = validate.CleanDocument(url, now=now)
+        self.hashes: array[int] | None = array("Q") if fingerprints else None
 
     def add(self, entries: list[Entry]) -> bool:
         """Take the next entries of the document; False when the stored set cannot serve."""
@@ -214,6 +229,8 @@ class Rereader:
             self.ok = False
             return False
         self.position += n
+        if self.hashes is not None:
+            self.hashes += array("Q", entryset.loc_hashes(locs))
         self.lastmods += n - fields[0].count(None)
         old_columns: list[Sequence[str | None]] = list(fields)
         changed: set[int] = set()
@@ -387,7 +404,8 @@ class Rereader:
         self.packs.extend(self.packer.finish())
         return Reread(columns, self.counts, self.issues, len(self.invalid), self.rows.finish(),
                       self.packs, self.row_counts, self.row_examples, self.moved, compared,
-                      self.both, self.before.balance() if same else None)
+                      self.both, self.before.balance() if same else None,
+                      None if self.hashes is None else self.hashes.tobytes())
 
 
 def _positions(rules: Mapping[int, str] | Mapping[str, str], rule: str) -> set[int]:

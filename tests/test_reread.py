@@ -3,6 +3,7 @@ whole document, encoding it and diffing it against the stored set give."""
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 
@@ -74,9 +75,16 @@ def test_reread_is_validate_encode_and_diff(rows: list[tuple[str, tuple[str | No
     after = [Entry(loc, *new) for loc, _, new in rows]
     previous = _stored(before, T0)
     now = T0 + elapsed
-    found = reread.reread(after, entryset.unpack(previous), URL, now=now, examples=examples)
+    found = reread.reread(after, entryset.unpack(previous), URL, now=now, examples=examples,
+                          fingerprints=True)
     assert found is not None
     _assert_full_path(found, previous, rows, now, examples)
+    assert found.hashes == _fingerprints(after)
+
+
+def _fingerprints(entries: list[Entry]) -> bytes:
+    """What ``digest`` gives a new document of these entries as its ``hashes``."""
+    return array("Q", entryset.loc_hashes(entry.loc for entry in entries)).tobytes()
 
 
 @given(st.lists(st.tuples(locs, st.one_of(usual, usual, fields,
@@ -94,7 +102,8 @@ def test_a_reread_where_only_lastmods_moved_is_the_full_path(
     after = [Entry(loc, *new) for loc, _, new in rows]
     previous = _stored(before, T0)
     now = T0 + elapsed
-    reader = reread.Rereader(entryset.unpack(previous), URL, now=now, examples=examples)
+    reader = reread.Rereader(entryset.unpack(previous), URL, now=now, examples=examples,
+                             fingerprints=True)
     start = 0
     for cut in [*cuts, len(after)]:
         assert reader.add(after[start : start + cut])
@@ -102,6 +111,7 @@ def test_a_reread_where_only_lastmods_moved_is_the_full_path(
     found = reader.finish()
     assert found is not None
     _assert_full_path(found, previous, rows, now, examples)
+    assert found.hashes == _fingerprints(after)  # worked out a batch at a time
 
 
 def test_only_lastmods_moved_in_a_batch_without_verdicts_validates_only_them(
