@@ -71,6 +71,8 @@ def main() -> None:
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--pattern", choices=["one", "percent", "every"], action="append")
     parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep callgrind's output files here (callgrind_annotate reads them)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (apt-get install valgrind)")
@@ -95,6 +97,10 @@ def main() -> None:
             if result.get("changed") != expect:
                 sys.exit(f"!! {pattern}: {result.get('changed')} changed, want {expect}")
             rows.append((pattern, first, again))
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                for name in ("first.out", f"{pattern}.out"):
+                    shutil.copy(Path(tmp) / name, args.keep / f"{args.database}-{pattern}-{name}")
             print(f"{pattern}: first {first:,}, re-check {again:,}", flush=True)
     print("| W1 re-check | first check, M instructions | re-check | / first check's |")
     print("|---|---|---|---|")
