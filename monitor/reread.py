@@ -55,6 +55,10 @@ _INVALID = "lastmod-invalid"
 _TARGET_RULES = frozenset({"hreflang-not-reciprocal"})
 
 
+# A batch's lastmods, in order, and the positions at which they differ from the stored ones
+Lastmods = tuple[Sequence[str | None], list[int]]
+
+
 @dataclass(slots=True)
 class Reread:
     """What ``validate_document`` and ``entryset.columns`` would have made of the document,
@@ -236,6 +240,7 @@ class Rereader:
         changed: set[int] = set()
         text = ""
         lastmods_only = True  # no column but the lastmods differs from the stored one
+        lastmods_moved: list[int] = []  # the positions whose lastmod differs, in order
         for index, (column, values) in enumerate(zip(self.fields, fields, strict=True)):
             has_unset = None in values
             text = entryset.joined(values)
@@ -249,16 +254,20 @@ class Rereader:
             differ = list(compress(count(), map(ne, old, values)))
             changed.update(differ)
             lastmods_only = lastmods_only and not (index and differ)
+            if not index:
+                lastmods_moved = differ
         # The last text is the extensions'.
-        self._judge(entries, start, old_columns, changed, text, lastmods_only=lastmods_only)
+        self._judge(entries, start, old_columns, changed, text, lastmods_only=lastmods_only,
+                    lastmods=(fields[0], lastmods_moved))
         return True
 
     def _judge(self, entries: list[Entry], start: int,
                old_columns: list[Sequence[str | None]], changed: set[int],
-               extensions: str, *, lastmods_only: bool) -> None:
+               extensions: str, *, lastmods_only: bool, lastmods: Lastmods) -> None:
         """The verdicts and changes of one batch (positions in it; ``start`` is the first's
         in the document; ``extensions``, the text of its extensions; ``lastmods_only``, no
-        column but the lastmods differs from the stored one)."""
+        column but the lastmods differs from the stored one; ``lastmods``, the batch's
+        lastmods and the positions where they differ from the stored ones)."""
         end = start + len(entries)
         recheck = set(changed)
         recheck.update(i - start for i in self._within("future", start, end))
@@ -298,7 +307,8 @@ class Rereader:
         new_bad = _positions(rules, _INVALID)
         moved = order if len(order) == len(changed) else sorted(changed)  # recheck has them
         self.moved.extend(map(add, moved, repeat(start)))
-        regressed = self._changes(entries, start, old_columns, moved, invalid, new_bad)
+        regressed = self._changes(entries, start, old_columns, moved, invalid, new_bad,
+                                  lastmods)
         if self.old_regressed:  # those that went back before and keep their lastmod
             old_lastmods = old_columns[0]
             regressed.extend(i for i in order if start + i in self.old_regressed
@@ -321,7 +331,7 @@ class Rereader:
 
     def _changes(self, entries: list[Entry], start: int,
                  old_columns: list[Sequence[str | None]], order: list[int],
-                 invalid: set[int], new_bad: set[int]) -> list[int]:
+                 invalid: set[int], new_bad: set[int], new_lastmods: Lastmods) -> list[int]:
         """The changes at these positions of the batch (``order``, ascending): ``changed``
         ones packed at their positions (the new columns and the stored ones hold the rest),
         those that made a valid entry invalid as rows, each counted and the first
@@ -356,19 +366,20 @@ class Rereader:
                 entry_state(lastmods[i], changefreqs[i], priorities[i], extensions[i],
                             was_valid),
                 entry_state(lastmod, changefreq, priority, extension, now_valid)))
-        return self._regressed(entries, start, lastmods, order, new_bad)
+        return self._regressed(entries, start, lastmods, order, new_bad, new_lastmods)
 
     def _regressed(self, entries: list[Entry], start: int, lastmods: Sequence[str | None],
-                   order: list[int], new_bad: set[int]) -> list[int]:
+                   order: list[int], new_bad: set[int], new_lastmods: Lastmods) -> list[int]:
         """Count the changed positions whose lastmod moved to a valid one, and those of them
         whose lastmod before was valid too; the positions whose lastmod went back. A column
         at a time: a re-read in which every lastmod moved has 50,000 of them a document."""
         afters: Sequence[str | None]
-        if len(order) == len(entries):  # every entry of the batch changed
-            afters, befores = list(map(itemgetter(1), entries)), lastmods
+        if len(order) == len(entries):  # every entry of the batch changed: as ``add`` found
+            afters, befores = new_lastmods[0], lastmods
+            fresh = new_lastmods[1]
         else:
             afters, befores = [entries[i][1] for i in order], [lastmods[i] for i in order]
-        fresh = list(compress(range(len(order)), map(ne, afters, befores)))
+            fresh = list(compress(range(len(order)), map(ne, afters, befores)))
         if None in afters or new_bad:
             fresh = [k for k in fresh if afters[k] is not None and order[k] not in new_bad]
         self.fresh += len(fresh)
