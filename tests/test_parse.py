@@ -301,12 +301,12 @@ def test_an_element_that_never_ends_is_refused_in_bounded_memory() -> None:
     data = urlset("<loc>https://example.com/a</loc>") .replace(
         b"</urlset>", b"<url><loc" + attributes + b">https://example.com/b</loc></url></urlset>")
     assert len(data) > 12_000_000
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a busy machine stretches wall time
     parser = DocumentParser(URL)
     for i in range(0, len(data), 65536):
         parser.feed(data[i : i + 65536])
     doc = parser.close()
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
     assert doc.failure is not None
     assert doc.failure.rule == "size-too-large"
     assert "without the end of a <url>" in doc.failure.message
@@ -577,10 +577,10 @@ BILLION_LAUGHS = b"""<?xml version="1.0"?>
 @pytest.mark.parametrize("prefix", [b"", b"\xef\xbb\xbf", b"\n\n  ", b"<!-- a comment -->\n"])
 def test_billion_laughs_is_refused_quickly(prefix: bytes) -> None:
     data = prefix + BILLION_LAUGHS
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a busy machine stretches wall time
     whole = parse_document(data, URL)
     chunked = feed_in(data, list(range(0, len(data), 3)))
-    assert time.perf_counter() - started < 0.5
+    assert time.process_time() - started < 0.5
     for doc in (whole, chunked):
         assert doc.failure is not None
         assert doc.failure.rule == "xml-doctype"
@@ -816,9 +816,10 @@ def test_robots_keys_are_read_as_googles_parser_reads_them(text: str, expected: 
 
 def test_robots_sitemap_lines_stop_at_the_limit_quickly() -> None:
     text = "".join(f"Sitemap: https://example.com/s{i}.xml\n" for i in range(100_000))
-    started = time.perf_counter()
+    # CPU time, not wall time: a CI run beside a benchmark took 2.06 s of wall time here
+    started = time.process_time()
     found = parse_robots(text, ROBOTS, limit=50_001)
-    assert time.perf_counter() - started < 2
+    assert time.process_time() - started < 2
     assert len(found) == 50_001
     assert found[-1] == "https://example.com/s50000.xml"
     first = [f"https://example.com/s{i}.xml" for i in range(3)]
