@@ -176,8 +176,7 @@ class Rereader:
     is the same costs a comparison in C, and only a batch that differs is split and looked at
     entry by entry. The new columns, verdicts and change rows are built as the batches come,
     and with ``fingerprints`` the locs' fingerprints too: from each batch's locs, which the
-    parser made anyway (split out of the stored locs column at the end, 500,000 locs were 281 M
-    instructions of W1's every-lastmod re-check)."""
+    parser made anyway, not from the stored locs column split again at the end."""
 
     def __init__(self, before: entryset.Columns, url: str, *, now: datetime,
                  examples: int, fingerprints: bool = False) -> None:
