@@ -56,7 +56,7 @@ _TARGET_RULES = frozenset({"hreflang-not-reciprocal"})
 
 
 # A batch's lastmods, in order, and the positions at which they differ from the stored ones
-Lastmods = tuple[Sequence[str | None], list[int]]
+_Lastmods = tuple[Sequence[str | None], list[int]]
 
 
 @dataclass(slots=True)
@@ -146,19 +146,19 @@ class _Column:
         window = self.width * n + 64  # a little more than the n values, as a rule
         while True:
             chunk = text[start : start + window]
-            values: list[str | None] = cast("list[str | None]", chunk.split("\x00", n))
+            values = chunk.split("\x00", n)
             if len(values) > n or start + window >= len(text):
                 break
             window *= 4
         if len(values) < n:
             raise ValueError(f"a stored column of fewer values than its {n} entries")
         if len(values) > n:  # the rest of the chunk, after the n values
-            self.offset = start + len(chunk) - len(cast("str", values.pop()))
+            self.offset = start + len(chunk) - len(values.pop())
         else:
             self.offset = start + len(chunk) + 1
         if _UNSET in chunk:
             return [None if v == _UNSET else v for v in values]
-        return values
+        return cast("list[str | None]", values)
 
     def text_of(self) -> tuple[str, bool]:
         """The new column's stored text and whether it is absent (``entryset.field_texts``)."""
@@ -262,7 +262,7 @@ class Rereader:
 
     def _judge(self, entries: list[Entry], start: int,
                old_columns: list[Sequence[str | None]], changed: set[int],
-               extensions: str, *, lastmods_only: bool, lastmods: Lastmods) -> None:
+               extensions: str, *, lastmods_only: bool, lastmods: _Lastmods) -> None:
         """The verdicts and changes of one batch (positions in it; ``start`` is the first's
         in the document; ``extensions``, the text of its extensions; ``lastmods_only``, no
         column but the lastmods differs from the stored one; ``lastmods``, the batch's
@@ -330,7 +330,7 @@ class Rereader:
 
     def _changes(self, entries: list[Entry], start: int,
                  old_columns: list[Sequence[str | None]], order: list[int],
-                 invalid: set[int], new_bad: set[int], new_lastmods: Lastmods) -> list[int]:
+                 invalid: set[int], new_bad: set[int], new_lastmods: _Lastmods) -> list[int]:
         """The changes at these positions of the batch (``order``, ascending): ``changed``
         ones packed at their positions (the new columns and the stored ones hold the rest),
         those that made a valid entry invalid as rows, each counted and the first
@@ -368,7 +368,7 @@ class Rereader:
         return self._regressed(entries, start, lastmods, order, new_bad, new_lastmods)
 
     def _regressed(self, entries: list[Entry], start: int, lastmods: Sequence[str | None],
-                   order: list[int], new_bad: set[int], new_lastmods: Lastmods) -> list[int]:
+                   order: list[int], new_bad: set[int], new_lastmods: _Lastmods) -> list[int]:
         """Count the changed positions whose lastmod moved to a valid one, and those of them
         whose lastmod before was valid too; the positions whose lastmod went back. A column
         at a time: a re-read in which every lastmod moved has 50,000 of them a document."""
