@@ -10,26 +10,23 @@ Here ``monitor.digest.digest`` runs in one process, as a worker runs it (the cyc
 off), on the bytes of one child: three runs under callgrind (the imports alone; they and the
 first digest; they, the first digest and the re-read of the pattern's version of the child
 against the stored set the first made) give each digest's instructions by subtraction. The
-same code gives the same counts within a few million. About 3 minutes here.
+same code gives the same counts within a few million. About 4 minutes here.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import re
 import shutil
-import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-_COLLECTED = re.compile(r"Collected : ([0-9]+)")
 _URL = "http://127.0.0.1:00000/w1/sitemap-01.xml"  # never fetched: it names the document
 _NOW = datetime(2026, 11, 27, tzinfo=UTC)
 
 
-def _digests(base: Path, again: Path | None, upto: str) -> None:
+def _digests(base: Path, again: Path, upto: str) -> None:
     """The measured program: import, then digest as far as ``upto`` says."""
     from monitor import digest
 
@@ -44,20 +41,10 @@ def _digests(base: Path, again: Path | None, upto: str) -> None:
     if upto == "imports":
         return
     first = digest.digest(job(base.read_bytes()))
-    if upto == "again" and again is not None:
+    if upto == "again":
         found = digest.digest(job(again.read_bytes(), first.data))
         if not found.row_counts:
             sys.exit("!! the re-read found no change")
-
-
-def _count(argv: list[str]) -> int:
-    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                           sys.executable, __file__, *argv], capture_output=True, text=True,
-                          check=False)
-    found = _COLLECTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        sys.exit(f"!! exit {done.returncode}\n{done.stderr[-3000:]}")
-    return int(found.group(1))
 
 
 def main() -> None:
@@ -70,6 +57,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     import recheck
     import workloads
+    from instructions import callgrind
 
     data = workloads.default_data_dir()
     name = f"sitemap-{args.child:02d}.xml"
@@ -82,7 +70,8 @@ def main() -> None:
     workloads.ensure("W1", data)
     recheck.ensure_overlays(data)
     common = ["--pattern", args.pattern, "--child", str(args.child), "--measured"]
-    imports, first, both = (_count([*common, upto]) for upto in ("imports", "first", "again"))
+    imports, first, both = (callgrind([sys.executable, __file__, *common, upto])[0]
+                            for upto in ("imports", "first", "again"))
     digest_first, reread = first - imports, both - first
     print(f"W1 child {args.child}, {args.pattern}: first digest {digest_first / 1e6:,.0f} M, "
           f"re-read {reread / 1e6:,.0f} M instructions, {reread / digest_first:.3f}x")

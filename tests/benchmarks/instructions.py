@@ -49,21 +49,29 @@ targets:
 """
 
 
-def instructions(db: harness.Database, config: Path, out: Path) -> tuple[int, dict[str, object]]:
-    """One ``check w1`` under callgrind: the instructions it executed and its JSON."""
-    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", monitor_cli(),
-            "check", "w1", "--config", str(config), "--database-url", db.url, "--json"]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False,
-                          env=child_env(SITEMAP_MONITOR_PARSE_WORKERS="0"))
+def callgrind(argv: list[str], out: Path | str = "/dev/null",
+              env: dict[str, str] | None = None) -> tuple[int, str]:
+    """``argv`` run under callgrind: the instructions it executed and its standard output;
+    the benchmark ends, with the program's last words, if it fails."""
+    done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv],
+                          capture_output=True, text=True, check=False, env=env)
     found = _COLLECTED.search(done.stderr)
     if done.returncode != 0 or found is None:
         print(f"!! exit {done.returncode}\n{done.stderr[-3000:]}", file=sys.stderr)
         sys.exit(1)
-    result: dict[str, object] = json.loads(done.stdout)
+    return int(found.group(1)), done.stdout
+
+
+def instructions(db: harness.Database, config: Path, out: Path) -> tuple[int, dict[str, object]]:
+    """One ``check w1`` under callgrind: the instructions it executed and its JSON."""
+    count, stdout = callgrind(
+        [monitor_cli(), "check", "w1", "--config", str(config), "--database-url", db.url,
+         "--json"], out, child_env(SITEMAP_MONITOR_PARSE_WORKERS="0"))
+    result: dict[str, object] = json.loads(stdout)
     if result.get("urls") != recheck.EXPECTED:
         print(f"!! {result.get('urls')} URLs, want {recheck.EXPECTED}", file=sys.stderr)
         sys.exit(1)
-    return int(found.group(1)), result
+    return count, result
 
 
 def main() -> None:
