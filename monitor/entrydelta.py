@@ -60,7 +60,7 @@ def make(base: bytes, new: bytes, base_id: int) -> bytes | None:
     """``new`` (a full version) as a delta against ``base`` (a full version, row ``base_id``),
     or None when it lists other locs or a delta would not be at most half its size."""
     old, now = entryset.unpack(base), entryset.unpack(new)
-    if not now.size or old.size != now.size or old.texts[0] != now.texts[0]:
+    if not now.size or old.size != now.size or not entryset.same_locs(old, now):
         return None
     positions: set[int] = set()
     for index in range(1, 5):
@@ -128,7 +128,8 @@ def resolve(base: bytes, delta: bytes) -> tuple[entryset.Columns, Base]:
     if sorted(absent) != sorted(cast("list[str]", header.get("absent") or [])):
         raise ValueError("a delta whose absent columns are not what it gives")
     base_id = int(cast("int", delta_header["base"]))
-    return entryset.Columns(header, [old.texts[0], *out]), (base_id, old.header, order)
+    columns = entryset.Columns(header, [old.texts[0], *out], old.packed, old.pending)
+    return columns, (base_id, old.header, order)
 
 
 _FIRST = ("v", "verdicts", "n", "balance")  # what entryset.head reads, at the start

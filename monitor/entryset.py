@@ -4,10 +4,11 @@ A document of 50,000 URLs is one row of the ``entry_sets`` table, not 50,000 row
 row per URL was half of a first check's time. The value is zlib-compressed UTF-8 text in
 columns, so that encoding and decoding are a few joins and splits in C:
 
-    HEADER \x02 LOCS \x02 LASTMODS \x02 CHANGEFREQS \x02 PRIORITIES \x02 EXTENSIONS
+    HEADER \x02 LASTMODS \x02 CHANGEFREQS \x02 PRIORITIES \x02 LOCS \x02 EXTENSIONS
 
-HEADER is JSON: ``{"v": 1, "verdicts": RULES_VERSION, "n": entries, "invalid": [positions],
-"absent": [names of columns without any value], "rules": {"position": "rule ids"}}``; sets
+HEADER is JSON: ``{"v": 2, "verdicts": RULES_VERSION, "n": entries, "invalid": [positions],
+"absent": [names of columns without any value], "rules": {"position": "rule ids"},
+"locs": {the locs' stream, monitor.packedlocs}, "e": bytes of the extensions' stream}``; sets
 stored before "verdicts" was written lack it (their verdicts are not reused, monitor.reread).
 What the document itself said goes with its entries, where there is any (``annotate``):
 "issues" (its parse issues, ``{rule, message, loc}``), "dropped" (rule -> parse issues counted
@@ -18,10 +19,17 @@ of \x00-\x02 can occur in an XML document's text, nor in extension data (JSON es
 the parser replaces them in text sitemaps. Not pickle or marshal: the database is not trusted
 to run code, and any tool can read the history.
 
-The zlib value holds two deflate streams end to end: everything up to the \x02 before
-EXTENSIONS, flushed to a byte boundary, then EXTENSIONS on its own (``pack``), so that a new
-document's extensions can be compressed while it is parsed (``Stream``). Any zlib reader reads
-it as one value; sets written before, in one stream, read the same.
+The zlib value holds three deflate streams end to end (``pack``): everything up to the \x02
+before LOCS, flushed to a byte boundary; LOCS and the \x02 after them, on their own and
+flushed, so that a new version with the same locs copies the stream as it is, and a re-read
+compares a document's locs with the stored ones by their digests (monitor.packedlocs) without
+inflating them; then EXTENSIONS on their own, so that a new document's extensions can be
+compressed while it is parsed (``Stream``). Any zlib reader reads it as one value. ``unpack``
+reads the first and the last stream, and checks the value's Adler-32 from theirs and the one
+the header holds of the locs': the locs are inflated only when asked for (``Columns.loc_text``).
+
+Version 1 (``"v": 1``, still read) had the locs first, in the first stream:
+HEADER \x02 LOCS \x02 LASTMODS \x02 CHANGEFREQS \x02 PRIORITIES \x02 EXTENSIONS.
 """
 
 from __future__ import annotations
@@ -37,14 +45,17 @@ from itertools import pairwise, repeat
 from operator import attrgetter, rshift
 from typing import cast
 
+from monitor import packedlocs
 from monitor.model import RULES_VERSION, EntryState, entry_state
+from monitor.packedlocs import PackedLocs
 
 __all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "Stream", "annotate",
            "assemble", "clean_columns", "columns", "decode", "encode", "field_texts",
            "fingerprints", "head", "joined", "loc_hash", "loc_hashes", "locs", "pack", "rows",
-           "rows_and_rules", "same", "unpack"]
+           "rows_and_rules", "same", "same_locs", "unpack"]
 
-VERSION = 1
+VERSION = 2  # what ``pack`` writes; ``unpack`` reads 1 too
+_VERSIONS = (1, 2)
 _LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
 FIELDS = ("lastmod", "changefreq", "priority", "extensions")  # the columns after the locs
@@ -64,12 +75,18 @@ class EntrySet:
     rules: dict[str, str]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Columns:
-    """An entry set before compression: its header and its column texts, locs first."""
+    """An entry set before compression: its header and its column texts, locs first. Equal
+    to another that holds the same (however its locs are held)."""
 
     header: dict[str, object]
-    texts: list[str]  # locs, lastmods, changefreqs, priorities, extensions
+    # locs, lastmods, changefreqs, priorities, extensions; the locs' is "" while ``pending``
+    texts: list[str]
+    # The locs as stored (version 2), which ``pack`` copies: ``unpack`` gives them so, and a
+    # re-read's new columns take them (monitor.reread); None: ``pack`` compresses texts[0]
+    packed: PackedLocs | None = None
+    pending: bool = False  # texts[0] not inflated from ``packed`` yet (``loc_text``)
 
     @property
     def size(self) -> int:
@@ -93,9 +110,24 @@ class Columns:
         """The positions of the invalid entries."""
         return set(cast("list[int]", self.header["invalid"]))
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Columns):
+            return NotImplemented
+        return (self.header == other.header and self.texts[1:] == other.texts[1:]
+                and self.loc_text() == other.loc_text())
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass with eq is
+
+    def loc_text(self) -> str:
+        """The locs' text (\x00 between them), inflated the first time it is asked for."""
+        if self.pending:
+            assert self.packed is not None
+            self.texts[0], self.pending = self.packed.text(), False
+        return self.texts[0]
+
     def locs(self) -> list[str]:
         """The locs, in order."""
-        return self.texts[0].split("\x00") if self.size else []
+        return self.loc_text().split("\x00") if self.size else []
 
     def rules(self) -> dict[int, str]:
         """The rule ids (joined by spaces) of the entries that have any, by position."""
@@ -173,16 +205,17 @@ def joined(values: Sequence[str | None]) -> str:
 
 
 def assemble(size: int, texts: list[str], absent: list[str], invalid: list[int],
-             rules: Mapping[int, str]) -> Columns:
+             rules: Mapping[int, str], packed: PackedLocs | None = None) -> Columns:
     """An entry set's columns from its parts: the texts (locs first), the names of the absent
-    columns, the invalid positions and the rule ids by position, both in document order."""
+    columns, the invalid positions and the rule ids by position, both in document order.
+    ``packed``: the locs as stored, with the first text or in its place (it is then "")."""
     header: dict[str, object] = {"v": VERSION, "verdicts": RULES_VERSION, "n": size,
                                  "invalid": invalid}
     if absent:  # a column without any value (extensions, usually) is not stored at all
         header["absent"] = absent
     if rules:
         header["rules"] = {str(i): ids for i, ids in rules.items()}
-    return Columns(header, texts)
+    return Columns(header, texts, packed, packed is not None and not texts[0])
 
 
 def annotate(columns: Columns, *, issues: Sequence[Mapping[str, str | None]],
@@ -207,7 +240,7 @@ def annotate(columns: Columns, *, issues: Sequence[Mapping[str, str | None]],
             header.pop(key, None)
 
 
-_HEAD = re.compile(r'\{"v":1,"verdicts":([0-9]+),"n":[0-9]+,(?:"balance":([0-9]+))?')
+_HEAD = re.compile(r'\{"v":[12],"verdicts":([0-9]+),"n":[0-9]+,(?:"balance":([0-9]+))?')
 
 
 def head(prefix: bytes) -> tuple[int, int] | None:
@@ -225,43 +258,58 @@ def head(prefix: bytes) -> tuple[int, int] | None:
 
 def same(one: Columns, other: Columns) -> bool:
     """Whether the two pack into the same bytes (``pack`` of their texts, the extensions as
-    text): their headers as stored and their texts, compared without packing either."""
-    return one.texts == other.texts and _encode(one.header) == _encode(other.header)
+    text): their headers as stored and their texts, compared without packing either (the
+    locs by their digests where both are stored ones)."""
+    return (one.texts[1:] == other.texts[1:] and _encode(one.header) == _encode(other.header)
+            and same_locs(one, other))
+
+
+def same_locs(one: Columns, other: Columns) -> bool:
+    """Whether the two list the same locs in the same order."""
+    if one.packed is not None and other.packed is not None:
+        return one.packed.same(other.packed)
+    return one.loc_text() == other.loc_text()
 
 
 def pack(columns: Columns, extensions: Stream | None = None) -> bytes:
-    """Compress an entry set's columns into its stored form. ``extensions``: the last column
-    as it was compressed while it came (``Stream``), in place of ``columns.texts[4]``.
+    """Compress an entry set's columns into its stored form (version 2). ``extensions``: the
+    last column as it was compressed while it came (``Stream``), in place of
+    ``columns.texts[4]``.
 
-    One zlib value, in two deflate streams: the header and the first four columns, flushed to
-    a byte boundary, then the extensions column compressed on its own, so that the bytes are
-    the same whether it came as a ``Stream`` or as text."""
+    One zlib value, in three deflate streams: the header and the lastmods, changefreqs and
+    priorities, flushed to a byte boundary; the locs (``columns.packed`` as it is, where they
+    are stored ones); then the extensions column on its own, so that the bytes are the same
+    whether it came as a ``Stream`` or as text."""
+    locs = columns.packed if columns.packed is not None else packedlocs.pack(columns.texts[0])
+    if extensions is None:
+        extensions = Stream()
+        extensions.add_text(columns.texts[4])
+    if extensions.absent or not extensions.length:
+        tail, tail_check, tail_length = _EMPTY_STREAM, zlib.adler32(b""), 0
+    else:
+        tail, tail_check, tail_length = extensions.finish(), extensions.check, extensions.length
+    # A set read from version 1 packs as version 2 (its header then says so).
+    header = dict(columns.header, v=VERSION, locs=locs.describe(), e=len(tail))
     packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
     out, check = [_ZLIB_HEADER], zlib.adler32(b"")
-    for data in _pieces(columns):
+    for data in _pieces(header, columns.texts[1:4]):
         out.append(packer.compress(data))
         check = zlib.adler32(data, check)
-    if (not columns.texts[4] if extensions is None
-            else extensions.absent or not extensions.length):
-        out.append(packer.flush())
-    else:
-        out.append(packer.flush(zlib.Z_SYNC_FLUSH))
-        del packer  # its 256 KB of state, before the next stream's
-        if extensions is None:
-            extensions = Stream()
-            extensions.add_text(columns.texts[4])
-        out.append(extensions.finish())
-        check = _adler32_combine(check, extensions.check, extensions.length)
+    out.append(packer.flush(zlib.Z_SYNC_FLUSH))
+    del packer  # its 256 KB of state, before the next stream's
+    out += (locs.data, tail)
+    check = _adler32_combine(check, locs.check, locs.length)
+    check = _adler32_combine(check, tail_check, tail_length)
     out.append(check.to_bytes(4, "big"))
     return b"".join(out)
 
 
-def _pieces(columns: Columns) -> Iterator[bytes]:
-    """The bytes of the header and the first four columns, each after a separator, and the
-    separator before the last: a slice at a time (a column's text whole, encoded, would be a
-    copy of it), and each dropped once compressed."""
-    yield _encode(columns.header).encode("utf-8", "surrogatepass")
-    for text in columns.texts[:4]:
+def _pieces(header: dict[str, object], texts: list[str]) -> Iterator[bytes]:
+    """The bytes of the header and the columns before the locs, each after a separator, and
+    the separator before the locs: a slice at a time (a column's text whole, encoded, would be
+    a copy of it), and each dropped once compressed."""
+    yield _encode(header).encode("utf-8", "surrogatepass")
+    for text in texts:
         yield _SEP_BYTES
         yield from _slices(text)
     yield _SEP_BYTES
@@ -273,6 +321,7 @@ def _slices(text: str) -> Iterator[bytes]:
 
 
 _ZLIB_HEADER = b"\x78\x01"  # deflate, 32 KB window, level 1: what zlib.compressobj(1) writes
+_EMPTY_STREAM = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS).flush()  # b"\x03\x00"
 _ADLER_BASE = 65521
 
 
@@ -356,13 +405,32 @@ class Stream:
 
 
 def unpack(blob: bytes) -> Columns:
-    """The columns of a stored entry set. Each column is decoded from the decompressed bytes
-    where it lies: the whole text decoded, then split, held the value three times over at once
+    """The columns of a stored entry set; of version 2, the locs left compressed until they are
+    asked for (``Columns.loc_text``). Each column is decoded from the decompressed bytes where
+    it lies: the whole text decoded, then split, held the value three times over at once
     (69 MB for a W1H child's 23 MB)."""
+    header, data, locs, end = _lead(blob)
+    if locs is None:
+        return _unpack_v1(blob)
+    cuts = _cuts(data, 5)
+    if len(cuts) != 5:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    data = data[: cuts[-1] + 1]  # the inflated text may run into the locs' (a small value)
+    tail = zlib.decompressobj(-zlib.MAX_WBITS).decompress(blob[end:-4])
+    check = _adler32_combine(zlib.adler32(data), locs.check, locs.length)
+    check = _adler32_combine(check, zlib.adler32(tail), len(tail))
+    if check != int.from_bytes(blob[-4:], "big"):
+        raise ValueError("a stored entry set that does not match its checksum")
+    with memoryview(data) as view:
+        texts = [str(view[start + 1 : end], "utf-8", "surrogatepass")
+                 for start, end in pairwise(cuts[1:])]
+    texts.append(str(tail, "utf-8", "surrogatepass"))
+    return Columns(header, ["", *texts], locs, True)
+
+
+def _unpack_v1(blob: bytes) -> Columns:
     data = zlib.decompress(blob)
-    cuts = [-1]
-    while len(cuts) < 7 and (cut := data.find(_SEP_BYTES, cuts[-1] + 1)) >= 0:
-        cuts.append(cut)
+    cuts = _cuts(data, 7)
     if len(cuts) != 6:
         raise ValueError(f"not an entry set of version {VERSION}")
     cuts.append(len(data))
@@ -370,6 +438,56 @@ def unpack(blob: bytes) -> Columns:
         header_text, *texts = [str(view[start + 1 : end], "utf-8", "surrogatepass")
                                for start, end in pairwise(cuts)]
     return Columns(_header(header_text), texts)
+
+
+def _cuts(data: bytes, most: int) -> list[int]:
+    """-1 and the positions of the first separators in ``data``, up to ``most`` of both."""
+    cuts = [-1]
+    while len(cuts) < most and (cut := data.find(_SEP_BYTES, cuts[-1] + 1)) >= 0:
+        cuts.append(cut)
+    return cuts
+
+
+def _tail(blob: bytes, size: object) -> int:
+    """Where the extensions' stream of a version 2 value starts (``size``: the header's "e")."""
+    if not isinstance(size, int) or not 0 < size <= len(blob) - 6:
+        raise ValueError("a stored entry set whose streams are not where its header says")
+    return len(blob) - 4 - size
+
+
+_LEAD = 4096  # compressed bytes inflated at a time while the header is read
+
+
+def _lead(blob: bytes) -> tuple[dict[str, object], bytes, PackedLocs | None, int]:
+    """A stored set's header (without what it says of the streams), and of version 2 the
+    first stream's text (inflated), its locs as stored and where its extensions' stream
+    starts; of version 1, the header, the inflated start of the value, None and 0."""
+    unpacker = zlib.decompressobj()
+    parts: list[bytes] = []
+    at = 0
+    while True:
+        part = unpacker.decompress(blob[at : at + _LEAD])
+        at += _LEAD
+        parts.append(part)
+        if _SEP_BYTES in part or at >= len(blob):
+            break
+    data = b"".join(parts)
+    del parts
+    header_end = data.find(_SEP_BYTES)
+    if header_end < 0:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    header = _header(data[:header_end])
+    if header["v"] == 1:
+        return header, data, None, 0
+    described = header.pop("locs", None)
+    end = _tail(blob, header.pop("e", None))
+    start = end - cast("int", described.get("z") if isinstance(described, dict) else -1)
+    if not 2 <= start <= end:
+        raise ValueError("a stored entry set whose streams are not where its header says")
+    locs = packedlocs.of(cast("dict[str, object]", described), blob[start:end])
+    if at < start:
+        data += unpacker.decompress(memoryview(blob)[at:start])
+    return header, data, locs, end
 
 
 def _column(text: str, size: int, absent: bool) -> list[str | None]:
@@ -387,7 +505,7 @@ Row = tuple[str | None, str | None, str | None, str | None, bool]
 def _rows(stored: Columns) -> tuple[list[str], list[Row], dict[str, str]]:
     """The locs, their rows (lastmod, changefreq, priority, extensions, valid), the rules."""
     size = stored.size
-    loc = stored.texts[0].split("\x00") if size else []
+    loc = stored.locs()
     lastmods, changefreqs, priorities, extensionss = (stored.column(i) for i in range(1, 5))
     invalid = stored.invalid()
     valid = [i not in invalid for i in range(size)]
@@ -425,18 +543,27 @@ def rows_and_rules(stored: Columns) -> tuple[dict[str, Row], dict[str, str]]:
 
 
 def _header(text: str | bytes) -> dict[str, object]:
-    """A stored set's header, from its JSON; ValueError when it is not this version's."""
+    """A stored set's header, from its JSON; ValueError when it is not of a version read."""
     header = json.loads(text)
-    if not isinstance(header, dict) or header.get("v") != VERSION:
+    if not isinstance(header, dict) or header.get("v") not in _VERSIONS:
         raise ValueError(f"not an entry set of version {VERSION}")
     return header
 
 
 def locs(blob: bytes) -> list[str]:
-    """Just the locs of a stored document version (valid or not), in order. The value is
-    decompressed only as far as the end of its locs column: the columns after it are most of
-    it where entries carry extensions (W1H: 18 of a child's 23 MB), and a check reads the locs
-    of every document it fingerprints."""
+    """Just the locs of a stored document version (valid or not), in order: of version 2, the
+    header and the locs' own stream alone are inflated; of version 1, the value as far as the
+    end of its locs column. The columns after it are most of it where entries carry extensions
+    (W1H: 18 of a child's 23 MB), and a check reads the locs of every document it
+    fingerprints."""
+    header, _, packed, _ = _lead(blob)
+    if packed is not None:
+        text = packed.text()
+        return text.split("\x00") if header.get("n") else []
+    return _locs_v1(blob)
+
+
+def _locs_v1(blob: bytes) -> list[str]:
     unpacker = zlib.decompressobj()
     parts: list[bytes] = []
     separators, tail = 0, blob

@@ -32,7 +32,7 @@ from itertools import compress, count, repeat
 from operator import add, itemgetter, ne
 from typing import cast
 
-from monitor import changepacks, changerows, entryset, validate
+from monitor import changepacks, changerows, entryset, packedlocs, validate
 from monitor import diff as diffing
 from monitor.model import (
     RULES_VERSION,
@@ -184,7 +184,10 @@ class Rereader:
         self.size = before.size
         self.ok = bool(self.size) and before.header.get("verdicts") == RULES_VERSION
         self.position = 0
-        self.locs = _Column(before.texts[0], False, self.size)
+        # Stored locs (monitor.packedlocs) are compared by their digests and never inflated;
+        # a version 1 set's, or ones inflated already, as text.
+        self.locs = None if before.pending else _Column(before.loc_text(), False, self.size)
+        self.digests = packedlocs.Digests(before.packed) if before.pending else None
         self.fields = [_Column(before.texts[i], before.absent(i), self.size)
                        for i in range(1, 5)]
         old_rules = cast("dict[str, str]", before.header.get("rules") or {})
@@ -228,8 +231,8 @@ class Rereader:
             return False
         last = start + n == self.size
         locs, *fields = zip(*entries, strict=True)
-        if not self.locs.same("\x00".join(locs), last):  # stored locs are unique: no duplicate
-            self.ok = False
+        if not self._same_locs("\x00".join(locs), start, last):  # stored locs are unique: no
+            self.ok = False  # duplicate
             return False
         self.position += n
         if self.hashes is not None:
@@ -259,6 +262,19 @@ class Rereader:
         self._judge(entries, start, old_columns, changed, text, lastmods_only=lastmods_only,
                     lastmods=(fields[0], lastmods_moved))
         return True
+
+    def _same_locs(self, text: str, start: int, last: bool) -> bool:
+        """Whether the stored locs from ``start`` on begin with these (``text``, joined), and
+        with the ``last`` batch end with them."""
+        if self.locs is not None:
+            return self.locs.same(text, last)
+        digests, packed = self.digests, self.before.packed
+        assert digests is not None
+        assert packed is not None
+        if start:
+            digests.update(b"\x00")
+        digests.update(text.encode("utf-8", "surrogatepass"))
+        return digests.ok and (not last or digests.matches(packed))
 
     def _judge(self, entries: list[Entry], start: int,
                old_columns: list[Sequence[str | None]], changed: set[int],
@@ -407,7 +423,7 @@ class Rereader:
             if gone:
                 absent.append(name)
         columns = entryset.assemble(self.size, [self.before.texts[0], *texts], absent,
-                                    self.invalid, self.rules)
+                                    self.invalid, self.rules, self.before.packed)
         # Entries with a valid lastmod now, but for those whose lastmod changed, plus those of
         # them whose lastmod was valid before too: an unchanged lastmod is as valid as it was.
         compared = self.lastmods - self.bad - self.fresh + self.both

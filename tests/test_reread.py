@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import changepacks, changerows, digest, entryset, reread, validate
+from monitor import changepacks, changerows, digest, entryset, packedlocs, reread, validate
 from monitor.diff import lastmod_earlier
 from monitor.model import Entry
 
@@ -308,3 +308,40 @@ def test_a_batch_of_other_locs_stops_the_reader() -> None:
     prefix = [*entries[:5], Entry("https://e.test/sitemaps/")]
     reader = reread.Rereader(stored, URL, now=T0, examples=5)
     assert not reader.add(prefix)
+
+
+@pytest.mark.parametrize("changed", [None, 150, 3_100, 4_999])
+def test_stored_locs_are_compared_by_their_digests_a_batch_at_a_time(changed: int | None,
+                                                                    ) -> None:
+    """A stored set of version 2 is read without its locs (``pending``), and a document's locs
+    are compared with its digests as batches come: one that differs is declined at the batch
+    that completes the digest group it lies in (the last, partial group at the end), and the
+    stored locs are never inflated; the new columns carry the stored locs' stream."""
+    entries = [Entry(f"https://e.test/{i:05d}/{'p' * 40}", "2024-01-01") for i in range(5_000)]
+    previous = _stored(entries, T0)
+    stored = entryset.unpack(previous)
+    assert stored.pending
+    after = [e._replace(lastmod="2024-02-02") for e in entries]
+    if changed is not None:
+        after[changed] = after[changed]._replace(loc=after[changed].loc + "x")
+    reader = reread.Rereader(stored, URL, now=T0, examples=3)
+    ends = list(range(500, 5_001, 500))
+    accepted = [reader.add(after[end - 500 : end]) for end in ends if reader.ok]
+    assert stored.pending  # never inflated
+    if changed is None:
+        assert all(accepted)
+        found = reader.finish()
+        assert found is not None
+        assert found.columns.packed is stored.packed
+        assert found.columns == _expected(previous, after, T0, 3)[0]
+        return
+    declined = len(accepted) - 1  # the batch at which add() said no
+    assert not accepted[-1]
+    assert all(accepted[:-1])
+    loc_bytes = sum(len(e.loc) + 1 for e in entries[: changed + 1])
+    group_end = (loc_bytes // packedlocs.GROUP + 1) * packedlocs.GROUP
+    total = sum(len(e.loc) + 1 for e in entries) - 1
+    batch = next(k for k, end in enumerate(ends)
+                 if sum(len(e.loc) + 1 for e in entries[:end]) - 1 >= min(group_end, total))
+    assert declined == batch
+    assert reader.finish() is None
