@@ -128,7 +128,7 @@ def resolve(base: bytes, delta: bytes) -> tuple[entryset.Columns, Base]:
     if sorted(absent) != sorted(cast("list[str]", header.get("absent") or [])):
         raise ValueError("a delta whose absent columns are not what it gives")
     base_id = int(cast("int", delta_header["base"]))
-    columns = entryset.Columns(header, [old.texts[0], *out], old.packed, old.pending)
+    columns = entryset.Columns(header, [old.texts[0], *out], old.packed, old.pending, old.tail)
     return columns, (base_id, old.header, order)
 
 

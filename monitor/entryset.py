@@ -49,10 +49,10 @@ from monitor import packedlocs
 from monitor.model import RULES_VERSION, EntryState, entry_state
 from monitor.packedlocs import PackedLocs
 
-__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "Row", "Stream", "annotate",
-           "assemble", "clean_columns", "columns", "decode", "encode", "field_texts",
-           "fingerprints", "head", "joined", "loc_hash", "loc_hashes", "locs", "pack", "rows",
-           "rows_and_rules", "same", "same_locs", "unpack"]
+__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "PackedText", "Row",
+           "Stream", "annotate", "assemble", "clean_columns", "columns", "decode", "encode",
+           "field_texts", "fingerprints", "head", "joined", "loc_hash", "loc_hashes", "locs",
+           "pack", "rows", "rows_and_rules", "same", "same_locs", "unpack"]
 
 VERSION = 2  # what ``pack`` writes; ``unpack`` reads 1 too
 _VERSIONS = (1, 2)
@@ -75,6 +75,18 @@ class EntrySet:
     rules: dict[str, str]
 
 
+@dataclass(slots=True, frozen=True)
+class PackedText:
+    """A column's deflate stream as stored, and the text it holds: that very object, so that a
+    column whose text is still it (``is``: a str does not change) packs as the same stream
+    without compressing it again (a W1H child's extensions: 18 MB)."""
+
+    data: bytes
+    check: int  # the Adler-32 of the text's bytes
+    length: int  # the text's bytes
+    text: str
+
+
 @dataclass(slots=True, eq=False)
 class Columns:
     """An entry set before compression: its header and its column texts, locs first. Equal
@@ -87,6 +99,8 @@ class Columns:
     # re-read's new columns take them (monitor.reread); None: ``pack`` compresses texts[0]
     packed: PackedLocs | None = None
     pending: bool = False  # texts[0] not inflated from ``packed`` yet (``loc_text``)
+    # The extensions as stored (version 2), which ``pack`` copies while texts[4] is its text
+    tail: PackedText | None = None
 
     @property
     def size(self) -> int:
@@ -205,17 +219,20 @@ def joined(values: Sequence[str | None]) -> str:
 
 
 def assemble(size: int, texts: list[str], absent: list[str], invalid: list[int],
-             rules: Mapping[int, str], packed: PackedLocs | None = None) -> Columns:
+             rules: Mapping[int, str], packed: PackedLocs | None = None,
+             tail: PackedText | None = None) -> Columns:
     """An entry set's columns from its parts: the texts (locs first), the names of the absent
     columns, the invalid positions and the rule ids by position, both in document order.
-    ``packed``: the locs as stored, with the first text or in its place (it is then "")."""
+    ``packed``: the locs as stored, with the first text or in its place (it is then "");
+    ``tail``: the extensions as stored, if any (``pack`` copies them while they are the last
+    text)."""
     header: dict[str, object] = {"v": VERSION, "verdicts": RULES_VERSION, "n": size,
                                  "invalid": invalid}
     if absent:  # a column without any value (extensions, usually) is not stored at all
         header["absent"] = absent
     if rules:
         header["rules"] = {str(i): ids for i, ids in rules.items()}
-    return Columns(header, texts, packed, packed is not None and not texts[0])
+    return Columns(header, texts, packed, packed is not None and not texts[0], tail)
 
 
 def annotate(columns: Columns, *, issues: Sequence[Mapping[str, str | None]],
@@ -272,24 +289,30 @@ def same_locs(one: Columns, other: Columns) -> bool:
 
 
 def pack(columns: Columns, extensions: Stream | None = None) -> bytes:
-    """Compress an entry set's columns into its stored form (version 2). ``extensions``: the
-    last column as it was compressed while it came (``Stream``), in place of
-    ``columns.texts[4]``.
+    """Compress an entry set's columns into its stored form, of the version its header says
+    (2 as ``assemble`` makes it; 1 for a set read from version 1 and written back, as a
+    downgrade does: migration 0014). ``extensions``: the last column as it was compressed
+    while it came (``Stream``), in place of ``columns.texts[4]``.
 
     One zlib value, in three deflate streams: the header and the lastmods, changefreqs and
     priorities, flushed to a byte boundary; the locs (``columns.packed`` as it is, where they
     are stored ones); then the extensions column on its own, so that the bytes are the same
     whether it came as a ``Stream`` or as text."""
+    if columns.header.get("v") == 1:
+        return _pack_v1(columns, extensions)
     locs = columns.packed if columns.packed is not None else packedlocs.pack(columns.texts[0])
-    if extensions is None:
-        extensions = Stream()
-        extensions.add_text(columns.texts[4])
-    if extensions.absent or not extensions.length:
-        tail, tail_check, tail_length = _EMPTY_STREAM, zlib.adler32(b""), 0
+    kept = columns.tail
+    if extensions is None and kept is not None and kept.text is columns.texts[4]:
+        tail, tail_check, tail_length = kept.data, kept.check, kept.length
     else:
-        tail, tail_check, tail_length = extensions.finish(), extensions.check, extensions.length
-    # A set read from version 1 packs as version 2 (its header then says so).
-    header = dict(columns.header, v=VERSION, locs=locs.describe(), e=len(tail))
+        if extensions is None:
+            extensions = Stream()
+            extensions.add_text(columns.texts[4])
+        tail, tail_check, tail_length = _EMPTY_STREAM, zlib.adler32(b""), 0
+        if not extensions.absent and extensions.length:
+            tail, tail_check, tail_length = (extensions.finish(), extensions.check,
+                                             extensions.length)
+    header = dict(columns.header, locs=locs.describe(), e=len(tail))
     packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
     out, check = [_ZLIB_HEADER], zlib.adler32(b"")
     for data in _pieces(header, columns.texts[1:4]):
@@ -302,6 +325,15 @@ def pack(columns: Columns, extensions: Stream | None = None) -> bytes:
     check = _adler32_combine(check, tail_check, tail_length)
     out.append(check.to_bytes(4, "big"))
     return b"".join(out)
+
+
+def _pack_v1(columns: Columns, extensions: Stream | None) -> bytes:
+    """Version 1 of the stored form, in one deflate stream (which version 1 reads as well as
+    its own two): for sets that stay readable by releases before version 2."""
+    last = columns.texts[4] if extensions is None else joined(extensions.values())
+    texts = [columns.loc_text(), *columns.texts[1:4], last]
+    text = _SEP.join([_encode(columns.header), *texts])
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), _LEVEL)
 
 
 def _pieces(header: dict[str, object], texts: list[str]) -> Iterator[bytes]:
@@ -416,16 +448,19 @@ def unpack(blob: bytes) -> Columns:
     if len(cuts) != 5:
         raise ValueError(f"not an entry set of version {VERSION}")
     data = data[: cuts[-1] + 1]  # the inflated text may run into the locs' (a small value)
-    tail = zlib.decompressobj(-zlib.MAX_WBITS).decompress(blob[end:-4])
+    stream = blob[end:-4]
+    tail = zlib.decompressobj(-zlib.MAX_WBITS).decompress(stream)
+    tail_check = zlib.adler32(tail)
     check = _adler32_combine(zlib.adler32(data), locs.check, locs.length)
-    check = _adler32_combine(check, zlib.adler32(tail), len(tail))
+    check = _adler32_combine(check, tail_check, len(tail))
     if check != int.from_bytes(blob[-4:], "big"):
         raise ValueError("a stored entry set that does not match its checksum")
     with memoryview(data) as view:
         texts = [str(view[start + 1 : end], "utf-8", "surrogatepass")
                  for start, end in pairwise(cuts[1:])]
-    texts.append(str(tail, "utf-8", "surrogatepass"))
-    return Columns(header, ["", *texts], locs, True)
+    text = str(tail, "utf-8", "surrogatepass")
+    kept = PackedText(stream, tail_check, len(tail), text) if tail else None
+    return Columns(header, ["", *texts, text], locs, True, kept)
 
 
 def _unpack_v1(blob: bytes) -> Columns:

@@ -423,7 +423,8 @@ class Rereader:
             if gone:
                 absent.append(name)
         columns = entryset.assemble(self.size, [self.before.texts[0], *texts], absent,
-                                    self.invalid, self.rules, self.before.packed)
+                                    self.invalid, self.rules, self.before.packed,
+                                    self.before.tail)
         # Entries with a valid lastmod now, but for those whose lastmod changed, plus those of
         # them whose lastmod was valid before too: an unchanged lastmod is as valid as it was.
         compared = self.lastmods - self.bad - self.fresh + self.both

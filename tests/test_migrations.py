@@ -405,7 +405,7 @@ def test_0012_downgrade_writes_each_packed_change_back_as_a_row(database_url: st
 
 def test_0013_downgrade_writes_each_delta_back_whole(database_url: str) -> None:
     """A version stored as a delta (monitor.entrydelta) is the full version again, byte for
-    byte, before the column that names its base goes."""
+    byte (in format 1), before the column that names its base goes."""
     from monitor import entrydelta
     from monitor.model import EntryState
 
@@ -433,7 +433,79 @@ def test_0013_downgrade_writes_each_delta_back_whole(database_url: str) -> None:
         command.downgrade(cfg, "0012")
         with engine.connect() as conn:
             found = conn.execute(text("SELECT id, data FROM entry_sets ORDER BY id")).all()
-        assert [(row[0], bytes(row[1])) for row in found] == [(5, base), (6, new)]
+        # In format 1, as 0014's downgrade leaves every set (test_0014_...)
+        assert [(row[0], bytes(row[1])) for row in found] == [(5, _format_1(base)),
+                                                              (6, _format_1(new))]
+        command.upgrade(cfg, "head")
+    finally:
+        engine.dispose()
+
+
+def _format_1(blob: bytes) -> bytes:
+    """A stored set of format 2 as format 1 writes it."""
+    columns = entryset.unpack(blob)
+    columns.header["v"] = 1
+    return entryset.pack(columns)
+
+
+def _frozen_version_1_reader() -> Any:
+    """Migration 0002's reader of format 1, as releases before format 2 read it."""
+    import importlib.util
+
+    path = db.migrations_dir() / "versions" / "0002_entry_sets.py"
+    spec = importlib.util.spec_from_file_location("migration_0002", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._decode
+
+
+def test_0014_downgrade_writes_sets_back_in_format_1(database_url: str) -> None:
+    """Sets of format 2 (full versions and a delta's header) are written back in format 1, so
+    that a release before it reads them: the full versions by 0002's frozen reader, the delta
+    once 0013's downgrade has written it whole."""
+    from monitor import entrydelta
+    from monitor.model import EntryState
+
+    engine = db.make_engine(database_url)
+    try:
+        cfg = _alembic(engine)
+        command.upgrade(cfg, "head")
+        t0 = datetime(2024, 5, 1, tzinfo=UTC)
+        locs = [f"https://e.test/{i}/é" for i in range(3000)]
+        states = dict.fromkeys(locs, EntryState("2024-01-01", "daily", None, '{"n":1}', True))
+        moved = dict(states, **{locs[7]: EntryState("2024-03-03", None, None, None, False)})
+        base = entryset.encode(states, {locs[3]: "priority-invalid"})
+        new = entryset.encode(moved, {})
+        delta = entrydelta.make(base, new, 5)
+        assert delta is not None
+        assert entryset.unpack(base).packed is not None  # format 2
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
+                              "VALUES (1, 't', 'https://e.test/s.xml', :t)"), {"t": t0})
+            for set_id, data, base_id in ((5, base, None), (6, delta, 5)):
+                conn.execute(text("INSERT INTO entry_sets (id, target_id, document_url, "
+                                  "first_snapshot_id, data, base_id) VALUES (:i, 1, "
+                                  "'https://e.test/s.xml', :i, :d, :b)"),
+                             {"i": set_id, "d": data, "b": base_id})
+        command.downgrade(cfg, "0013")
+        with engine.connect() as conn:
+            old_base, old_delta = (bytes(row[0]) for row in conn.execute(
+                text("SELECT data FROM entry_sets ORDER BY id")))
+        assert entryset.unpack(old_base).header["v"] == 1
+        assert entryset.decode(old_base) == entryset.decode(base)
+        assert entryset.decode(entrydelta.apply(old_base, old_delta)) == entryset.decode(new)
+        command.downgrade(cfg, "0012")
+        read = _frozen_version_1_reader()
+        with engine.connect() as conn:
+            found = [read(bytes(row[0])) for row in conn.execute(
+                text("SELECT data FROM entry_sets ORDER BY id"))]
+        for rows, expected in zip(found, (states, moved), strict=True):
+            assert [row["loc"] for row in rows] == locs
+            assert [(row["lastmod"], row["valid"]) for row in rows] == [
+                (state.lastmod, state.valid) for state in expected.values()]
+        assert found[0][3]["issues"] == "priority-invalid"
         command.upgrade(cfg, "head")
     finally:
         engine.dispose()

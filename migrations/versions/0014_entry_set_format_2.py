@@ -1,0 +1,72 @@
+"""entry-set format 2: a full version keeps its locs in a deflate stream of their own
+
+``monitor.entryset`` now writes version 2 of the stored value: the locs after the other short
+columns, compressed on their own, with a chain of digests of them in the header, so that a
+re-read document's locs are compared with the digests and its new version copies the stored
+stream. Nothing changes in the schema, and sets of version 1 are read as they are: the upgrade
+does nothing.
+
+A downgrade writes every set of version 2 back as version 1, which releases before this one
+read: a full version in the format 1 layout (one deflate stream), and a delta's header (whose
+first keys are its version's) saying version 1, so that it applies to a full version 1.
+
+Revision ID: 0014
+Revises: 0013
+Create Date: 2026-11-27 04:00:00
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0014"
+down_revision: str | None = "0013"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+_DELTA = b"D"  # monitor.entrydelta.MARK
+_DELTA_LEVEL = 6  # monitor.entrydelta's
+_SEP = b"\x02"
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    # The formats are the package's (versioned with the entry sets it stores).
+    from monitor import entryset
+
+    conn = op.get_bind()
+    sets = sa.table("entry_sets", sa.column("id"), sa.column("data"))
+    ids = conn.execute(sa.select(sets.c.id).order_by(sets.c.id)).scalars().all()
+    for set_id in ids:  # one at a time: a full version can be megabytes
+        data = bytes(conn.execute(sa.select(sets.c.data).where(sets.c.id == set_id)).scalar())
+        if data[:1] == _DELTA:
+            back = _delta_version_1(data)
+        else:
+            columns = entryset.unpack(data)
+            back = None
+            if columns.header.get("v") == 2:
+                columns.header["v"] = 1
+                back = entryset.pack(columns)
+        if back is not None:
+            conn.execute(sets.update().where(sets.c.id == set_id).values(data=back))
+
+
+def _delta_version_1(delta: bytes) -> bytes | None:
+    """A delta whose header says version 2, saying version 1 (None: it says 1 already)."""
+    text = zlib.decompress(delta[1:])
+    cut = text.index(_SEP)
+    header = json.loads(text[:cut])
+    if header.get("v") != 2:
+        return None
+    header["v"] = 1
+    head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "surrogatepass")
+    return _DELTA + zlib.compress(head + text[cut:], _DELTA_LEVEL)
