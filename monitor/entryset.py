@@ -441,14 +441,14 @@ def unpack(blob: bytes) -> Columns:
     asked for (``Columns.loc_text``). Each column is decoded from the decompressed bytes where
     it lies: the whole text decoded, then split, held the value three times over at once
     (69 MB for a W1H child's 23 MB)."""
-    header, data, locs, end = _lead(blob)
+    header, data, locs, tail_start = _lead(blob)
     if locs is None:
         return _unpack_v1(blob)
     cuts = _cuts(data, 5)
     if len(cuts) != 5:
         raise ValueError(f"not an entry set of version {VERSION}")
     data = data[: cuts[-1] + 1]  # the inflated text may run into the locs' (a small value)
-    stream = blob[end:-4]
+    stream = blob[tail_start:-4]
     tail = zlib.decompressobj(-zlib.MAX_WBITS).decompress(stream)
     tail_check = zlib.adler32(tail)
     check = _adler32_combine(zlib.adler32(data), locs.check, locs.length)
