@@ -172,11 +172,13 @@ class _Column:
 class Rereader:
     """``reread`` a batch of entries at a time (as the parser yields them), so that a
     document's parsed entries, its changes and their states are never all held at once: the
-    stored columns are compared with each batch's text where they stand, a batch whose text
-    is the same costs a comparison in C, and only a batch that differs is split and looked at
-    entry by entry. The new columns, verdicts and change rows are built as the batches come,
-    and with ``fingerprints`` the locs' fingerprints too: from each batch's locs, which the
-    parser made anyway, not from the stored locs column split again at the end."""
+    stored columns are compared with each batch's text where they stand (the locs of a set
+    stored in format 2 with their digests, monitor.packedlocs: never inflated, and copied into
+    the new version as they are stored), a batch whose text is the same costs a comparison in
+    C, and only a batch that differs is split and looked at entry by entry. The new columns,
+    verdicts and change rows are built as the batches come, and with ``fingerprints`` the
+    locs' fingerprints too: from each batch's locs, which the parser made anyway, not from the
+    stored locs column split again at the end."""
 
     def __init__(self, before: entryset.Columns, url: str, *, now: datetime,
                  examples: int, fingerprints: bool = False) -> None:
