@@ -283,7 +283,12 @@ _GENERATORS = {"W1": _generate_w1, "W1H": _generate_w1h, "W2": _generate_w2, "W4
 
 
 def ensure(workload: str, data_dir: Path) -> dict[str, Any]:
-    """Generate ``workload`` under ``data_dir`` unless a matching cached copy is there."""
+    """Generate ``workload`` under ``data_dir`` unless a matching cached copy is there. W1H
+    writes W1's file names: its ``data_dir`` must be its own (``folder``), or it would
+    overwrite W1's children in the shared one."""
+    if workload == "W1H" and data_dir.name != folder("W1H", data_dir.parent).name:
+        raise ValueError(f"W1H goes in its own folder, {folder('W1H', data_dir)}, "
+                         f"not {data_dir} (workloads.folder)")
     stamp = data_dir / f"{workload}.manifest.json"
     shape = (GENERATOR_VERSION, SEED, W1_CHILDREN, W1_URLS_PER_CHILD, W1_CHANGED_CHILD,
              W1_CHANGED_URLS, W2_TARGETS, W2_URLS_PER_TARGET)  # fmt: skip
