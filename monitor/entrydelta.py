@@ -31,7 +31,8 @@ from typing import cast
 
 from monitor import entryset
 
-__all__ = ["MARK", "Base", "apply", "base_of", "compose", "is_delta", "make", "resolve"]
+__all__ = ["MARK", "Base", "apply", "base_of", "compose", "in_version_1", "is_delta", "make",
+           "resolve"]
 
 MARK = b"D"  # a full version is zlib (its first byte 0x78), never this
 _LEVEL = 6  # written once, a few KB: level 6 costs nothing here
@@ -88,6 +89,18 @@ def compose(base_header: dict[str, object], now: entryset.Columns, order: list[i
     text = _SEP.join([_encode(header), "\x00".join(gaps), *texts])
     delta = MARK + zlib.compress(text.encode("utf-8", "surrogatepass"), _LEVEL)
     return delta if len(delta) * 2 <= size else None
+
+
+def in_version_1(delta: bytes) -> bytes | None:
+    """A delta whose header says version 2 (monitor.entryset), saying version 1, so that it
+    applies to its base written back in version 1 (migration 0014's downgrade); None when it
+    says 1 already."""
+    header, rest = _parts(delta)
+    if header.get("v") != 2:
+        return None
+    header["v"] = 1
+    text = _SEP.join([_encode(header), *rest])
+    return MARK + zlib.compress(text.encode("utf-8", "surrogatepass"), _LEVEL)
 
 
 def apply(base: bytes, delta: bytes) -> bytes:

@@ -51,8 +51,8 @@ from monitor.packedlocs import PackedLocs
 
 __all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "PackedText", "Row",
            "Stream", "annotate", "assemble", "clean_columns", "columns", "decode", "encode",
-           "field_texts", "fingerprints", "head", "joined", "loc_hash", "loc_hashes", "locs",
-           "pack", "rows", "rows_and_rules", "same", "same_locs", "unpack"]
+           "field_texts", "fingerprints", "head", "in_version_1", "joined", "loc_hash",
+           "loc_hashes", "locs", "pack", "rows", "rows_and_rules", "same", "same_locs", "unpack"]
 
 VERSION = 2  # what ``pack`` writes; ``unpack`` reads 1 too
 _VERSIONS = (1, 2)
@@ -325,6 +325,16 @@ def pack(columns: Columns, extensions: Stream | None = None) -> bytes:
     check = _adler32_combine(check, tail_check, tail_length)
     out.append(check.to_bytes(4, "big"))
     return b"".join(out)
+
+
+def in_version_1(blob: bytes) -> bytes | None:
+    """A stored full version written back in version 1, which releases before version 2
+    read (migration 0014's downgrade); None when it is of version 1 already."""
+    columns = unpack(blob)
+    if columns.header.get("v") == 1:
+        return None
+    columns.header["v"] = 1
+    return pack(columns)
 
 
 def _pack_v1(columns: Columns, extensions: Stream | None) -> bytes:

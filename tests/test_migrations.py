@@ -403,6 +403,19 @@ def test_0012_downgrade_writes_each_packed_change_back_as_a_row(database_url: st
         engine.dispose()
 
 
+def _base_and_delta(engine: Engine, base: bytes, delta: bytes) -> None:
+    """A target whose document has a full version (set 5) and a delta against it (set 6)."""
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
+                          "VALUES (1, 't', 'https://e.test/s.xml', :t)"),
+                     {"t": datetime(2024, 5, 1, tzinfo=UTC)})
+        for set_id, data, base_id in ((5, base, None), (6, delta, 5)):
+            conn.execute(text("INSERT INTO entry_sets (id, target_id, document_url, "
+                              "first_snapshot_id, data, base_id) VALUES (:i, 1, "
+                              "'https://e.test/s.xml', :i, :d, :b)"),
+                         {"i": set_id, "d": data, "b": base_id})
+
+
 def test_0013_downgrade_writes_each_delta_back_whole(database_url: str) -> None:
     """A version stored as a delta (monitor.entrydelta) is the full version again, byte for
     byte (in format 1), before the column that names its base goes."""
@@ -413,7 +426,6 @@ def test_0013_downgrade_writes_each_delta_back_whole(database_url: str) -> None:
     try:
         cfg = _alembic(engine)
         command.upgrade(cfg, "head")
-        t0 = datetime(2024, 5, 1, tzinfo=UTC)
         locs = [f"https://e.test/{i}" for i in range(300)]
         base = entryset.encode(dict.fromkeys(locs, EntryState("2024-01-01", None, None, None,
                                                               True)), {})
@@ -422,30 +434,16 @@ def test_0013_downgrade_writes_each_delta_back_whole(database_url: str) -> None:
                                for i, loc in enumerate(locs)}, {})
         delta = entrydelta.make(base, new, 5)
         assert delta is not None
-        with engine.begin() as conn:
-            conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
-                              "VALUES (1, 't', 'https://e.test/s.xml', :t)"), {"t": t0})
-            for set_id, data, base_id in ((5, base, None), (6, delta, 5)):
-                conn.execute(text("INSERT INTO entry_sets (id, target_id, document_url, "
-                                  "first_snapshot_id, data, base_id) VALUES (:i, 1, "
-                                  "'https://e.test/s.xml', :i, :d, :b)"),
-                             {"i": set_id, "d": data, "b": base_id})
+        _base_and_delta(engine, base, delta)
         command.downgrade(cfg, "0012")
         with engine.connect() as conn:
             found = conn.execute(text("SELECT id, data FROM entry_sets ORDER BY id")).all()
         # In format 1, as 0014's downgrade leaves every set (test_0014_...)
-        assert [(row[0], bytes(row[1])) for row in found] == [(5, _format_1(base)),
-                                                              (6, _format_1(new))]
+        assert [(row[0], bytes(row[1])) for row in found] == [
+            (5, entryset.in_version_1(base)), (6, entryset.in_version_1(new))]
         command.upgrade(cfg, "head")
     finally:
         engine.dispose()
-
-
-def _format_1(blob: bytes) -> bytes:
-    """A stored set of format 2 as format 1 writes it."""
-    columns = entryset.unpack(blob)
-    columns.header["v"] = 1
-    return entryset.pack(columns)
 
 
 def _frozen_version_1_reader() -> Any:
@@ -472,7 +470,6 @@ def test_0014_downgrade_writes_sets_back_in_format_1(database_url: str) -> None:
     try:
         cfg = _alembic(engine)
         command.upgrade(cfg, "head")
-        t0 = datetime(2024, 5, 1, tzinfo=UTC)
         locs = [f"https://e.test/{i}/é" for i in range(3000)]
         states = dict.fromkeys(locs, EntryState("2024-01-01", "daily", None, '{"n":1}', True))
         moved = dict(states, **{locs[7]: EntryState("2024-03-03", None, None, None, False)})
@@ -481,14 +478,7 @@ def test_0014_downgrade_writes_sets_back_in_format_1(database_url: str) -> None:
         delta = entrydelta.make(base, new, 5)
         assert delta is not None
         assert entryset.unpack(base).packed is not None  # format 2
-        with engine.begin() as conn:
-            conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
-                              "VALUES (1, 't', 'https://e.test/s.xml', :t)"), {"t": t0})
-            for set_id, data, base_id in ((5, base, None), (6, delta, 5)):
-                conn.execute(text("INSERT INTO entry_sets (id, target_id, document_url, "
-                                  "first_snapshot_id, data, base_id) VALUES (:i, 1, "
-                                  "'https://e.test/s.xml', :i, :d, :b)"),
-                             {"i": set_id, "d": data, "b": base_id})
+        _base_and_delta(engine, base, delta)
         command.downgrade(cfg, "0013")
         with engine.connect() as conn:
             old_base, old_delta = (bytes(row[0]) for row in conn.execute(

@@ -17,8 +17,6 @@ Create Date: 2026-11-27 04:00:00
 
 from __future__ import annotations
 
-import json
-import zlib
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -29,10 +27,6 @@ down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_DELTA = b"D"  # monitor.entrydelta.MARK
-_DELTA_LEVEL = 6  # monitor.entrydelta's
-_SEP = b"\x02"
-
 
 def upgrade() -> None:
     pass
@@ -40,33 +34,14 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # The formats are the package's (versioned with the entry sets it stores).
-    from monitor import entryset
+    from monitor import entrydelta, entryset
 
     conn = op.get_bind()
     sets = sa.table("entry_sets", sa.column("id"), sa.column("data"))
     ids = conn.execute(sa.select(sets.c.id).order_by(sets.c.id)).scalars().all()
     for set_id in ids:  # one at a time: a full version can be megabytes
         data = bytes(conn.execute(sa.select(sets.c.data).where(sets.c.id == set_id)).scalar())
-        if data[:1] == _DELTA:
-            back = _delta_version_1(data)
-        else:
-            columns = entryset.unpack(data)
-            back = None
-            if columns.header.get("v") == 2:
-                columns.header["v"] = 1
-                back = entryset.pack(columns)
+        back = (entrydelta.in_version_1(data) if entrydelta.is_delta(data)
+                else entryset.in_version_1(data))
         if back is not None:
             conn.execute(sets.update().where(sets.c.id == set_id).values(data=back))
-
-
-def _delta_version_1(delta: bytes) -> bytes | None:
-    """A delta whose header says version 2, saying version 1 (None: it says 1 already)."""
-    text = zlib.decompress(delta[1:])
-    cut = text.index(_SEP)
-    header = json.loads(text[:cut])
-    if header.get("v") != 2:
-        return None
-    header["v"] = 1
-    head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8", "surrogatepass")
-    return _DELTA + zlib.compress(head + text[cut:], _DELTA_LEVEL)

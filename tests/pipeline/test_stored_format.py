@@ -53,10 +53,8 @@ def to_format_1(db: str) -> None:
     try:
         with engine.begin() as conn:
             for set_id, data in conn.execute(text("SELECT id, data FROM entry_sets")).all():
-                columns = entryset.unpack(bytes(data))
-                columns.header["v"] = 1
                 conn.execute(text("UPDATE entry_sets SET data = :d WHERE id = :i"),
-                             {"d": entryset.pack(columns), "i": set_id})
+                             {"d": entryset.in_version_1(bytes(data)), "i": set_id})
     finally:
         engine.dispose()
 
