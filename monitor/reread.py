@@ -169,6 +169,25 @@ class _Column:
         return "\x00".join(self.parts), False
 
 
+class _Digested:
+    """Stored locs as format 2 stores them (monitor.packedlocs), read in step with the
+    document as a ``_Column`` is: compared with the locs' digests, never inflated."""
+
+    __slots__ = ("digests", "packed", "started")
+
+    def __init__(self, packed: packedlocs.PackedLocs) -> None:
+        self.packed, self.digests, self.started = packed, packedlocs.Digests(packed), False
+
+    def same(self, new: str, last: bool) -> bool:
+        """Whether the stored locs from where the batches so far ended on begin with these
+        (``new``: their text), and with the ``last`` batch end with them."""
+        if self.started:
+            self.digests.update(b"\x00")
+        self.started = True
+        self.digests.update(new.encode("utf-8", "surrogatepass"))
+        return self.digests.ok and (not last or self.digests.matches(self.packed))
+
+
 class Rereader:
     """``reread`` a batch of entries at a time (as the parser yields them), so that a
     document's parsed entries, its changes and their states are never all held at once: the
@@ -188,8 +207,9 @@ class Rereader:
         self.position = 0
         # Stored locs (monitor.packedlocs) are compared by their digests and never inflated;
         # a version 1 set's, or ones inflated already, as text.
-        self.locs = None if before.pending else _Column(before.loc_text(), False, self.size)
-        self.digests = packedlocs.Digests(before.packed) if before.pending else None
+        self.locs: _Column | _Digested = (
+            _Digested(before.packed) if before.packed is not None and before.pending
+            else _Column(before.loc_text(), False, self.size))
         self.fields = [_Column(before.texts[i], before.absent(i), self.size)
                        for i in range(1, 5)]
         old_rules = cast("dict[str, str]", before.header.get("rules") or {})
@@ -233,8 +253,8 @@ class Rereader:
             return False
         last = start + n == self.size
         locs, *fields = zip(*entries, strict=True)
-        if not self._same_locs("\x00".join(locs), start, last):  # stored locs are unique: no
-            self.ok = False  # duplicate
+        if not self.locs.same("\x00".join(locs), last):  # stored locs are unique: no duplicate
+            self.ok = False
             return False
         self.position += n
         if self.hashes is not None:
@@ -264,19 +284,6 @@ class Rereader:
         self._judge(entries, start, old_columns, changed, text, lastmods_only=lastmods_only,
                     lastmods=(fields[0], lastmods_moved))
         return True
-
-    def _same_locs(self, text: str, start: int, last: bool) -> bool:
-        """Whether the stored locs from ``start`` on begin with these (``text``, joined), and
-        with the ``last`` batch end with them."""
-        if self.locs is not None:
-            return self.locs.same(text, last)
-        digests, packed = self.digests, self.before.packed
-        assert digests is not None
-        assert packed is not None
-        if start:
-            digests.update(b"\x00")
-        digests.update(text.encode("utf-8", "surrogatepass"))
-        return digests.ok and (not last or digests.matches(packed))
 
     def _judge(self, entries: list[Entry], start: int,
                old_columns: list[Sequence[str | None]], changed: set[int],
