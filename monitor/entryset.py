@@ -503,10 +503,12 @@ def _tail(blob: bytes, size: object) -> int:
 _LEAD = 4096  # compressed bytes inflated at a time while the header is read
 
 
-def _lead(blob: bytes) -> tuple[dict[str, object], bytes, PackedLocs | None, int]:
+def _lead(blob: bytes, first: bool = True,
+          ) -> tuple[dict[str, object], bytes, PackedLocs | None, int]:
     """A stored set's header (without what it says of the streams), and of version 2 the
-    first stream's text (inflated), its locs as stored and where its extensions' stream
-    starts; of version 1, the header, the inflated start of the value, None and 0."""
+    first stream's text (inflated; with ``first`` False, only as far as the header), its locs
+    as stored and where its extensions' stream starts; of version 1, the header, the inflated
+    start of the value, None and 0."""
     unpacker = zlib.decompressobj()
     parts: list[bytes] = []
     at = 0
@@ -530,7 +532,7 @@ def _lead(blob: bytes) -> tuple[dict[str, object], bytes, PackedLocs | None, int
     if not 2 <= start <= end:
         raise ValueError("a stored entry set whose streams are not where its header says")
     locs = packedlocs.of(cast("dict[str, object]", described), blob[start:end])
-    if at < start:
+    if first and at < start:
         data += unpacker.decompress(memoryview(blob)[at:start])
     return header, data, locs, end
 
@@ -601,7 +603,7 @@ def locs(blob: bytes) -> list[str]:
     end of its locs column. The columns after it are most of it where entries carry extensions
     (W1H: 18 of a child's 23 MB), and a check reads the locs of every document it
     fingerprints."""
-    header, _, packed, _ = _lead(blob)
+    header, _, packed, _ = _lead(blob, first=False)
     if packed is not None:
         text = packed.text()
         return text.split("\x00") if header.get("n") else []

@@ -41,12 +41,14 @@ def _version_1(columns: entryset.Columns) -> bytes:
     return zlib.compress("\x02".join([entryset._encode(header), *columns.texts]).encode(), 1)
 
 
-def test_locs_read_only_as_far_as_their_column() -> None:
+def test_locs_read_only_as_far_as_their_column(monkeypatch: pytest.MonkeyPatch) -> None:
     # Locs over several of locs()'s decompression slices, and extensions four times their
-    # size; then the same set cut short after its locs: the locs still come back, since the
-    # rest is never decompressed (unpack fails on it).
+    # size, and a lastmod each (a first stream of more than one read of its header); then the
+    # same set cut short after its locs: the locs still come back, since the rest is never
+    # decompressed (unpack fails on it).
     states = {f"https://e.test/{i:07d}/{'x' * 50}": EntryState(
-        "2024-01-01", None, None, f'{{"image":[{{"loc":"https://e.test/{i}/{"y" * 200}.jpg"}}]}}')
+        f"2024-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z", None, None,
+        f'{{"image":[{{"loc":"https://e.test/{i}/{"y" * 200}.jpg"}}]}}')
         for i in range(40_000)}
     blob = entryset.encode(states, {})
     assert entryset.locs(blob) == list(states)
@@ -58,6 +60,24 @@ def test_locs_read_only_as_far_as_their_column() -> None:
     assert entryset.locs(spoilt) == list(states)
     with pytest.raises(zlib.error):
         entryset.unpack(spoilt)
+    # ...and of the first stream, only as far as the header: not the lastmods after it.
+    fed: list[int] = []
+    real = zlib.decompressobj
+
+    class Counted:
+        def __init__(self, *args: int) -> None:
+            self._inflate = real(*args)
+
+        def decompress(self, data: bytes, *limit: int) -> bytes:
+            fed.append(len(data))
+            return self._inflate.decompress(data, *limit)
+
+    monkeypatch.setattr(zlib, "decompressobj", Counted)
+    assert entryset.locs(blob) == list(states)
+    monkeypatch.undo()
+    locs_size = int(json.loads(described)["locs"]["z"])
+    assert sum(fed) <= entryset._LEAD + locs_size
+    assert len(blob) - tail - 4 - locs_size > entryset._LEAD * 10  # the first stream's
     # Version 1: as far as the end of its locs column.
     head = (entryset._encode(dict(columns.header, v=1)).encode() + b"\x02"
             + columns.loc_text().encode())
