@@ -226,15 +226,10 @@ class Metrics:
         self._set_documents(series, documents)
 
     def _set_issues(self, series: TargetSeries, counts: Mapping[str, int]) -> None:
-        for rule, count in counts.items():
-            if count:
-                series.issues.setdefault(rule, 0.0)
-        for rule in series.issues:
-            series.issues[rule] = float(counts.get(rule, 0))
+        _set_seen(series.issues, counts)
 
     def _set_documents(self, series: TargetSeries, counts: Mapping[str, int]) -> None:
-        for outcome in series.documents:
-            series.documents[outcome] = float(counts.get(outcome, 0))
+        _set_seen(series.documents, counts)
 
     def set_url_targets(self, names: Iterable[str]) -> None:
         """The targets whose URLs are checked: their label sets at zero; others' dropped."""
@@ -292,3 +287,13 @@ class Metrics:
         self.reload_ok.set(1 if ok else 0)
         if ok:
             self.reload_time.set((when or datetime.now().astimezone()).timestamp())
+
+
+def _set_seen(values: dict[str, float], counts: Mapping[str, int]) -> None:
+    """Set a target's labelled gauge to these counts: a series for each label that has ever
+    had one (a new one when it first has), at 0 while it has none."""
+    for label, count in counts.items():
+        if count:
+            values.setdefault(label, 0.0)
+    for label in values:
+        values[label] = float(counts.get(label, 0))

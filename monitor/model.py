@@ -14,7 +14,6 @@ DocumentOutcome = Literal["ok", "not_modified", "unchanged", "failed"]
 CheckOutcome = Literal["ok", "unchanged", "failed"]
 
 CHANGE_KINDS: tuple[ChangeKind, ...] = ("added", "removed", "changed", "invalid")
-DOCUMENT_OUTCOMES: tuple[DocumentOutcome, ...] = ("ok", "not_modified", "unchanged", "failed")
 CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "failed")
 
 # The states of a listed URL (SPEC 11), each with its rule id and severity (ok and unknown have

@@ -3,9 +3,10 @@
     .venv/bin/python tests/benchmarks/metrics_scrape.py [--targets 20000]
 
 Builds the daemon's Metrics for N targets, records one check of each as the scheduler does
-(a few URLs, two issue rules current, one change kind), then renders the registry as a scrape
-does (``Metrics.exposition``) three times. Prints series per target, the scrape's size, the
-CPU seconds of the best render and the RSS the registry takes. Not a test: figures, to quote.
+(a few URLs, one document answered, two issue rules current, one change kind), then renders
+the registry as a scrape does (``Metrics.exposition``) three times. Prints series per target,
+the scrape's size, the CPU seconds of the best render and the RSS the registry takes. Not a
+test: figures, to quote.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import UTC, datetime
 from prometheus_client import CollectorRegistry
 
 from monitor.metrics import Metrics
-from monitor.model import CheckResult
+from monitor.model import CheckResult, DocumentResult
 
 
 def _rss_mib() -> float:
@@ -43,7 +44,9 @@ def main() -> None:
     for name in names:
         result = CheckResult(target=name, url=f"https://{name}.example/sitemap.xml",
                              outcome="ok", snapshot_id=1, started_at=now, duration_seconds=0.8,
-                             urls=120, invalid=2, added=3, fetched_bytes=40_000)
+                             urls=120, invalid=2, added=3, fetched_bytes=40_000,
+                             documents=[DocumentResult(f"https://{name}.example/sitemap.xml",
+                                                       "ok")])
         metrics.observe(result, name, issue_counts={"lastmod-invalid": 2, "loc-duplicate": 1},
                         finished_at=now)
     setup = time.process_time() - started
