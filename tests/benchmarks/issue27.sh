@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every figure of the README's issue-27 table, in one run, one benchmark after the other (never
 # side by side: each one's CPU and memory are its own). Logs go to OUT (default: a new folder
-# under /tmp); the README quotes them. About 20 minutes on this project's 2-core machine.
+# under /tmp); the README quotes them. 20-45 minutes on this project's 2-core machine, by
+# the day's speed.
 #
 #     bash tests/benchmarks/issue27.sh [OUT]
 #
