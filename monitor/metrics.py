@@ -198,8 +198,8 @@ class Metrics:
             series.lastmod_churn = result.lastmod_churn
         counts = issue_counts if issue_counts is not None else Tally(
             i.rule for i in result.issues)
-        self._set_issues(series, counts)
-        self._set_documents(series, Tally(d.outcome for d in result.documents))
+        _set_seen(series.issues, counts)
+        _set_seen(series.documents, Tally(d.outcome for d in result.documents))
 
     def restore(
         self,
@@ -222,14 +222,8 @@ class Metrics:
         series.urls = float(urls)
         series.invalid = float(invalid)
         series.lastmod_churn = lastmod_churn
-        self._set_issues(series, issue_counts)
-        self._set_documents(series, documents)
-
-    def _set_issues(self, series: TargetSeries, counts: Mapping[str, int]) -> None:
-        _set_seen(series.issues, counts)
-
-    def _set_documents(self, series: TargetSeries, counts: Mapping[str, int]) -> None:
-        _set_seen(series.documents, counts)
+        _set_seen(series.issues, issue_counts)
+        _set_seen(series.documents, documents)
 
     def set_url_targets(self, names: Iterable[str]) -> None:
         """The targets whose URLs are checked: their label sets at zero; others' dropped."""
