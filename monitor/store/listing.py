@@ -162,9 +162,12 @@ def _url_rows(engine: Engine, target_id: int, snapshot_id: int, status: str | No
               set_id: int, position: int) -> _ROWS:
     while (found := _next_set(engine, target_id, snapshot_id, set_id, status)) is not None:
         next_id, document, stored = found
-        del found  # one document's entries held at a time: not the last one's with the next
-        yield from _set_urls(next_id, document, stored, position if next_id == set_id else 0,
-                             status)
+        rows = _set_urls(next_id, document, stored, position if next_id == set_id else 0,
+                         status)
+        # One document's entries held at a time: not the last one's with the next (its rows
+        # hold its columns until they end; these names would hold them past that).
+        del found, stored
+        yield from rows
         set_id, position = next_id + 1, 0
 
 
@@ -297,7 +300,9 @@ def _issue_rows(engine: Engine, target_id: int, snapshot_id: int, own: list[dict
     while (found := _next_set(engine, target_id, snapshot_id, set_id)) is not None:
         next_id, document, stored = found
         start = index if next_id == set_id else 0
-        for i, row in enumerate(_set_issues(document, stored, describe)):
+        rows = _set_issues(document, stored, describe)
+        del found, stored  # as _url_rows: not this document's columns with the next one's
+        for i, row in enumerate(rows):
             if i >= start and matches(row["rule"], rules):
                 yield row, (next_id, i + 1)
         set_id, index = next_id + 1, 0
