@@ -28,18 +28,21 @@ from sqlalchemy import Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from monitor import __version__, api, config, digest, log, pipeline
+from monitor import __version__, config, log
 from monitor.alerts.outbox import Deliverer
+from monitor.check import pipeline
 from monitor.errors import ConfigError, MonitorError, SchemaError
-from monitor.fetch import Fetcher
 from monitor.metrics import Metrics
-from monitor.model import CheckResult
+from monitor.model import CheckResult, utcnow
 from monitor.pruning import Pruner
-from monitor.scheduler import InTransaction, Scheduler, utcnow
-from monitor.store import daemon as store
+from monitor.read import digest
+from monitor.read.fetch import Fetcher
+from monitor.scheduler import InTransaction, Scheduler
+from monitor.serve import api
 from monitor.store import db
+from monitor.store import targets as store
 from monitor.store.outbox import SqlOutbox
-from monitor.urlschedule import UrlChecks
+from monitor.urlhealth.rounds import UrlChecks
 
 __all__ = ["parse_listen", "run"]
 

@@ -26,7 +26,7 @@ from monitor.errors import ConfigError, MonitorError
 from monitor.model import CHANGE_KINDS, CHANGE_RULES, URL_RULES, CheckResult, Issue
 
 if TYPE_CHECKING:  # validate is imported by the commands that use it (start-up time)
-    from monitor.validate import ValidatedDocument
+    from monitor.read.validate import ValidatedDocument
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAIL_ON = 0, 1, 2, 3
 _URL = re.compile(r"^https?://", re.IGNORECASE)
@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None]) -> None:
     """The listings of SPEC 5: every count, row by row."""
-    from monitor.listing import FORMATS, STATUSES
+    from monitor.listings import FORMATS, STATUSES
 
     def listing(name: str, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
@@ -208,7 +208,7 @@ def script() -> None:
     (its loc fingerprints, caches, modules): about 0.1 s after 500,000 URLs. By then the output
     is written, the database closed and the worker processes stopped; this finishes the rest."""
     code = main()
-    digest = sys.modules.get("monitor.digest")
+    digest = sys.modules.get("monitor.read.digest")
     if digest is not None:
         digest.shutdown()
     logging.shutdown()
@@ -227,7 +227,7 @@ def script() -> None:
 def _dispatch(args: argparse.Namespace) -> int:
     command = args.command
     if command == "run":
-        from monitor import app  # imported here: the daemon's web stack is not needed by the CLI
+        from monitor import app
 
         return app.run(_config_path(args), args.database_url)
     if command == "demo":
@@ -325,7 +325,7 @@ def _hash_password() -> int:
     """``web hash-password``: a bcrypt hash of a password read without echo (or from stdin)."""
     import getpass
 
-    from monitor.webauth import hash_password
+    from monitor.serve.auth import hash_password
 
     if sys.stdin.isatty():
         password = getpass.getpass("password: ")
@@ -394,7 +394,7 @@ def _check(args: argparse.Namespace) -> int:
                 else f" (use {', '.join(CHANGE_KINDS + url_rules)})")
         raise ConfigError(f"--fail-on: unknown kind {bad!r}{more}")
     engine = _open_engine(_database_url(args, cfg))
-    from monitor import digest
+    from monitor.read import digest
 
     digest.return_big_buffers()
     # One check, then exit: the cycle collector would only walk the hundreds of thousands of
@@ -440,8 +440,9 @@ def _database_refusal(engine: Any, exc: Exception) -> MonitorError | None:
 
 async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int, *,
                      urls: bool = False) -> tuple[CheckResult, Any]:
-    from monitor.fetch import Fetcher
-    from monitor.pipeline import run_check, utcnow
+    from monitor.check.pipeline import run_check
+    from monitor.model import utcnow
+    from monitor.read.fetch import Fetcher
 
     fetcher = Fetcher(user_agent=target.settings.user_agent, per_host=cfg.scheduler.per_host)
     try:
@@ -449,7 +450,7 @@ async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int,
                                  max_changes=max_changes)
         if not urls or result.outcome == "failed":
             return result, None
-        from monitor import urlcheck
+        from monitor.urlhealth import checker as urlcheck
 
         budget = urlcheck.Budget()
         found = await urlcheck.run_round(target, engine=engine, fetcher=fetcher, budget=budget,
@@ -550,9 +551,10 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _validate_file(path: Path, cfg: Config) -> CheckResult:
-    from monitor import inflate, parse, validate
     from monitor.errors import FetchError
     from monitor.model import DocumentResult
+    from monitor.net import inflate
+    from monitor.read import parse, validate
 
     url = path.resolve().as_uri()
     d = cfg.defaults
@@ -594,8 +596,8 @@ def _validate_file(path: Path, cfg: Config) -> CheckResult:
 def _file_extension_issues(checked: ValidatedDocument, url: str) -> list[Issue]:
     """What a check finds over a whole target (SPEC 12), within one file: news-too-many and
     hreflang-not-reciprocal."""
-    from monitor import extensions, validate
     from monitor.model import Entry
+    from monitor.read import extensions, validate
 
     locs = list(checked.entries)
     exts = [state.extensions for state in checked.entries.values()]
@@ -613,7 +615,7 @@ def _file_extension_issues(checked: ValidatedDocument, url: str) -> list[Issue]:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from monitor.store import daemon as store  # the same queries as the daemon's JSON API
+    from monitor.store import targets as store
 
     cfg = _config(args)
     engine = _open_engine(_database_url(args, cfg))
@@ -637,8 +639,8 @@ def _history(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     """``urls``, ``issues``, ``diff``, ``changes``: streamed to the end, or to ``--limit``. A
     reader that stops early (``| head``) ends the listing: there is nothing to finish."""
-    from monitor import listing
-    from monitor.store import listing as store
+    from monitor import listings as listing
+    from monitor.store import listings as store
 
     cfg = _config(args)
     fmt = args.format or ("json" if args.json else "table")
@@ -674,8 +676,8 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
         return store.open_urls(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
                                args.status, args.cursor)
     if args.command == "issues":
-        from monitor import validate
         from monitor.model import RULES
+        from monitor.read import validate
 
         rules = listing.parse_rules(args.rule, RULES, "--rule")
         return store.open_issues(engine, args.target, listing.parse_snapshot(args.at, "--at", now),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 Severity = Literal["error", "warning"]
@@ -63,13 +63,13 @@ RULES: dict[str, Severity] = {
     "loc-multiple": "error",
     "loc-not-encoded": "warning",
     "gzip-invalid": "error",
-    # SPEC 12: the robots.txt of the target's hosts (monitor.robots)
+    # SPEC 12: the robots.txt of the target's hosts (monitor.check.robotswatch)
     "robots-changed": "warning",
     "robots-unreachable": "error",
     "sitemap-disallowed": "error",
     "robots-sitemap-missing": "warning",
     # SPEC 12, lastmod that can be trusted: found by comparing a re-check with the check
-    # before (monitor.diff.lastmod_earlier, monitor.pipeline), not by validating one entry.
+    # before (read.diff.lastmod_earlier, check.pipeline), not by validating one entry.
     "lastmod-churn": "warning",
     "lastmod-regressed": "warning",
     # Extensions, as Google documents them (SPEC 12, issue 24): none makes an entry invalid.
@@ -92,6 +92,11 @@ UNUSABLE_LOC = frozenset({"loc-missing", "loc-not-absolute", "loc-too-long"})
 MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
 
 
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC: the one clock every stage reads."""
+    return datetime.now(UTC)
+
+
 def invalid_rule(loc: str) -> str:
     """The rule that made an entry with this loc invalid (an ``invalid`` change is about it):
     a loc too long is that first, as validation lists it."""
@@ -108,7 +113,7 @@ OTHER_CHANGE_KINDS = ("health", "robots")
 
 
 # The version of the rules' verdicts, stored with each entry set: bump it whenever a rule would
-# judge the same entry differently, so that no stored verdict is reused (monitor.reread).
+# judge the same entry differently, so that no stored verdict is reused (monitor.read.reread).
 # 2: only an unusable loc invalidates an entry; an empty optional element is an absent one.
 # 3: extension data is judged too (SPEC 12: news, video, image, hreflang rules).
 RULES_VERSION = 3
@@ -307,7 +312,7 @@ class CheckResult:
     issues: list[Issue] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     changes_truncated: bool = False
-    # the robots.txt of the target's hosts (SPEC 12: monitor.robots), texts where one changed
+    # the robots.txt of the target's hosts (SPEC 12: check.robotswatch), texts where one changed
     robots: list[dict[str, Any]] = field(default_factory=list)
     error_kind: str | None = None
     error_message: str | None = None

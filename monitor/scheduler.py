@@ -34,8 +34,8 @@ from sqlalchemy import Connection, Engine
 from monitor import config
 from monitor.errors import LeaseLost, MonitorError
 from monitor.metrics import Metrics
-from monitor.model import CheckResult
-from monitor.store import daemon as store
+from monitor.model import CheckResult, utcnow
+from monitor.store import targets as store
 
 __all__ = ["POLL", "CheckFn", "Clock", "InTransaction", "Scheduler", "utcnow"]
 
@@ -60,11 +60,6 @@ _WAITED = timedelta(seconds=0.25)
 _LATE = 2.0
 _LATE_EVERY = 60.0
 _DISPATCH = "dispatch"
-
-
-def utcnow() -> datetime:
-    """The current time in UTC."""
-    return datetime.now(UTC)
 
 
 def _jitter(target: config.Target) -> float:

@@ -11,6 +11,6 @@ from __future__ import annotations
 
 def script() -> None:
     """``monitor.cli.script``: ``main``, then the quick exit."""
-    from monitor import cli  # here, not at the top: see the module docstring
+    from monitor import cli
 
     cli.script()

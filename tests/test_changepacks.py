@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import changepacks, changerows, entryset
+from monitor.codec import changepacks, changerows, entryset
 from monitor.model import EntryState
 
 texts = st.none() | st.text(alphabet=st.characters(blacklist_categories=("Cs",),

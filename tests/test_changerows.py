@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import changepacks, changerows, digest, entryset, validate
-from monitor.diff import diff
+from monitor.codec import changepacks, changerows, entryset
 from monitor.model import Change, Entry, EntryState
+from monitor.read import digest, validate
+from monitor.read.diff import diff
 
 URL = "https://e.test/sitemap.xml"
 NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
@@ -80,7 +81,7 @@ def test_a_re_read_document_hands_over_its_changed_entries_packed() -> None:
     expected = diff(entryset.decode(stored).states, checked.entries)
     assert len(expected) == 101
     assert found.changes == []  # nothing added or removed: every change is a row
-    # ... of a pack (monitor.changepacks): its position in the new entry set, its state before
+    # ... of a pack (monitor.codec.changepacks): its position in the new entry set, its state before
     assert found.rows == b""
     assert found.data is not None
     assert [n for _loc, n, _value, _positional in found.packs] == [101]

@@ -137,7 +137,7 @@ def test_file_paths_are_kept_as_paths_not_read(tmp_path: Path) -> None:
 
 
 def test_basic_auth_users_from_a_file(tmp_path: Path) -> None:
-    from monitor.webauth import hash_password
+    from monitor.serve.auth import hash_password
 
     hashed = hash_password("pw", rounds=4)
     (tmp_path / "users.yaml").write_text(f"seo: '{hashed}'\nops: '{hashed}'\n")

@@ -1,4 +1,4 @@
-"""monitor.connections: the streams of httpx's pool, over real sockets on 127.0.0.1."""
+"""monitor.net.connections: the streams of httpx's pool, over real sockets on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import httpx
 import pytest
 from httpserver import Reply, TestServer
 
-from monitor import config, connections
-from monitor.fetch import Fetcher, _http_transport
+from monitor import config
+from monitor.net import connections
+from monitor.read.fetch import Fetcher, _http_transport
 
 pytestmark = pytest.mark.anyio
 

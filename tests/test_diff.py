@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.diff import apply, count, diff, lastmod_earlier, lastmods_earlier
 from monitor.model import EntryState
+from monitor.read.diff import apply, count, diff, lastmod_earlier, lastmods_earlier
 
 A = EntryState(lastmod="2024-01-01")
 B = EntryState(lastmod="2024-02-02")

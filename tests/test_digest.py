@@ -21,11 +21,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import digest, entryset, extensions
-from monitor.diff import diff
+from monitor.codec import entryset
 from monitor.model import EntryState
-from monitor.parse import SITEMAP_NS, parse_document
-from monitor.validate import validate_document
+from monitor.read import digest, extensions
+from monitor.read.diff import diff
+from monitor.read.parse import SITEMAP_NS, parse_document
+from monitor.read.validate import validate_document
 
 URL = "https://example.com/sitemap.xml"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -294,9 +295,9 @@ def test_every_kind_of_document_digests_as_parsed_then_validated(name: str, stor
 
 
 def test_what_the_forkserver_preloads_leaves_the_event_loop_out() -> None:
-    """Worker processes are forked from a server that imports monitor.digest: asyncio and
+    """Worker processes are forked from a server that imports monitor.read.digest: asyncio and
     tempfile (6.5 MB of each such process) are loaded only by the side that calls them."""
-    probe = ("import sys, monitor.digest; "
+    probe = ("import sys, monitor.read.digest; "
              "print(sorted(m for m in ('asyncio', 'tempfile', 'lxml.etree') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
@@ -305,7 +306,7 @@ def test_what_the_forkserver_preloads_leaves_the_event_loop_out() -> None:
 
 _MALLOC_PROBE = """
 import ctypes, resource, sys, threading
-from monitor import digest
+from monitor.read import digest
 digest.return_big_buffers()
 size = int(sys.argv[1])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import entrydelta, entryset
+from monitor.codec import entrydelta, entryset
 from monitor.model import EntryState
 
 LOCS = [f"https://e.test/{i}" for i in range(400)]
@@ -92,13 +92,13 @@ def test_other_locs_or_many_changes_are_stored_whole() -> None:
 
 
 def test_a_re_read_makes_its_delta_against_the_base_of_the_stored_version() -> None:
-    """The digest makes the delta from what it holds (monitor.digest: the positions that moved
+    """The digest makes the delta from what it holds (monitor.read.digest: the positions that moved
     since the stored version, and those at which that one differs from its base): applied to
     the base, it is the digest's own value, check after check, never a delta of a delta. The
     stored version comes as it is stored (a delta, with its base) and the digest resolves it."""
     from datetime import UTC, datetime
 
-    from monitor import digest
+    from monitor.read import digest
 
     def body(lastmods: dict[int, str]) -> bytes:
         urls = "".join(f"<url><loc>https://e.test/{i}</loc><lastmod>{lastmods.get(i, '2024-01-01')}"

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor import entryset
+from monitor.codec import entryset
 from monitor.model import EntryState
 
 # Any text XML can carry: no \x00-\x02 (not XML characters), no lone surrogates.

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor import entryset, extensions, parse, validate
+from monitor.codec import entryset
 from monitor.model import RULES, UNUSABLE_LOC, Entry, Links
+from monitor.read import extensions, parse, validate
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 SITEMAP = "https://example.com/sitemap.xml"
@@ -248,7 +249,7 @@ def test_the_usual_shapes_are_written_as_any_shape_is(elements: str) -> None:
 def test_a_reread_document_judges_its_news_at_the_new_check() -> None:
     """The same news sitemap read again three days later: the stored verdicts (fresh) are not
     reused for news, which only grows old."""
-    from monitor import reread
+    from monitor.read import reread
 
     body = f"{HEAD}<url><loc>{LOC}</loc>{news()}</url><url><loc>{LOC}/2</loc></url></urlset>"
     entries = parse.parse_document(body.encode(), SITEMAP).entries

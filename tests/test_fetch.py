@@ -30,7 +30,8 @@ from httpserver import (
 
 from monitor import config
 from monitor.errors import FetchError
-from monitor.fetch import (
+from monitor.net.inflate import read_file
+from monitor.read.fetch import (
     CHUNK_SIZE,
     Fetcher,
     Response,
@@ -38,7 +39,6 @@ from monitor.fetch import (
     is_private_address,
     retry_after_seconds,
 )
-from monitor.inflate import read_file
 
 pytestmark = pytest.mark.anyio
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitor import health
-from monitor.health import Answered, Verdict, judge
+from monitor.urlhealth import verdict as health
+from monitor.urlhealth.verdict import Answered, Verdict, judge
 
 HTML = [("content-type", "text/html; charset=utf-8")]
 U = "https://example.com/page"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import packedlocs
-from monitor.packedlocs import GROUP
+from monitor.codec import packedlocs
+from monitor.codec.packedlocs import GROUP
 
 LOCS = "\x00".join(f"https://e.test/{i}/{'é' * (i % 7)}" for i in range(12_000))  # ~3.5 groups
 

@@ -1,4 +1,4 @@
-"""``Fetcher.probe`` over ``monitor.pages`` against a real HTTP/1.1 server on 127.0.0.1: one GET
+"""``Fetcher.probe`` over ``net.pageclient`` against a real HTTP/1.1 server on 127.0.0.1: one GET
 a hop, kept-alive connections, the body's first bytes only, the address policy per hop."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from httpserver import Reply, TestServer, closed_port, gzip_bytes
 
 from monitor.config import Defaults
 from monitor.errors import FetchError
-from monitor.fetch import Fetcher
+from monitor.read.fetch import Fetcher
 
 SETTINGS = Defaults(timeout=5, connect_timeout=2, read_timeout=2)
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor import robotstxt
 from monitor.model import RULES, Entry, ParsedDocument
-from monitor.parse import SITEMAP_NS, DocumentParser, parse_document, parse_robots
+from monitor.read import robotstxt
+from monitor.read.parse import SITEMAP_NS, DocumentParser, parse_document, parse_robots
 
 URL = "https://example.com/sitemap.xml"
 NS = f'xmlns="{SITEMAP_NS}"'

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor import changepacks, changerows, digest, entryset, packedlocs, reread, validate
-from monitor.diff import lastmod_earlier
+from monitor.codec import changepacks, changerows, entryset, packedlocs
 from monitor.model import Entry
+from monitor.read import digest, reread, validate
+from monitor.read.diff import lastmod_earlier
 
 URL = "https://e.test/sitemaps/a.xml"
 T0 = datetime(2024, 6, 1, 12, tzinfo=UTC)  # the check that stored the set
@@ -254,7 +255,7 @@ def test_digest_takes_the_same_result_either_way(monkeypatch: pytest.MonkeyPatch
             with monkeypatch.context() as patch:
                 patch.setattr(reread.Rereader, "add", lambda *args, **kwargs: False)
                 full = digest.digest(job(body, previous, examples))
-            # The same changes: the fast path packs the changed ones (monitor.changepacks),
+            # The same changes: the fast path packs the changed ones (monitor.codec.changepacks),
             # the whole path leaves them rows for the store to pack.
             assert fast.data is not None
             assert full.packs == []

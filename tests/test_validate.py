@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.model import RULES, UNUSABLE_LOC, Entry, EntryState
-from monitor.validate import (
+from monitor.read.validate import (
     MAX_LOC_LENGTH,
     CleanDocument,
     ValidatedDocument,

@@ -28,7 +28,7 @@ _FIELDS = ("lastmod", "changefreq", "priority", "extensions")
 
 
 def _encode(rows: list[Any]) -> bytes:
-    """Version 1 of monitor.entryset's format, frozen here as this migration wrote it."""
+    """Version 1 of monitor.codec.entryset's format, frozen here as this migration wrote it."""
     columns = ["\x00".join(r.loc for r in rows)]
     absent = []
     for name in _FIELDS:

@@ -6,7 +6,7 @@ revised). The stored verdicts of a document are those of the old rules, and a do
 comes back 304 or with the same bytes is not read again: forgetting its validators (ETag,
 Last-Modified, SHA-256) makes the next check fetch and read it again, so its counts and issues
 follow the new rules (a robots.txt with a `Site-map:` line finds its sitemaps then). That
-check's diff ignores what only the rules changed (monitor.digest.diff_stored), so the upgrade
+check's diff ignores what only the rules changed (monitor.read.digest.diff_stored), so the upgrade
 raises no flood of changes. Nothing is deleted; a downgrade has nothing to undo.
 
 Revision ID: 0003

@@ -2,7 +2,7 @@
 
 A snapshot keeps the issues found by the check itself and its indexes' own issues
 (``snapshots.issues``, JSON); a document's entry set keeps the document's parse issues and the
-locs of its duplicates with its entries (monitor.entryset). Sets stored before carry neither, so
+locs of its duplicates with its entries (codec.entryset). Sets stored before carry neither, so
 the validators of every document are forgotten, as 0003 did: the next check reads everything
 again and writes a new entry set only where the document has such issues. Its diff is empty
 for documents whose entries did not change. A downgrade drops the column.

@@ -2,7 +2,7 @@
 
 A check that changes every lastmod of W1 made 500,000 ``changes`` rows (loc, the state before
 and after as JSON), ~320 bytes and half the check's time each. Now such changes are packed
-(``monitor.changepacks``): one row per up to 5,000 of them, ``kind`` ``changed``, ``loc`` the
+(``monitor.codec.changepacks``): one row per up to 5,000 of them, ``kind`` ``changed``, ``loc`` the
 first member's, ``before``/``after`` NULL, and three new columns: ``entry_set_id`` (the entry-set
 version the check stored for the document, which holds each member's loc and state after),
 ``members`` (how many changes the row stands for), ``pack`` (each member's position in that
@@ -42,7 +42,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # The pack format is the package's (versioned with the entry sets it points into).
-    from monitor.changepacks import Version, unpack
+    from monitor.codec.changepacks import Version, unpack
 
     conn = op.get_bind()
     changes = sa.table("changes", sa.column("id"), sa.column("snapshot_id"),

@@ -2,7 +2,7 @@
 
 A re-check that changed 1% of a document stored the whole new version again (~1 MB for 500
 changed lastmods of a 50,000-URL document). Now such a version is stored as a delta against a
-full version of the same document (``monitor.entrydelta``): its header and the values of the
+full version of the same document (``monitor.codec.entrydelta``): its header and the values of the
 positions that differ. ``entry_sets.base_id`` names that full version (NULL for a full one),
 so that what keeps a delta readable can be found without reading the values.
 
@@ -34,7 +34,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # The delta format is the package's (versioned with the entry sets it stores).
-    from monitor.entrydelta import apply
+    from monitor.codec.entrydelta import apply
 
     conn = op.get_bind()
     sets = sa.table("entry_sets", sa.column("id"), sa.column("data"), sa.column("base_id"))

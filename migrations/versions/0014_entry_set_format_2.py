@@ -1,6 +1,6 @@
 """entry-set format 2: a full version keeps its locs in a deflate stream of their own
 
-``monitor.entryset`` now writes version 2 of the stored value: the locs after the other short
+``monitor.codec.entryset`` now writes version 2 of the stored value: the locs after the other short
 columns, compressed on their own, with a chain of digests of them in the header, so that a
 re-read document's locs are compared with the digests and its new version copies the stored
 stream. Nothing changes in the schema, and sets of version 1 are read as they are: the upgrade
@@ -34,7 +34,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # The formats are the package's (versioned with the entry sets it stores).
-    from monitor import entrydelta, entryset
+    from monitor.codec import entrydelta, entryset
 
     conn = op.get_bind()
     sets = sa.table("entry_sets", sa.column("id"), sa.column("data"))

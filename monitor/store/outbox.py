@@ -20,8 +20,8 @@ from sqlalchemy import Connection, Engine, and_, exists, func, insert, or_, sele
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.model import Notification, RuleContext
+from monitor.store.checkwriter import transaction
 from monitor.store.schema import alert_states, notifications, snapshots, targets
-from monitor.store.sql import transaction
 
 __all__ = ["OutboxRow", "SqlOutbox", "firing_rules", "rule_context", "write"]
 

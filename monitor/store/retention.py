@@ -2,7 +2,7 @@
 they needed, deleted in small transactions.
 
 Kept: every snapshot younger than the retention's age or among the target's last ``keep_last``,
-and every snapshot after the last one its URL states have followed (monitor.store.health reads
+and every snapshot after the last one its URL states have followed (monitor.store.urlstates reads
 the ``added`` and ``removed`` changes of those). A target's snapshots are ids in the order of
 their checks, so what goes is every snapshot below a boundary B, the oldest kept one.
 
@@ -12,7 +12,7 @@ a newer one of its URL was found at B or before (only the version in force is re
 changes of ``robots-changed`` hold both texts). An entry-set version goes
 once no kept snapshot has it current: one removed at B or before (every kept snapshot is B or
 later, and one removed after B was current at B). Unless it is still read: as the base of a
-kept delta (monitor.entrydelta), or as the version a kept pack's states before are in
+kept delta (monitor.codec.entrydelta), or as the version a kept pack's states before are in
 (``changes.before_set_id``: the version its check replaced, which may have been current only
 before B). So the URL set, the issues and the changes of every kept snapshot read as before.
 """
@@ -39,6 +39,7 @@ from sqlalchemy import (
 )
 
 from monitor.errors import StoreError
+from monitor.store.checkwriter import transaction
 from monitor.store.schema import (
     changes,
     documents,
@@ -49,7 +50,6 @@ from monitor.store.schema import (
     targets,
     url_checks,
 )
-from monitor.store.sql import transaction
 
 __all__ = ["NO_VACUUM", "Pruned", "boundary", "database_bytes", "give_back", "prune_target",
            "target_ids", "vacuum"]

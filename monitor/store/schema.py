@@ -1,7 +1,7 @@
 """SQLAlchemy tables: the single source of the schema and the target of Alembic migrations.
 
 History model (SPEC 2): ``entry_sets`` holds versions of each document's entries, one row a
-version (``monitor.entryset``). A version is current while ``removed_snapshot_id`` is NULL; the
+version (``codec.entryset``). A version is current while ``removed_snapshot_id`` is NULL; the
 URL set of a target at snapshot S is the union of the versions with ``first_snapshot_id <= S``
 and (``removed_snapshot_id`` NULL or ``> S``). A document that did not change writes nothing.
 ``changes`` holds one row per change found by a re-check; a target's first check is its
@@ -91,7 +91,7 @@ snapshots = Table(
     Column("error_message", Text, nullable=True),
     # JSON list of the issues the check itself found and those of its indexes (each
     # {rule, message, loc, document}, or {rule, document, dropped: n} for those counted past the
-    # ones kept); the issues of a document's entries are kept with them (monitor.entryset).
+    # ones kept); the issues of a document's entries are kept with them (monitor.codec.entryset).
     Column("issues", Text, nullable=False, server_default=text("'[]'")),
     # JSON object outcome -> how many of the check's documents had it: documents answered 304
     # or unchanged get no ``documents`` row (migration 0006).
@@ -145,7 +145,7 @@ target_documents = Table(
     Column("lastmods", Integer, nullable=True),
 )
 
-# One row per version of a document's entries (monitor.entryset: one compressed value).
+# One row per version of a document's entries (monitor.codec.entryset: one compressed value).
 entry_sets = Table(
     "entry_sets",
     metadata,
@@ -157,7 +157,7 @@ entry_sets = Table(
     Column("urls", Integer, nullable=False, server_default=text("0")),
     Column("invalid", Integer, nullable=False, server_default=text("0")),
     Column("data", LargeBinary, nullable=False),
-    # Set when ``data`` is a delta against that full version (monitor.entrydelta, migration
+    # Set when ``data`` is a delta against that full version (monitor.codec.entrydelta, migration
     # 0013), which then stays as long as this one does.
     Column("base_id", Id, nullable=True),
     Index("ix_entry_sets_target_id_document_url", "target_id", "document_url"),
@@ -177,7 +177,7 @@ changes = Table(
     Column("reason", String(16), nullable=True),
     # The rule id the change is about (model.CHANGE_RULES), NULL for most changes.
     Column("rule", String(40), nullable=True),
-    # A pack of ``changed`` changes (monitor.changepacks, migration 0012): ``members`` changes
+    # A pack of ``changed`` changes (monitor.codec.changepacks, migration 0012): ``members`` changes
     # in one row, each its position in the entry-set version ``entry_set_id`` (its loc and
     # state after) and its state before, or none when ``before_set_id`` (the version that one
     # replaced) holds it at the same position; ``loc`` is the first member's, before/after NULL.

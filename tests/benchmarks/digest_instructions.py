@@ -6,7 +6,7 @@ of a check.
 
 ``instructions.py`` counts a whole check, whose count moves by up to 2% with the machine's
 load (the sockets' reads come in other sizes, the event loop turns another number of times).
-Here ``monitor.digest.digest`` runs in one process, as a worker runs it (the cycle collector
+Here ``monitor.read.digest.digest`` runs in one process, as a worker runs it (the cycle collector
 off), on the bytes of one child: three runs under callgrind (the imports alone; they and the
 first digest; they, the first digest and the re-read of the pattern's version of the child
 against the stored set the first made) give each digest's instructions by subtraction. The
@@ -28,9 +28,9 @@ _NOW = datetime(2026, 11, 27, tzinfo=UTC)
 
 def _digests(base: Path, again: Path, upto: str) -> None:
     """The measured program: import, then digest as far as ``upto`` says."""
-    from monitor import digest
+    from monitor.read import digest
 
-    gc.disable()  # as a digest worker runs (monitor.digest._worker_start)
+    gc.disable()  # as a digest worker runs (monitor.read.digest._worker_start)
 
     def job(body: bytes, previous: bytes | None = None) -> digest.Job:
         return digest.Job(url=_URL, now=_NOW, max_bytes=1 << 30, max_urls=10**7,

@@ -39,12 +39,13 @@ from typing import Any
 from harness import database, serve_script
 from history_queries import _best, _page
 
-from monitor import config, listing
-from monitor.fetch import Fetcher
-from monitor.pipeline import run_check
-from monitor.store import daemon as api
+from monitor import config
+from monitor import listings as listing
+from monitor.check.pipeline import run_check
+from monitor.read.fetch import Fetcher
 from monitor.store import db
-from monitor.store import listing as store
+from monitor.store import listings as store
+from monitor.store import targets as api
 from monitor.store.retention import (
     database_bytes,
     give_back,

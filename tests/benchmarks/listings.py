@@ -5,7 +5,7 @@
 
 W1 (10 x 50,000 URLs) is checked once, then again with its index listing one child of one URL:
 500,000 removals; or (``--pattern changed``) again with every lastmod a year on (recheck.py's
-``w1every``): 500,000 changed entries, which the store keeps as packs (monitor.changepacks).
+``w1every``): 500,000 changed entries, which the store keeps as packs (monitor.codec.changepacks).
 Each listing then runs as a user runs it, ``sitemap-monitor LISTING ... --format F`` in a child
 process whose stdout this process reads and counts: ``urls`` at the first snapshot, ``changes
 --kind removed`` (or ``changed``) and ``diff`` between the two, in CSV, NDJSON, JSON and a

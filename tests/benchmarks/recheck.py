@@ -26,7 +26,7 @@ year further on at each re-check instead, as a CMS that stamps "now" does, where
 would make every lastmod ``lastmod-regressed``), and the bytes stored a change are the growth
 across all N over all their changes; the CPU and memory figures stay the first re-check's,
 and the CPU of the N - 1 after it, against the first check's, comes as well: from the second
-re-check on, the versions it reads are stored as deltas (monitor.entrydelta), the steady state
+re-check on, the versions it reads are stored as deltas (monitor.codec.entrydelta), the steady state
 of a site that changes a little at every check.
 """
 

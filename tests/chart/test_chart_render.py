@@ -158,7 +158,7 @@ def test_probes_and_config() -> None:
 def test_rendered_config_is_accepted_by_the_daemon(tmp_path: Path) -> None:
     """The ConfigMap of every scenario loads with monitor.config (unknown keys are errors)."""
     from monitor import config as monitor_config
-    from monitor.webauth import hash_password
+    from monitor.serve.auth import hash_password
 
     # The web scenario's files, where its Secrets would be mounted.
     mounted = {"/etc/sitemap-monitor-web/": tmp_path / "web", "/etc/sitemap-monitor-tls/":

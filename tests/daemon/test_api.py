@@ -14,8 +14,9 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 from starlette.types import ASGIApp
 
-from monitor import api, config
+from monitor import config
 from monitor.metrics import Metrics
+from monitor.serve import api
 from monitor.store import db
 
 

@@ -28,7 +28,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from monitor import api
+from monitor.serve import api
 from monitor.store import db
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,

@@ -19,7 +19,7 @@ import pytest
 from harness import Daemon, sitemap, write_config
 from httpserver import Reply, TestServer
 
-from monitor import digest
+from monitor.read import digest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

@@ -22,8 +22,8 @@ from monitor import scheduler as scheduler_module
 from monitor.metrics import Metrics
 from monitor.model import CheckResult
 from monitor.scheduler import InTransaction, Scheduler
-from monitor.store import daemon as store
 from monitor.store import db
+from monitor.store import targets as store
 from monitor.store.schema import targets
 
 pytestmark = pytest.mark.anyio

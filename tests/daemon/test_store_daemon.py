@@ -12,9 +12,9 @@ import pytest
 from conftest import T0, add_snapshot, add_target
 from sqlalchemy import Engine, select
 
-from monitor import listing
-from monitor.store import daemon as store
-from monitor.store import listing as store_listing
+from monitor import listings as listing
+from monitor.store import listings as store_listing
+from monitor.store import targets as store
 from monitor.store.schema import targets
 
 

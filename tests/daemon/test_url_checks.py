@@ -131,7 +131,7 @@ def test_replicas_share_the_url_checks_without_checking_a_url_twice(
     assert sum(rounds) >= 8
     # robots.txt once a day per host and replica, not once a round (the URL checks' own, by
     # their page Accept header: each sitemap check also reads it, SPEC 12)
-    from monitor.fetch import _ACCEPT_PAGE
+    from monitor.read.fetch import _ACCEPT_PAGE
 
     by_url_checks = [r for r in s.requests_to("/robots.txt")
                      if r.headers.get("accept") == _ACCEPT_PAGE]

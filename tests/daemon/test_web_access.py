@@ -12,7 +12,7 @@ from harness import Daemon, sitemap, write_config
 from httpserver import Reply, TestServer, self_signed
 
 from monitor.cli import main
-from monitor.webauth import hash_password
+from monitor.serve.auth import hash_password
 
 USER, PASSWORD = "seo", "correct horse"
 

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from site_fixture import Site, index, url_set_at, urlset
 
-from monitor import digest, pipeline
+from monitor.check import pipeline
 from monitor.cli import main
+from monitor.read import digest
 
 N = 12_000  # URLs a child: about 1.4 MB, over digest.IN_PROCESS_MAX
 
@@ -108,7 +109,7 @@ def test_workers_import_this_installation_whatever_the_working_directory(
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "monitor").mkdir(parents=True)  # a package of that name, not this one
     (elsewhere / "monitor" / "__init__.py").write_text("")
-    (elsewhere / "monitor" / "digest.py").write_text('"""another monitor.digest"""\n')
+    (elsewhere / "monitor" / "digest.py").write_text('"""another monitor.read.digest"""\n')
     script = Path(sys.executable).with_name("sitemap-monitor")
     env = {**os.environ, "SITEMAP_MONITOR_PARSE_WORKERS": "1"}
     env.pop("PYTHONSAFEPATH", None)

@@ -1,4 +1,4 @@
-"""A re-check's ``changed`` changes are stored as packs (monitor.changepacks) and listed as
+"""A re-check's ``changed`` changes are stored as packs (monitor.codec.changepacks) and listed as
 the rows they replace: `changes`, `diff` and their pages, on both databases, through the CLI."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from site_fixture import Site, index, pages, urlset
 from sqlalchemy import func, select
 
-from monitor import entryset
 from monitor.cli import main
+from monitor.codec import entryset
 from monitor.store.db import make_engine
 from monitor.store.schema import changes, entry_sets
 
@@ -133,7 +133,7 @@ def test_a_version_that_changed_a_little_is_a_delta_and_reads_back_whole(
     site: Site, db: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
     """1% of a document's lastmods move at each check: each version after the first is stored
-    as a delta against the first (monitor.entrydelta), and the URL set at every snapshot, the
+    as a delta against the first (monitor.codec.entrydelta), and the URL set at every snapshot, the
     changes and the next re-check read it as if it were whole."""
     versions = [{f"{U}d{i}": "2024-01-01" for i in range(5_000)}]
     for step in range(1, 4):

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from site_fixture import Site, index
 
-from monitor import extensions
 from monitor.cli import main
+from monitor.read import extensions
 
 DATA = Path(__file__).parent.parent / "data" / "extensions"
 IMAGE = "<image:image><image:loc>http://HOST/i.jpg</image:loc></image:image>"

@@ -20,10 +20,10 @@ from site_fixture import Site, index, pages, urlset
 from sqlalchemy import func, select
 
 from monitor.cli import main
-from monitor.store.daemon import list_targets
 from monitor.store.db import make_engine
-from monitor.store.listing import net
+from monitor.store.listings import net
 from monitor.store.schema import changes, targets
+from monitor.store.targets import list_targets
 
 U = "https://example.test/"  # entries' locs: never fetched
 

@@ -14,11 +14,11 @@ import pytest
 from site_fixture import Site, urlset
 from sqlalchemy import text
 
-from monitor import entryset
 from monitor.cli import main
+from monitor.codec import entryset
 from monitor.store.db import make_engine
 
-N = 3_000  # ~100 KB of locs: more than one digest group (monitor.packedlocs)
+N = 3_000  # ~100 KB of locs: more than one digest group (monitor.codec.packedlocs)
 
 
 def check(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def page(head: bytes = b"", headers: dict[str, str] | None = None, status: int =
 def by_url_checks(server: TestServer, route: str | None = None) -> list[Any]:
     """The requests the URL checks made (their page Accept header): a check also reads the
     host's robots.txt, for itself (SPEC 12), with the sitemap fetch's."""
-    from monitor.fetch import _ACCEPT_PAGE
+    from monitor.read.fetch import _ACCEPT_PAGE
 
     return [r for r in server.requests if r.headers.get("accept") == _ACCEPT_PAGE
             and (route is None or r.route == route)]
@@ -353,7 +353,7 @@ def test_url_states_follow_the_snapshots_in_order(
 ) -> None:
     """Checks without --urls in between: the URL checks catch up on their changes in order,
     a few at a time (a batch of 3 here), a URL dropped and listed again being listed."""
-    from monitor.store import health as store_health
+    from monitor.store import urlstates as store_health
 
     monkeypatch.setattr(store_health, "_BATCH", 3)
     paths = [f"/p{i}" for i in range(8)]
@@ -381,7 +381,7 @@ def test_targets_on_one_host_share_its_rate() -> None:
     """The daemon's one Budget: two targets' requests to one host take turns at its rate."""
     import asyncio
 
-    from monitor.urlcheck import Budget
+    from monitor.urlhealth.checker import Budget
 
     budget = Budget()
     times: list[float] = []

@@ -7,7 +7,7 @@ positions where any field differs from the base:
 
     "D" zlib( HEADER \x02 GAPS \x02 LASTMODS \x02 CHANGEFREQS \x02 PRIORITIES \x02 EXTENSIONS )
 
-HEADER is the version's header (``monitor.entryset``) as what differs from the base's: its
+HEADER is the version's header (``monitor.codec.entryset``) as what differs from the base's: its
 first keys as they are (so the first bytes say what a full version's say: ``entryset.head``
 reads both), ``"base"`` (the base's row id), the order of its keys, the values that differ,
 and of the rule ids the positions whose ids differ (a document with a warning on every entry
@@ -29,7 +29,7 @@ from itertools import compress, count
 from operator import ne
 from typing import cast
 
-from monitor import entryset
+from monitor.codec import entryset
 
 __all__ = ["MARK", "Base", "apply", "base_of", "compose", "in_version_1", "is_delta", "make",
            "resolve"]
@@ -52,7 +52,7 @@ def base_of(delta: bytes) -> int:
 
 
 # What a delta's read needs of its base besides the value: the base's row id and header, and
-# the positions at which the version differs from it (``resolve``; monitor.digest makes the next
+# the positions at which the version differs from it (``resolve``; read.digest makes the next
 # delta from them without reading the base again).
 Base = tuple[int, dict[str, object], list[int]]
 
@@ -92,7 +92,7 @@ def compose(base_header: dict[str, object], now: entryset.Columns, order: list[i
 
 
 def in_version_1(delta: bytes) -> bytes | None:
-    """A delta whose header says version 2 (monitor.entryset), saying version 1, so that it
+    """A delta whose header says version 2 (monitor.codec.entryset), saying version 1, so that it
     applies to its base written back in version 1 (migration 0014's downgrade); None when it
     says 1 already."""
     header, rest = _parts(delta)

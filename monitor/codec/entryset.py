@@ -8,8 +8,8 @@ columns, so that encoding and decoding are a few joins and splits in C:
 
 HEADER is JSON: ``{"v": 2, "verdicts": RULES_VERSION, "n": entries, "invalid": [positions],
 "absent": [names of columns without any value], "rules": {"position": "rule ids"},
-"locs": {the locs' stream, monitor.packedlocs}, "e": bytes of the extensions' stream}``; sets
-stored before "verdicts" was written lack it (their verdicts are not reused, monitor.reread).
+"locs": {the locs' stream, monitor.codec.packedlocs}, "e": bytes of the extensions' stream}``; sets
+stored before "verdicts" was written lack it (their verdicts are not reused, monitor.read.reread).
 What the document itself said goes with its entries, where there is any (``annotate``):
 "issues" (its parse issues, ``{rule, message, loc}``), "dropped" (rule -> parse issues counted
 past those kept) and "duplicates" (the locs of the occurrences dropped as ``loc-duplicate``), so
@@ -22,7 +22,7 @@ to run code, and any tool can read the history.
 The zlib value holds three deflate streams end to end (``pack``): everything up to the \x02
 before LOCS, flushed to a byte boundary; LOCS and the \x02 after them, on their own and
 flushed, so that a new version with the same locs copies the stream as it is, and a re-read
-compares a document's locs with the stored ones by their digests (monitor.packedlocs) without
+compares a document's locs with the stored ones by their digests (monitor.codec.packedlocs) without
 inflating them; then EXTENSIONS on their own, so that a new document's extensions can be
 compressed while it is parsed (``Stream``). Any zlib reader reads it as one value. ``unpack``
 reads the first and the last stream, and checks the value's Adler-32 from theirs and the one
@@ -45,9 +45,9 @@ from itertools import pairwise, repeat
 from operator import attrgetter, rshift
 from typing import cast
 
-from monitor import packedlocs
+from monitor.codec import packedlocs
+from monitor.codec.packedlocs import PackedLocs
 from monitor.model import RULES_VERSION, EntryState, entry_state
-from monitor.packedlocs import PackedLocs
 
 __all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "PackedText", "Row",
            "Stream", "annotate", "assemble", "clean_columns", "columns", "decode", "encode",
@@ -96,7 +96,7 @@ class Columns:
     # locs, lastmods, changefreqs, priorities, extensions; the locs' is "" while ``pending``
     texts: list[str]
     # The locs as stored (version 2), which ``pack`` copies: ``unpack`` gives them so, and a
-    # re-read's new columns take them (monitor.reread); None: ``pack`` compresses texts[0]
+    # re-read's new columns take them (monitor.read.reread); None: ``pack`` compresses texts[0]
     packed: PackedLocs | None = None
     pending: bool = False  # texts[0] not inflated from ``packed`` yet (``loc_text``)
     # The extensions as stored (version 2), which ``pack`` copies while texts[4] is its text
@@ -157,7 +157,7 @@ class Columns:
         return cast("dict[str, int]", self.header.get("dropped") or {})
 
     def balance(self) -> int:
-        """The document's hreflang balance (``annotate``; monitor.extensions.balance)."""
+        """The document's hreflang balance (``annotate``; monitor.read.extensions.balance)."""
         return cast("int", self.header.get("balance") or 0)
 
     def duplicates(self) -> list[str]:
@@ -263,7 +263,7 @@ _HEAD = re.compile(r'\{"v":[12],"verdicts":([0-9]+),"n":[0-9]+,(?:"balance":([0-
 def head(prefix: bytes) -> tuple[int, int] | None:
     """The verdicts version and hreflang balance of a stored set, from its first bytes
     (``store.sql.load_set_heads``); None when they do not say."""
-    if prefix[:1] == b"D":  # a version stored as a delta (monitor.entrydelta): its header too
+    if prefix[:1] == b"D":  # a version stored as a delta (monitor.codec.entrydelta): its header too
         prefix = prefix[1:]
     try:
         text = zlib.decompressobj().decompress(prefix, 4096).decode("utf-8", "replace")

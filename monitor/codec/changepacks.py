@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 from operator import sub
 
-from monitor import entryset
-from monitor.changerows import Row, state_json
+from monitor.codec import entryset
+from monitor.codec.changerows import Row, state_json
 
 __all__ = ["MEMBERS", "Member", "Packed", "Packer", "Version", "pack", "rows", "split", "unpack"]
 

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monitor.store.daemon import _target_id
+from monitor.store.checkwriter import read_columns, transaction
 from monitor.store.schema import (
     changes,
     entry_sets,
@@ -31,7 +31,7 @@ from monitor.store.schema import (
     url_checks,
     url_states,
 )
-from monitor.store.sql import read_columns, transaction
+from monitor.store.targets import _target_id
 
 __all__ = [
     "Due", "Saved", "claim", "counts", "due", "every", "listed", "release", "save", "sync",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import h11
 
 from monitor.errors import FetchError
-from monitor.inflate import Body, layers
+from monitor.net.inflate import Body, layers
 
 __all__ = ["Answered", "Pages"]
 

@@ -30,17 +30,7 @@ from itertools import chain, islice
 from operator import itemgetter
 from typing import IO, TYPE_CHECKING
 
-from monitor import (
-    changepacks,
-    changerows,
-    entrydelta,
-    entryset,
-    extensions,
-    parse,
-    reread,
-    validate,
-)
-from monitor import diff as diffing
+from monitor.codec import changepacks, changerows, entrydelta, entryset
 from monitor.model import (
     RULES_VERSION,
     Change,
@@ -53,6 +43,8 @@ from monitor.model import (
     ParsedDocument,
     entry_state,
 )
+from monitor.read import diff as diffing
+from monitor.read import extensions, parse, reread, validate
 
 # asyncio and tempfile are imported where the calling side uses them (run, Spool): the
 # forkserver preloads this module and forks every worker from itself, and neither needs them.
@@ -110,12 +102,12 @@ class Job:
     body: bytes | None = None
     path: str | None = None
     # The document's stored entry set, on a re-check: whole, or a delta against the full
-    # version whose value is ``previous_base`` (monitor.entrydelta), resolved here
+    # version whose value is ``previous_base`` (monitor.codec.entrydelta), resolved here
     previous: bytes | None = None
     previous_base: bytes | None = None
     baseline: bool = False  # the target's first check: keep only the first additions
     examples: int = 1000  # issues (and additions of a baseline) kept in full; the rest counted
-    fingerprints: bool = True  # False: Digest.hashes is None (monitor.pipeline._digest says why)
+    fingerprints: bool = True  # False: Digest.hashes is None (check.pipeline._digest says why)
     # The row id of the full version ``previous`` is, or is a delta against. Set: a re-read
     # that keeps the locs makes its new version as a delta against it too.
     base_id: int | None = None
@@ -137,25 +129,25 @@ class Digest:
     duplicates: int = 0  # later occurrences of a loc already listed, dropped
     duplicate_locs: list[str] = field(default_factory=list)  # their locs
     dropped: dict[str, int] = field(default_factory=dict)  # parse issues counted, not kept
-    # The entry set (monitor.entryset); None for an index, and where ``delta`` alone stands
+    # The entry set (monitor.codec.entryset); None for an index, and where ``delta`` alone stands
     # for it (``whole`` makes its value)
     data: bytes | None = None
-    # The entry set as a delta against the job's base (monitor.entrydelta), when it is worth one
+    # The entry set as a delta against the job's base (codec.entrydelta), when it is worth one
     delta: bytes | None = None
     # ``data`` holds the stored set's entries and verdicts (new bytes, the same document)
     same: bool = False
     # array("Q") of entryset.loc_hash of each kept loc, in order; None if the job asked for none
     hashes: bytes | None = b""
-    # Sum of the document's hreflang pairs (monitor.extensions.balance): 0 for most documents
+    # Sum of the document's hreflang pairs (monitor.read.extensions.balance): 0 for most documents
     balance: int = 0
     # Every change against the previous entry set (none: every entry is new) but those in
     # ``rows``. On a baseline, only the first ``examples`` additions: ``urls`` were added,
     # ``entries - urls`` invalid.
     changes: list[Change] = field(default_factory=list)
     # The changes with a before and an after (changed, invalid): the rows to store, compact
-    # (monitor.changerows), their counts by kind and the first ``examples`` of them
+    # (monitor.codec.changerows), their counts by kind and the first ``examples`` of them
     rows: bytes = b""
-    # ``changed`` ones already packed at their positions in ``data`` (monitor.changepacks),
+    # ``changed`` ones already packed at their positions in ``data`` (monitor.codec.changepacks),
     # which ``rows`` then lacks; counted and exemplified with the rows
     packs: list[changepacks.Packed] = field(default_factory=list)
     row_counts: dict[str, int] = field(default_factory=dict)
@@ -195,7 +187,7 @@ def digest(job: Job) -> Digest:
 def _compact(result: Digest, job: Job) -> None:
     """Move the changes with a before and an after into ``rows``, in order."""
     moved = [c for c in result.changes if c.before is not None and c.after is not None]
-    if not moved:  # none, or they are rows already (monitor.reread)
+    if not moved:  # none, or they are rows already (monitor.read.reread)
         return
     result.changes = [c for c in result.changes if c.before is None or c.after is None]
     result.rows = changerows.encode(changerows.of(moved))
@@ -208,7 +200,7 @@ def _digest(job: Job) -> Digest:
         return _digest_new(job)
     stored, base = _stored(job)
     # The usual re-read document lists the stored locs in the stored order: it is compared
-    # with the stored set a batch at a time as it is parsed (monitor.reread). One that does
+    # with the stored set a batch at a time as it is parsed (monitor.read.reread). One that does
     # not is parsed again from its start, and validated and diffed whole.
     reader = reread.Rereader(stored, job.url, now=job.now, examples=job.examples,
                              fingerprints=job.fingerprints)
@@ -841,7 +833,7 @@ def _get_pool(size: int) -> ProcessPoolExecutor:
                 "forkserver" if "forkserver" in methods else "spawn"
             )
             if "forkserver" in methods:
-                context.set_forkserver_preload(["monitor.digest"])
+                context.set_forkserver_preload(["monitor.read.digest"])
             # The forkserver (or a spawned worker) is a `python -c`, which puts the working
             # directory first on its path: a `monitor` folder there would be what the workers
             # import. PYTHONSAFEPATH (Python 3.11) leaves it out; the workers inherit it.

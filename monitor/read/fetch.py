@@ -1,9 +1,9 @@
 """The fetch stage: one URL -> a stream of decompressed body chunks, within every limit.
 
 One long-lived ``httpx.AsyncClient`` serves every check (STYLE 7). Redirects are followed here,
-not by httpx, so the address policy (``monitor.addresses``) judges every hop before it is
+not by httpx, so the address policy (``monitor.net.addresses``) judges every hop before it is
 connected to. httpx never decodes the body: ``Response.chunks`` inflates gzip and deflate itself
-(``monitor.inflate``), incrementally and bounded, so a gzip bomb or an endless body stops at
+(``monitor.net.inflate``), incrementally and bounded, so a gzip bomb or an endless body stops at
 ``max_bytes``. A total
 deadline covers the whole fetch, body included, so a slow drip ends too.
 """
@@ -23,8 +23,10 @@ from email.utils import parsedate_to_datetime
 import httpcore
 import httpx
 
-from monitor import config, connections
-from monitor.addresses import (
+from monitor import config
+from monitor.errors import FetchError
+from monitor.net import connections
+from monitor.net.addresses import (
     Resolver,
     check_address,
     check_host,
@@ -32,9 +34,8 @@ from monitor.addresses import (
     is_private_address,
     system_resolver,
 )
-from monitor.errors import FetchError
-from monitor.inflate import CHUNK_SIZE, Body, layers
-from monitor.pages import Pages
+from monitor.net.inflate import CHUNK_SIZE, Body, layers
+from monitor.net.pageclient import Pages
 
 __all__ = [
     "CHUNK_SIZE", "Answer", "Fetcher", "Response", "is_blocked_address", "is_private_address",
@@ -235,7 +236,7 @@ class Fetcher:
     async def probe(self, url: str, settings: config.Defaults, *, body_limit: int,
                     allow_private: bool = False) -> Answer:
         """GET ``url`` once, in one of its host's slots: the status, the headers and the first
-        ``body_limit`` bytes of a 2xx body (``monitor.pages``: kept-alive connections, no
+        ``body_limit`` bytes of a 2xx body (``monitor.net.pageclient``: kept-alive connections, no
         httpx). Redirects are the caller's to follow (each hop is judged by the address
         policy here). Raises ``FetchError`` when no answer came."""
         parsed = _parse_url(url, url)

@@ -42,9 +42,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import aliased
 
-from monitor import changepacks, entryset
+from monitor.codec import changepacks, entryset
 from monitor.errors import StoreError
-from monitor.listing import (
+from monitor.listings import (
     HEALTH,
     BadParameter,
     Listing,
@@ -54,8 +54,8 @@ from monitor.listing import (
     read_cursor,
 )
 from monitor.model import OTHER_CHANGE_KINDS, RULES, Entry
+from monitor.store.checkwriter import read_columns, read_sets, transaction
 from monitor.store.schema import changes, entry_sets, snapshots, targets, url_states
-from monitor.store.sql import read_columns, read_sets, transaction
 
 __all__ = ["open_changes", "open_diff", "open_issues", "open_urls"]
 
@@ -207,7 +207,7 @@ def _open_health(engine: Engine, name: str, state: str, after: str | None) -> Li
 
 
 def _health_rows(engine: Engine, target_id: int, state: str, after: str) -> _ROWS:
-    from monitor.store.daemon import _iso
+    from monitor.store.targets import _iso
 
     u = url_states.c
     statement = (select(u.loc, u.rule, u.http_status, u.final_url, u.hops, u.detail, u.since,
@@ -363,7 +363,7 @@ def open_diff(engine: Engine, name: str, start: SnapshotRef, end: SnapshotRef | 
 
 def net(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
     """The kind of change from ``before`` to ``after`` (None: no change), as a check names
-    the change between its two snapshots (monitor.pipeline)."""
+    the change between its two snapshots (monitor.check.pipeline)."""
     if before is None:
         return None if after is None else "added" if after.get("valid", True) else "invalid"
     if after is None:
@@ -395,7 +395,7 @@ def _stream(engine: Engine, statement: Any) -> Iterator[Any]:
 
 
 class _Packs:
-    """The changes a pack row stands for (``monitor.changepacks``), read on the listing's
+    """The changes a pack row stands for (``monitor.codec.changepacks``), read on the listing's
     connection: its members and the entry-set versions that hold their locs and states (the
     version the check stored, and the one it replaced), kept for the next pack (a document's
     packs point into the same two)."""
@@ -542,7 +542,7 @@ SNAPSHOT_COLUMNS = ("id", "started_at", "finished_at", "outcome", "urls", "inval
 def open_snapshots(engine: Engine, name: str, before: int | None) -> Listing:
     """Every snapshot of a target (with an id below ``before``), newest first, streamed: the
     CSV and NDJSON exports of the snapshots page (the JSON API pages them itself)."""
-    from monitor.store.daemon import _iso
+    from monitor.store.targets import _iso
 
     target_id = transaction(engine, lambda conn: _target_id(conn, name))
     s = snapshots.c
@@ -618,7 +618,7 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
     """The changes newest first, before ``before``: (snapshot id, row id, members of that
     row's pack still to list), the last 0 after a plain row or a pack's last member. A pack's
     members are listed from its last, as its rows would have been; they share its id."""
-    from monitor.store.daemon import _iso
+    from monitor.store.targets import _iso
 
     c, s = changes.c, snapshots.c
     at, left = before[:2], before[2]

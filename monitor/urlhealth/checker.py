@@ -1,7 +1,7 @@
 """The URL checks (SPEC 11): fetch listed pages politely, hop by hop, judge them, store them.
 
 ``Checker`` composes the fetch stage (``Fetcher.probe``: one GET, one hop, in one of the host's
-shared slots, under the address policy) and the health stage (``monitor.health``: the state of
+shared slots, under the address policy) and the health stage (``urlhealth.verdict``: the state of
 the answers, robots.txt's rules). ``Budget`` spaces requests to each host ``rate`` a second
 (token bucket of one), slows a host that answers 429 and waits out its ``Retry-After``.
 ``check_all`` runs many URLs through a bounded set of workers and hands each verdict on as it
@@ -23,15 +23,15 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Engine
 
-from monitor import health
-from monitor.addresses import is_private_target
 from monitor.alerts import rules
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
-from monitor.fetch import Answer, Fetcher, retry_after_seconds
-from monitor.store import health as store
+from monitor.net.addresses import is_private_target
+from monitor.read.fetch import Answer, Fetcher, retry_after_seconds
 from monitor.store import outbox
-from monitor.store.sql import transaction
+from monitor.store import urlstates as store
+from monitor.store.checkwriter import transaction
+from monitor.urlhealth import verdict as health
 
 __all__ = ["Budget", "Checker", "RobotsCache", "Round", "check_all", "run_round"]
 

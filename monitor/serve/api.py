@@ -37,15 +37,16 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from monitor import api_listings, listing, openapi
-from monitor import web as pages
-from monitor.api_listings import error
+from monitor import listings as listing
 from monitor.config import Http, Web
 from monitor.errors import MonitorError, StoreError
-from monitor.store import daemon as store
+from monitor.serve import listings as api_listings
+from monitor.serve import openapi, pages
+from monitor.serve.auth import BasicAuth
+from monitor.serve.listings import error
 from monitor.store import db
-from monitor.store import listing as store_listing
-from monitor.webauth import BasicAuth
+from monitor.store import listings as store_listing
+from monitor.store import targets as store
 
 __all__ = ["Admission", "ApiReads", "create_app"]
 
@@ -63,7 +64,7 @@ REFUSALS_PER_SECOND = 200
 # The scope key in which Admission tells the server how long not to read a refused connection.
 HOLD = "sitemap_monitor.hold_seconds"
 _T = TypeVar("_T")
-log = structlog.get_logger("monitor.api")
+log = structlog.get_logger("monitor.serve.api")
 
 
 class ApiReads:

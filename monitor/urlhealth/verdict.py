@@ -1,6 +1,6 @@
 """The health of a listed URL (SPEC 11): what one page's answers say, as one state. Pure.
 
-The URL checks (``monitor.urlcheck``) fetch a page hop by hop and hand the answers here:
+The URL checks (``monitor.urlhealth.checker``) fetch a page hop by hop and hand the answers here:
 ``judge`` turns them into a ``Verdict`` the way Search Console's page indexing report does
 (404, redirect, ``noindex``, canonical elsewhere, disallowed by robots.txt), and
 ``removal_reason`` says what became of a URL a sitemap dropped. Nothing here does I/O.
@@ -21,7 +21,7 @@ from urllib.parse import urljoin, urlsplit
 from lxml import etree
 
 from monitor.model import REMOVAL_REASONS, URL_REDIRECT_LOOP, URL_STATES, Severity
-from monitor.robotstxt import RobotsRules, robots_url
+from monitor.read.robotstxt import RobotsRules, robots_url
 
 __all__ = [
     "REASONS", "SERVER_ERROR_ATTEMPTS", "STATES", "Answered", "RobotsRules", "Verdict",

@@ -1,7 +1,7 @@
 """Listings (SPEC 5, "Which URLs, exactly"): their parameters, cursors and output formats (pure).
 
 Every count the monitor reports can be listed row by row: ``urls``, ``issues``, ``diff`` and
-``changes``. The rows come from ``monitor.store.listing`` as an iterator of (row, cursor)
+``changes``. The rows come from ``monitor.store.listings`` as an iterator of (row, cursor)
 pairs, where the cursor continues the listing after that row; this module parses what a user
 gives (times, snapshots, rule globs, kinds), makes and reads the opaque cursors, and writes the
 rows as JSON, NDJSON, CSV or a table, a row at a time, so that a listing of any length runs in

@@ -41,8 +41,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from monitor.store.checkwriter import transaction
 from monitor.store.schema import documents, snapshots, targets
-from monitor.store.sql import transaction
 
 __all__ = [
     "PARKED",

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, Select, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from monitor import changepacks, changerows, entrydelta, entryset
+from monitor.codec import changepacks, changerows, entrydelta, entryset
 from monitor.errors import StoreError
 from monitor.model import Change, CheckResult, DocumentResult
 from monitor.store.db import redact
@@ -91,7 +91,7 @@ class StoredSet:
     id: int
     document_url: str
     data: bytes
-    # ``data`` is a delta (monitor.entrydelta) against the full version whose value this is;
+    # ``data`` is a delta (monitor.codec.entrydelta) against the full version whose value this is;
     # None: ``data`` is whole (and the version is its own base)
     base_data: bytes | None = None
 
@@ -274,7 +274,7 @@ def url_set_at(conn: Connection, target_id: int, snapshot_id: int) -> set[str]:
 def read_sets(conn: Connection, query: Select[Any], *, whole: bool = True,
               ) -> list[tuple[Any, ...]]:
     """The rows of a query that reads entry sets, whose last column, ``data``, comes as bytes:
-    a version stored as a delta (``monitor.entrydelta``) comes whole, unless ``whole`` is
+    a version stored as a delta (``monitor.codec.entrydelta``) comes whole, unless ``whole`` is
     False (a query of other bytes, or of the first bytes of sets).
 
     PostgreSQL sends them in binary: bytea as text is hex, twice the bytes, and decoding it
@@ -345,11 +345,11 @@ class EntrySetWrite:
 def write_entry_set(conn: Connection, w: EntrySetWrite) -> int:
     """Close the document's current version and insert the new one; return its id. The new
     one is stored as a delta against the current one's base (the current one, if it is whole)
-    when it lists the same locs and the delta is small (``monitor.entrydelta``)."""
+    when it lists the same locs and the delta is small (``monitor.codec.entrydelta``)."""
     value, base_id = w.data, None
     if w.previous_id is not None:
         close_entry_sets(conn, [w.previous_id], w.snapshot_id)
-        if w.made is not None:  # made where the version was (monitor.digest)
+        if w.made is not None:  # made where the version was (monitor.read.digest)
             base_id, value = w.made
         elif w.delta:
             assert w.data is not None
@@ -393,8 +393,8 @@ def write_change_rows(
     version: tuple[int, bytes, int | None] | None = None,
     packed: Iterable[changepacks.Packed] = (),
 ) -> int:
-    """``write_changes`` of changes already made rows (``monitor.changerows``), and packs of
-    ``changed`` ones already made (``monitor.changepacks``); return how many changes were
+    """``write_changes`` of changes already made rows (``monitor.codec.changerows``), and packs of
+    ``changed`` ones already made (``monitor.codec.changepacks``); return how many changes were
     written. ``version``: the entry-set version the check stored for their document (id,
     data) and the one it replaced (id), which the packs point into; the ``changed`` rows the
     new version gives back are packed too."""

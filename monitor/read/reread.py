@@ -32,8 +32,7 @@ from itertools import compress, count, repeat
 from operator import add, itemgetter, ne
 from typing import cast
 
-from monitor import changepacks, changerows, entryset, packedlocs, validate
-from monitor import diff as diffing
+from monitor.codec import changepacks, changerows, entryset, packedlocs
 from monitor.model import (
     RULES_VERSION,
     Change,
@@ -43,14 +42,16 @@ from monitor.model import (
     entry_state,
     invalid_rule,
 )
+from monitor.read import diff as diffing
+from monitor.read import validate
 
 __all__ = ["Reread", "Rereader", "reread"]
 
-_UNSET = "\x01"  # an unset value in a stored column (monitor.entryset)
+_UNSET = "\x01"  # an unset value in a stored column (monitor.codec.entryset)
 
 _FUTURE = "lastmod-future"
 _INVALID = "lastmod-invalid"
-# A verdict of the whole target (monitor.pipeline), not of the entry: a document is digested
+# A verdict of the whole target (monitor.check.pipeline), not of the entry: a document is digested
 # without it, and the check adds it back where it still holds.
 _TARGET_RULES = frozenset({"hreflang-not-reciprocal"})
 
@@ -63,7 +64,7 @@ _Lastmods = tuple[Sequence[str | None], list[int]]
 class Reread:
     """What ``validate_document`` and ``entryset.columns`` would have made of the document,
     with its changes against the stored set (all of them have a before and an after: the
-    locs are the stored ones), as the rows to store (``monitor.changerows``)."""
+    locs are the stored ones), as the rows to store (``monitor.codec.changerows``)."""
 
     columns: entryset.Columns
     counts: dict[str, int]  # every issue's rule, counted
@@ -79,7 +80,7 @@ class Reread:
     # whose lastmod changed
     lastmod_compared: int = 0
     lastmod_changed: int = 0
-    # The hreflang balance (monitor.extensions.balance) when the extensions are the stored
+    # The hreflang balance (monitor.read.extensions.balance) when the extensions are the stored
     # ones, and so is the stored set's (its locs are the document's); None: work it out
     balance: int | None = None
     # The locs' fingerprints (entryset.loc_hashes) as ``Digest.hashes`` holds them, worked
@@ -170,7 +171,7 @@ class _Column:
 
 
 class _Digested:
-    """Stored locs as format 2 stores them (monitor.packedlocs), read in step with the
+    """Stored locs as format 2 stores them (monitor.codec.packedlocs), read in step with the
     document as a ``_Column`` is: compared with the locs' digests, never inflated."""
 
     __slots__ = ("digests", "packed", "started")
@@ -192,7 +193,7 @@ class Rereader:
     """``reread`` a batch of entries at a time (as the parser yields them), so that a
     document's parsed entries, its changes and their states are never all held at once: the
     stored columns are compared with each batch's text where they stand (the locs of a set
-    stored in format 2 with their digests, monitor.packedlocs: never inflated, and copied into
+    stored in format 2 with their digests, monitor.codec.packedlocs: never inflated, and copied into
     the new version as they are stored), a batch whose text is the same costs a comparison in
     C, and only a batch that differs is split and looked at entry by entry. The new columns,
     verdicts and change rows are built as the batches come, and with ``fingerprints`` the
@@ -205,7 +206,7 @@ class Rereader:
         self.size = before.size
         self.ok = bool(self.size) and before.header.get("verdicts") == RULES_VERSION
         self.position = 0
-        # Stored locs (monitor.packedlocs) are compared by their digests and never inflated;
+        # Stored locs (monitor.codec.packedlocs) are compared by their digests and never inflated;
         # a version 1 set's, or ones inflated already, as text.
         self.locs: _Column | _Digested = (
             _Digested(before.packed) if before.packed is not None and before.pending

@@ -19,7 +19,7 @@ from typing import Any, cast
 from lxml import etree
 
 from monitor.model import DocumentKind, Entry, Issue, Links, ParsedDocument
-from monitor.robotstxt import parse_robots
+from monitor.read.robotstxt import parse_robots
 
 __all__ = ["SITEMAP_NS", "DocumentParser", "parse_document", "parse_robots"]
 

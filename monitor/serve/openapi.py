@@ -15,8 +15,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from monitor import __version__, api_listings, listing
+from monitor import __version__
+from monitor import listings as listing
 from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES
+from monitor.serve import listings as api_listings
 
 __all__ = ["body", "document"]
 

@@ -2,7 +2,7 @@
 
 fetch -> parse -> validate -> diff -> store, document by document, in one transaction
 (SPEC 3.2). The children of an index are fetched a few at a time and digested (parse, validate,
-diff, encode: ``monitor.digest``) in worker processes, but applied to the check strictly in
+diff, encode: ``monitor.read.digest``) in worker processes, but applied to the check strictly in
 their listed order. Memory holds a few documents' entries at a time (SPEC 3.4): each document's
 entries are stored as one entry set as soon as it is read; a re-check diffs each document
 against its own previous entry set and keeps only the changes. Removals and additions are held
@@ -18,18 +18,16 @@ from array import array
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from sqlalchemy import Connection, Engine
 
-from monitor import changerows, entryset, extensions, parse, robots, validate
-from monitor import digest as digesting
-from monitor.addresses import is_private_target
+from monitor.check import robotswatch as robots
+from monitor.codec import changerows, entryset
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
-from monitor.fetch import Fetcher
 from monitor.model import (
     RULES,
     RULES_VERSION,
@@ -39,11 +37,16 @@ from monitor.model import (
     Entry,
     EntryState,
     Issue,
+    utcnow,
 )
-from monitor.robotstxt import robots_url
-from monitor.store import robots as robots_store
-from monitor.store import sql as store
-from monitor.store.sql import DocumentState, StoredSet
+from monitor.net.addresses import is_private_target
+from monitor.read import digest as digesting
+from monitor.read import extensions, parse, validate
+from monitor.read.fetch import Fetcher
+from monitor.read.robotstxt import robots_url
+from monitor.store import checkwriter as store
+from monitor.store import robotsfiles as robots_store
+from monitor.store.checkwriter import DocumentState, StoredSet
 
 __all__ = ["run_check", "utcnow"]
 
@@ -62,11 +65,6 @@ DIGEST_HERE_MAX = 1_000_000
 CHURN_PERCENT = 80
 CHURN_MIN = 20
 _CHURN_EXAMPLES = 3
-
-
-def utcnow() -> datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.now(UTC)
 
 
 async def run_check(
@@ -267,7 +265,7 @@ class _Check:
 
     async def _watch_robots(self) -> None:
         """SPEC 12: the robots.txt of each host the target's documents live on, fetched
-        conditionally, judged by ``monitor.robots``, its versions kept in the check's
+        conditionally, judged by ``monitor.check.robotswatch``, its versions kept in the check's
         transaction."""
         hosts: dict[str, list[str]] = {}
         for doc in self.result.documents:
@@ -828,7 +826,7 @@ class _Check:
         Their documents were digested one by one, each without this verdict; it is stored with
         the entries all the same (an entry's rules), so that it lasts while nothing changes.
         When no document was read or dropped, the stored verdicts stand. Otherwise the target's
-        balance (monitor.extensions.balance: this check's documents', the others' from the
+        balance (monitor.read.extensions.balance: this check's documents', the others' from the
         first bytes of their stored sets) is nearly always 0, every alternate answered, and
         only stored verdicts that no longer hold are taken back. Else each document's set is
         read once more and its alternates checked pair by pair (extensions.Alternates).

@@ -9,7 +9,7 @@ it means as search engines read it:
 - ``robots-unreachable`` (error): a 5xx, or no answer at all (timeout, refused). Google then
   stops crawling the whole site. The stored version stands and nothing is recorded as changed.
 - ``sitemap-disallowed`` (error): a sitemap of the target on that host is disallowed to
-  Googlebot (Google's matching, ``monitor.robotstxt``), so Google cannot read it.
+  Googlebot (Google's matching, ``monitor.read.robotstxt``), so Google cannot read it.
 - ``robots-sitemap-missing`` (warning): a ``url:`` target's sitemap is not named by a
   ``Sitemap:`` line of its host's robots.txt (only where a robots.txt answered 2xx: a host
   without one is not told to add a line to a file it does not have).
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from monitor.model import Issue
-from monitor.robotstxt import RobotsRules, parse_robots
+from monitor.read.robotstxt import RobotsRules, parse_robots
 
 __all__ = ["MAX_BYTES", "Answer", "Finding", "Stored", "judge"]
 

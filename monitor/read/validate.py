@@ -23,8 +23,8 @@ from operator import itemgetter
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from monitor import extensions as extension_rules
 from monitor.model import MAX_LOC_LENGTH, UNUSABLE_LOC, Entry, EntryState, Issue, Links
+from monitor.read import extensions as extension_rules
 
 __all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ExtensionSink", "ValidatedDocument",
            "child_issue", "issue", "lastmod_valid", "validate_document"]
@@ -253,7 +253,7 @@ def validate_document(
 ) -> ValidatedDocument:
     """Check every entry of one document; ``seen`` carries locs across a target's documents.
     Without ``messages`` the result's ``issues`` is empty (the rule ids are all a re-read
-    needs: monitor.reread makes the few issues it keeps itself)."""
+    needs: monitor.read.reread makes the few issues it keeps itself)."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     today = now.astimezone(UTC).date()
@@ -351,7 +351,7 @@ def validate_document(
 
 
 class ExtensionSink(Protocol):
-    """Where a ``CleanDocument`` puts its entries' extensions (``monitor.digest``)."""
+    """Where a ``CleanDocument`` puts its entries' extensions (``monitor.read.digest``)."""
 
     def add(self, locs: Sequence[str], values: Sequence[str | None], links: Links | None,
             ) -> object:
@@ -426,7 +426,7 @@ class CleanDocument:
 
     def check(self, batch: list[Entry]) -> bool:
         """Whether no entry of a batch may have an issue, its locs known to be unique (a
-        re-read's are the stored ones: ``monitor.reread``): ``add`` and ``locs_ok`` without
+        re-read's are the stored ones: ``monitor.read.reread``): ``add`` and ``locs_ok`` without
         keeping the batch."""
         if not batch:
             return True
@@ -436,7 +436,7 @@ class CleanDocument:
 
     def lastmods_ok(self, lastmods: Iterable[str | None]) -> bool:
         """Whether no lastmod of a batch has an issue, the rest of its entries known to have
-        none (a re-read's entries whose lastmod alone moved: ``monitor.reread``)."""
+        none (a re-read's entries whose lastmod alone moved: ``monitor.read.reread``)."""
         return self._lastmods_ok(_set(lastmods))
 
     def _usual(self, locs: tuple[str, ...], distinct: list[set[str]],

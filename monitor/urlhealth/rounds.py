@@ -23,16 +23,17 @@ from functools import partial
 import structlog
 from sqlalchemy import Engine
 
-from monitor import config, urlcheck
+from monitor import config
 from monitor.errors import MonitorError
-from monitor.fetch import Fetcher
 from monitor.metrics import Metrics
-from monitor.pipeline import utcnow
-from monitor.store import health as store
+from monitor.model import utcnow
+from monitor.read.fetch import Fetcher
+from monitor.store import urlstates as store
+from monitor.urlhealth import checker as urlcheck
 
 __all__ = ["UrlChecks"]
 
-log = structlog.get_logger("monitor.urlschedule")
+log = structlog.get_logger("monitor.urlhealth.rounds")
 TICK = 1.0  # how often the loop looks for a target to start a round of
 IDLE = 10.0  # a target with nothing due, or whose round failed, waits this long
 FIRST = 2.0  # a target not checked yet is looked at again this soon

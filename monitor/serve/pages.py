@@ -24,10 +24,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from monitor import api_listings, listing
+from monitor import listings as listing
 from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
-from monitor.store import daemon as store
-from monitor.store import health as health_store
+from monitor.serve import listings as api_listings
+from monitor.store import targets as store
+from monitor.store import urlstates as health_store
 
 __all__ = ["PAGE_ROWS", "routes"]
 

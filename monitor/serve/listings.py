@@ -1,6 +1,6 @@
 """The API's listings (SPEC 5 and 7): ``urls``, ``issues``, ``diff`` and ``changes`` of a target.
 
-The same listings as the command line (monitor.listing, monitor.store.listing) over HTTP: JSON,
+The same listings as the command line (monitor.listings, monitor.store.listings) over HTTP: JSON,
 NDJSON or CSV (``?format=``, or ``Accept: text/csv`` / ``application/x-ndjson``). A page (a
 ``limit``, and every JSON answer: 1,000 rows unless it says) is read whole in one of the API's
 threads and carries the cursor that continues it (``next_cursor``, ``next`` and a ``Link``
@@ -19,10 +19,11 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from monitor import listing, validate
+from monitor import listings as listing
 from monitor.model import CHANGE_RULES, RULES
-from monitor.store import daemon as store_daemon
-from monitor.store import listing as store
+from monitor.read import validate
+from monitor.store import listings as store
+from monitor.store import targets as store_daemon
 
 __all__ = [
     "MAX_LIMIT", "MEDIA", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "download", "error", "format_of",
@@ -31,7 +32,7 @@ __all__ = [
 
 ROUTES = ("urls", "issues", "diff", "changes")
 MAX_LIMIT = 10_000  # rows of one page: what is read whole before it is sent
-SNAPSHOTS_MAX_LIMIT = 1_000  # snapshots of one page of /snapshots (monitor.api)
+SNAPSHOTS_MAX_LIMIT = 1_000  # snapshots of one page of /snapshots (monitor.serve.api)
 DEFAULT_LIMIT = 1_000
 MEDIA = {"json": "application/json", "ndjson": "application/x-ndjson",
           "csv": "text/csv; charset=utf-8"}

@@ -1,10 +1,10 @@
 """The locs column of a stored entry set as its own deflate stream, with digests (pure).
 
-A re-read document (monitor.reread) usually lists the stored locs in the stored order, and its
+A re-read document (monitor.read.reread) usually lists the stored locs in the stored order, and its
 new entry set stores them again. Held as text, the stored locs were inflated at every re-read
 only to be compared and deflated once more: on W1's every-lastmod re-check, ~60 M instructions
 a child to inflate them and ~150 M to deflate them, against a first check that does neither. In
-an entry set of version 2 (monitor.entryset) the locs are a deflate stream of their own, which
+an entry set of version 2 (monitor.codec.entryset) the locs are a deflate stream of their own, which
 a new version copies as it is, and the header holds their digests, against which a document's
 locs are compared as they come without reading the stored ones at all.
 
@@ -25,8 +25,8 @@ from hashlib import blake2b
 __all__ = ["GROUP", "Digests", "PackedLocs", "pack"]
 
 GROUP = 1 << 16  # bytes of the locs' text a digest covers
-_LEVEL = 1  # as monitor.entryset's columns
-_SEP = b"\x02"  # the stream holds the locs and the separator after them (monitor.entryset)
+_LEVEL = 1  # as monitor.codec.entryset's columns
+_SEP = b"\x02"  # the stream holds the locs and the separator after them (monitor.codec.entryset)
 _SLICE = 1 << 20  # characters encoded at once
 
 

@@ -1,0 +1,1 @@
+"""One check of one target: which documents to read, their results tallied, the write."""

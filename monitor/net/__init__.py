@@ -1,0 +1,1 @@
+"""How the monitor reaches the network: which addresses may be fetched, and the connections."""
