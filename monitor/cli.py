@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor import __version__
 from monitor.config import Config, Target, adhoc_target, load
-from monitor.errors import ConfigError, MonitorError
+from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound
 from monitor.model import CHANGE_KINDS, CHANGE_RULES, URL_RULES, CheckResult, Issue
 
 if TYPE_CHECKING:  # validate is imported by the commands that use it (start-up time)
@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(given)
         args.argv = given
         return _dispatch(args)
-    except ConfigError as exc:
+    except (ConfigError, BadParameter, NotFound) as exc:
         print(f"sitemap-monitor: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except MonitorError as exc:

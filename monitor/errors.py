@@ -5,8 +5,12 @@ so these are raised only where the caller cannot go on::
 
     MonitorError
     ├── ConfigError          bad configuration or usage: exit code 2, names the key and the file
+    ├── BadParameter         a listing's parameter that cannot be used: a 400, exit code 2
+    ├── NotFound             no such target or snapshot: a 404, exit code 2
     ├── FetchError           one document could not be fetched; ``kind`` is stable,
     │                        ``permanent`` says whether a retry can help
+    ├── WorkerDied           the process digesting a document died (killed for memory, most likely)
+    ├── LeaseLost            the replica lost the target's lease before its check committed
     ├── StoreError           the database refused or is unreachable
     │   └── SchemaError      the schema is not at the newest migration
     └── DeliveryError        an alert channel refused a notification; ``permanent`` and
@@ -16,12 +20,16 @@ so these are raised only where the caller cannot go on::
 from __future__ import annotations
 
 __all__ = [
+    "BadParameter",
     "ConfigError",
     "DeliveryError",
     "FetchError",
+    "LeaseLost",
     "MonitorError",
+    "NotFound",
     "SchemaError",
     "StoreError",
+    "WorkerDied",
 ]
 
 
@@ -33,10 +41,24 @@ class ConfigError(MonitorError):
     """Configuration or usage that cannot be used; the message is one line naming where."""
 
 
+class BadParameter(MonitorError, ValueError):
+    """A parameter that cannot be used: ``str()`` names it and says why (a 400, exit 2)."""
+
+
+class NotFound(MonitorError, LookupError):
+    """No such target, or no such snapshot of it (a 404, exit 2)."""
+
+
 class LeaseLost(MonitorError):
-    """This replica no longer holds the target's lease at the moment its check would commit
-    (it was paused past the lease and another replica took the target over): the check's
-    transaction is rolled back and writes nothing (SPEC 10)."""
+    """This replica no longer holds the target's lease at the moment its check would commit.
+
+    It was paused past the lease and another replica took the target over: the check's
+    transaction is rolled back and writes nothing, so a due check never has two snapshots.
+    """
+
+
+class WorkerDied(MonitorError):
+    """The worker process digesting a document died (killed for memory, most likely)."""
 
 
 class FetchError(MonitorError):

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from monitor.config import parse_duration
+from monitor.errors import BadParameter, NotFound
 from monitor.model import CHANGE_KINDS, OTHER_CHANGE_KINDS, REMOVAL_REASONS, URL_STATES
 
 __all__ = [
@@ -61,14 +62,6 @@ STATUSES = VALIDITY + HEALTH
 DIFF_KINDS = CHANGE_KINDS
 KINDS = (*CHANGE_KINDS, *OTHER_CHANGE_KINDS)
 MAX_ID = 2**62  # ids and positions past this are no one's: a 400, not a database error
-
-
-class BadParameter(ValueError):
-    """A parameter that cannot be used: ``str()`` names it and says why (a 400, exit 2)."""
-
-
-class NotFound(LookupError):
-    """No such target, or no such snapshot of it (a 404, exit 2)."""
 
 
 @dataclass(frozen=True, slots=True)

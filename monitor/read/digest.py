@@ -31,6 +31,7 @@ from operator import itemgetter
 from typing import IO, TYPE_CHECKING
 
 from monitor.codec import changepacks, changerows, entrydelta, entryset
+from monitor.errors import WorkerDied
 from monitor.model import (
     RULES_VERSION,
     Change,
@@ -84,10 +85,6 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # glibc's mallo
 _MMAP_THRESHOLD = 320 * 1024
 _TRIM_THRESHOLD = 1 << 20  # free memory kept at the heap's top: such a buffer, freed there, stays
 _INVALID = "lastmod-invalid"
-
-
-class WorkerDied(Exception):
-    """The worker process digesting a document died (killed for memory, most likely)."""
 
 
 @dataclass(slots=True)
