@@ -35,8 +35,9 @@ from monitor.errors import ConfigError, MonitorError, SchemaError
 from monitor.metrics import Metrics
 from monitor.model import CheckResult, utcnow
 from monitor.pruning import Pruner
-from monitor.read import digest
+from monitor.read import process
 from monitor.read.fetch import Fetcher
+from monitor.read.workers import DigestPool
 from monitor.scheduler import InTransaction, Scheduler
 from monitor.serve import api
 from monitor.store import db
@@ -233,7 +234,7 @@ class _Server(uvicorn.Server):
 def run(config_path: str | None, database_url: str | None) -> int:
     """Run the daemon until SIGTERM or SIGINT; return the process exit code."""
     log.configure()
-    digest.return_big_buffers()
+    process.return_big_buffers()
     config_path = config_path or os.environ.get("SITEMAP_MONITOR_CONFIG") or None
     try:
         cfg = config.load(config_path) if config_path else config.Config()
@@ -295,10 +296,12 @@ async def _serve(
     metrics.config_reloaded(True)
     fetcher = Fetcher(user_agent=cfg.defaults.user_agent, per_host=cfg.scheduler.per_host)
 
+    digests = DigestPool()
+
     async def check(target: config.Target, in_transaction: InTransaction) -> CheckResult:
         return await pipeline.run_check(
             target, engine=engine, fetcher=fetcher, alerts=state.cfg.alerts, now=utcnow,
-            in_transaction=in_transaction)
+            in_transaction=in_transaction, digests=digests)
 
     scheduler = Scheduler(
         engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)
@@ -387,6 +390,7 @@ async def _serve(
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.remove_signal_handler(signum)
     await fetcher.aclose()
+    await asyncio.to_thread(digests.shutdown)
     logger.info("stopped", checks_cancelled=cancelled)
     return code
 

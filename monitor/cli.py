@@ -208,9 +208,6 @@ def script() -> None:
     (its loc fingerprints, caches, modules): about 0.1 s after 500,000 URLs. By then the output
     is written, the database closed and the worker processes stopped; this finishes the rest."""
     code = main()
-    digest = sys.modules.get("monitor.read.digest")
-    if digest is not None:
-        digest.shutdown()
     logging.shutdown()
     try:
         sys.stdout.flush()
@@ -394,17 +391,19 @@ def _check(args: argparse.Namespace) -> int:
                 else f" (use {', '.join(CHANGE_KINDS + url_rules)})")
         raise ConfigError(f"--fail-on: unknown kind {bad!r}{more}")
     engine = _open_engine(_database_url(args, cfg))
-    from monitor.read import digest
+    from monitor.read import process
+    from monitor.read.workers import DigestPool
 
-    digest.return_big_buffers()
+    process.return_big_buffers()
     # One check, then exit: the cycle collector would only walk the hundreds of thousands of
     # young objects of a big document again and again (10-20% of a digest), for the few
     # cycles lxml's parsers leave.
     collecting = gc.isenabled()
     gc.disable()
+    digests = DigestPool()
     try:
         result, urls = asyncio.run(_run_check(target, engine, cfg, args.max_changes,
-                                              urls=args.urls))
+                                              urls=args.urls, digests=digests))
     except Exception as exc:
         refusal = _database_refusal(engine, exc)
         if refusal is None:
@@ -414,7 +413,10 @@ def _check(args: argparse.Namespace) -> int:
         if collecting:
             gc.enable()
         engine.dispose()
-    _print_result(result, urls, as_json=args.json)
+    try:
+        _print_result(result, urls, as_json=args.json)
+    finally:
+        digests.shutdown()  # after the output: a reader has it while the workers end
     if result.outcome == "failed":
         return EXIT_FAILED
     counts = result.change_counts()
@@ -439,7 +441,7 @@ def _database_refusal(engine: Any, exc: Exception) -> MonitorError | None:
 
 
 async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int, *,
-                     urls: bool = False) -> tuple[CheckResult, Any]:
+                     urls: bool = False, digests: Any = None) -> tuple[CheckResult, Any]:
     from monitor.check.pipeline import run_check
     from monitor.model import utcnow
     from monitor.read.fetch import Fetcher
@@ -447,7 +449,7 @@ async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int,
     fetcher = Fetcher(user_agent=target.settings.user_agent, per_host=cfg.scheduler.per_host)
     try:
         result = await run_check(target, engine=engine, fetcher=fetcher, alerts=cfg.alerts,
-                                 max_changes=max_changes)
+                                 max_changes=max_changes, digests=digests)
         if not urls or result.outcome == "failed":
             return result, None
         from monitor.urlhealth import checker as urlcheck

@@ -23,10 +23,11 @@ from hypothesis import strategies as st
 
 from monitor.codec import entryset
 from monitor.model import EntryState
-from monitor.read import digest, extensions
+from monitor.read import digest, extensions, process
 from monitor.read.diff import diff
 from monitor.read.parse import SITEMAP_NS, parse_document
 from monitor.read.validate import validate_document
+from monitor.read.workers import DigestPool
 
 URL = "https://example.com/sitemap.xml"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -306,8 +307,8 @@ def test_what_the_forkserver_preloads_leaves_the_event_loop_out() -> None:
 
 _MALLOC_PROBE = """
 import ctypes, resource, sys, threading
-from monitor.read import digest
-digest.return_big_buffers()
+from monitor.read import process
+process.return_big_buffers()
 size = int(sys.argv[1])
 
 
@@ -339,7 +340,7 @@ def test_the_buffers_a_fetch_and_a_digest_churn_come_from_one_heap() -> None:
     import asyncio.selector_events
 
     size = max(digest._CHUNK, asyncio.selector_events._SelectorSocketTransport.max_size)
-    assert size < digest._MMAP_THRESHOLD - 4096
+    assert size < process._MMAP_THRESHOLD - 4096
     done = subprocess.run([sys.executable, "-c", _MALLOC_PROBE, str(size)], capture_output=True,
                           text=True, check=True)
     pages = 600 * size // 4096
@@ -368,22 +369,25 @@ async def test_a_big_document_waits_for_a_free_worker_not_in_the_pools_queue(
     """With one worker process, four big documents at once: never more than one in the pool
     (the others wait for whichever of it and this process frees first), and this process
     digests some of them while the worker is busy."""
-    monkeypatch.setenv("SITEMAP_MONITOR_PARSE_WORKERS", "1")
+    pool = DigestPool(size=1)
     jobs = _big_jobs(tmp_path)
     seen: list[tuple[int, int]] = []
     done = anyio.Event()
 
     async def watch() -> None:
         while not done.is_set():
-            seen.append((digest._busy, digest._inline))
+            seen.append((pool.busy, pool.inline))
             await anyio.sleep(0.001)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(watch)
-        found = await asyncio.gather(*(digest.run(job) for job in jobs))
-        done.set()
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            found = await asyncio.gather(*(pool.run(job) for job in jobs))
+            done.set()
+        assert pool.started()
+    finally:
+        pool.shutdown()
     assert [f.entries for f in found] == [12_000] * 4
-    assert digest.pool_started()
     assert max(busy for busy, _ in seen) == 1
     assert max(inline for _, inline in seen) == 1
     assert any(busy and inline for busy, inline in seen)  # both digesting at once
@@ -396,24 +400,25 @@ async def test_a_big_document_not_to_be_digested_here_waits_for_the_worker(
     """``here=False`` (a check past its fingerprints' bound): four big documents at once, with
     one worker process, are all digested there, this process digesting none of them, even
     before the pool is warm."""
-    monkeypatch.setenv("SITEMAP_MONITOR_PARSE_WORKERS", "1")
-    digest.shutdown()
-    monkeypatch.setattr(digest, "_ready", None)
+    pool = DigestPool(size=1)
     jobs = _big_jobs(tmp_path)
     seen: list[int] = []
     done = anyio.Event()
 
     async def watch() -> None:
         while not done.is_set():
-            seen.append(digest._inline)
+            seen.append(pool.inline)
             await anyio.sleep(0.001)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(watch)
-        found = await asyncio.gather(*(digest.run(job, here=False) for job in jobs))
-        done.set()
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            found = await asyncio.gather(*(pool.run(job, here=False) for job in jobs))
+            done.set()
+        assert pool.started()
+    finally:
+        pool.shutdown()
     assert [f.entries for f in found] == [12_000] * 4
-    assert digest.pool_started()
     assert seen
     assert max(seen) == 0
 

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine
 from monitor.check import robotswatch as robots
 from monitor.codec import changerows, entryset
 from monitor.config import Alerts, Target
-from monitor.errors import FetchError
+from monitor.errors import FetchError, WorkerDied
 from monitor.model import (
     RULES,
     RULES_VERSION,
@@ -44,6 +44,7 @@ from monitor.read import digest as digesting
 from monitor.read import extensions, parse, validate
 from monitor.read.fetch import Fetcher
 from monitor.read.robotstxt import robots_url
+from monitor.read.workers import DigestPool, Spool
 from monitor.store import checkwriter as store
 from monitor.store import robotsfiles as robots_store
 from monitor.store.checkwriter import DocumentState, StoredSet
@@ -76,15 +77,26 @@ async def run_check(
     now: Callable[[], datetime] | None = None,
     max_changes: int = 1000,
     in_transaction: Callable[[Connection], None] | None = None,
+    digests: DigestPool | None = None,
 ) -> CheckResult:
     """Check one target: fetch, parse, validate, diff and store one snapshot; never raises
     for anything the target's server does (a failed check is a value).
 
     ``in_transaction`` runs in the snapshot's transaction just before it commits (the daemon
-    gives its lease back there, saving a transaction per check).
+    gives its lease back there, saving a transaction per check). ``digests`` is where big
+    documents are digested: a caller that runs many checks passes one pool to all of them;
+    without one, the check makes its own and stops its workers at the end.
     """
+    if digests is None:
+        own = DigestPool()
+        try:
+            return await run_check(target, engine=engine, fetcher=fetcher, alerts=alerts,
+                                   now=now, max_changes=max_changes,
+                                   in_transaction=in_transaction, digests=own)
+        finally:
+            await asyncio.to_thread(own.shutdown)
     clock = now or utcnow
-    check = _Check(target, engine, fetcher, alerts, clock(), max_changes)
+    check = _Check(target, engine, fetcher, alerts, clock(), max_changes, digests)
     check.in_transaction = in_transaction
     try:
         return await check.run(clock)
@@ -93,7 +105,7 @@ async def run_check(
     # Past its deadline the walk was cancelled and everything it wrote rolled back; the check
     # stores a failed snapshot instead, as for a root that could not be read: the previous
     # entries stay current (SPEC 3.1), and the check's slot is free again (SPEC 10).
-    failed = _Check(target, engine, fetcher, alerts, check.started, max_changes)
+    failed = _Check(target, engine, fetcher, alerts, check.started, max_changes, digests)
     failed.in_transaction = in_transaction
     return await failed.run(clock, timed_out=True)
 
@@ -150,8 +162,10 @@ class _Check:
         alerts: Alerts | None,
         started: datetime,
         max_changes: int,
+        digests: DigestPool,
     ) -> None:
         self.target = target
+        self.digests = digests
         self.settings = target.settings
         self.engine = engine
         self.fetcher = fetcher
@@ -189,7 +203,7 @@ class _Check:
         self.dropped: list[str] = []
         # Children in flight: one digested in each worker and here, and two fetched ahead
         # (one waiting for a free digester, one that finished before the child before it).
-        self.window = digesting.workers() + 3
+        self.window = digests.size + 3
         self.in_transaction: Callable[[Connection], None] | None = None
         # SPEC 12: entries listed before and now with a valid lastmod on both sides, and those
         # of them whose lastmod changed (an unchanged document's count as unchanged)
@@ -382,13 +396,13 @@ class _Check:
                                                  last_modified=doc.last_modified)
                 return got
             await self._digest(got, body)
-        except digesting.WorkerDied as exc:
+        except WorkerDied as exc:
             got.error = FetchError("worker-died", str(exc))
         finally:
             body.close()
         return got
 
-    async def _digest(self, got: _Got, body: digesting.Spool) -> None:
+    async def _digest(self, got: _Got, body: Spool) -> None:
         if not self.first:
             sets = await self._db(store.load_entry_sets, self._target_id(), [got.url],
                                   whole=False)
@@ -411,7 +425,8 @@ class _Check:
         )
         self.digesting += 1
         try:
-            got.digest = await digesting.run(got.job, here=self.seen.held < DIGEST_HERE_MAX)
+            got.digest = await self.digests.run(got.job,
+                                                here=self.seen.held < DIGEST_HERE_MAX)
         finally:
             self.digesting -= 1
 
@@ -439,7 +454,7 @@ class _Check:
 
     async def _fetch(
         self, url: str, previous: DocumentState | None, doc: DocumentResult
-    ) -> digesting.Spool | None:
+    ) -> Spool | None:
         """The document's body, or None when it did not change since last time."""
         etag = previous.etag if previous else None
         last_modified = previous.last_modified if previous else None
@@ -458,7 +473,7 @@ class _Check:
                 doc.sha256 = previous.sha256
                 self._touch(previous, doc)
                 return None
-            body = digesting.Spool()
+            body = Spool(on_big=self.digests.big_document)
             digest = hashlib.sha256()
             try:
                 async for chunk in response.chunks():

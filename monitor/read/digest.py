@@ -1,37 +1,22 @@
 """One document's CPU work: bytes -> parse -> validate -> diff -> stored entry set.
 
-The pipeline hands each fetched document here. Big documents (over ``IN_PROCESS_MAX`` bytes)
-go to a pool of worker processes, so that a sitemap index's children are parsed on every core
-while the check fetches the next ones. The pool starts when a second big document arrives: a
-lone one (a re-check where one child changed) is digested here, as small ones are, since
-starting workers or a round trip to one would cost more than it saves. Each worker and this
-process digest one big document at a time; the next waits for whichever frees first.
-``digest`` is pure
-(no database, no network) and returns only what the check needs: counts, the first issues and
-changes, the new entry set ready to store, and the fingerprints of its locs (unless the job
-asks for none).
+``digest`` is pure (no database, no network) and returns only what the check needs: counts,
+the first issues and changes, the new entry set ready to store, and the fingerprints of its
+locs (unless the job asks for none). Where it runs (a thread, or a worker process for a big
+document) is ``workers.DigestPool``'s business.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import gc
-import os
-import sys
-import threading
 from array import array
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import chain, islice
 from operator import itemgetter
-from typing import IO, TYPE_CHECKING
 
 from monitor.codec import changepacks, changerows, entrydelta, entryset
-from monitor.errors import WorkerDied
 from monitor.model import (
     RULES_VERSION,
     Change,
@@ -47,43 +32,23 @@ from monitor.model import (
 from monitor.read import diff as diffing
 from monitor.read import extensions, parse, reread, validate
 
-# asyncio and tempfile are imported where the calling side uses them (run, Spool): the
-# forkserver preloads this module and forks every worker from itself, and neither needs them.
-# asyncio (with ssl, subprocess and the rest it loads) is 6.5 MB of each of those processes.
-if TYPE_CHECKING:  # the pool's modules load only when a big document comes (start-up time)
-    from asyncio import AbstractEventLoop, Semaphore
-    from concurrent.futures import Future, ProcessPoolExecutor
+# The forkserver of workers.DigestPool preloads this module and forks every worker from itself:
+# it imports neither asyncio nor the pool's modules.
 
 __all__ = [
     "IN_PROCESS_MAX",
     "Digest",
     "Job",
     "Lastmods",
-    "Spool",
-    "WorkerDied",
     "base_value",
     "diff_stored",
     "digest",
     "drop_duplicates",
-    "pool_started",
-    "return_big_buffers",
-    "run",
-    "shutdown",
-    "warm",
     "whole",
-    "workers",
 ]
 
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
 _CHUNK = 256 * 1024  # a batch of entries (_batches): bigger ones cost less a URL, up to here
-_ENV = "SITEMAP_MONITOR_PARSE_WORKERS"
-_TASKS_PER_WORKER = 20
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # glibc's mallopt() parameters
-# Over the 256 KiB asked for by each socket read of asyncio (its transports' max_size) and each
-# read of a body from its file (_CHUNK): those come and go by the thousand and are best served
-# from the heap (see return_big_buffers).
-_MMAP_THRESHOLD = 320 * 1024
-_TRIM_THRESHOLD = 1 << 20  # free memory kept at the heap's top: such a buffer, freed there, stays
 _INVALID = "lastmod-invalid"
 
 
@@ -663,263 +628,3 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
     del states, rules, stored
     result.data = _pack(result, columns, job.url, stored=previous)
     _compact(result, job)
-
-
-class Spool:
-    """A document's bytes as they arrive: in memory while small, then in a file of its own
-    (which a worker process reads)."""
-
-    def __init__(self) -> None:
-        self.data: bytearray | None = bytearray()
-        self.path: str | None = None
-        self._file: IO[bytes] | None = None
-
-    def write(self, chunk: bytes) -> None:
-        if self.data is not None and len(self.data) + len(chunk) <= IN_PROCESS_MAX:
-            self.data += chunk
-            return
-        if self._file is None:
-            _big_document()
-            import tempfile  # here, not at the top: see the imports
-
-            self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in finish/close)
-                prefix="sitemap-monitor-", suffix=".body", delete=False
-            )
-            self.path = self._file.name
-            assert self.data is not None
-            self._file.write(self.data)
-            self.data = None
-        self._file.write(chunk)
-
-    def finish(self) -> None:
-        if self._file is not None:
-            self._file.close()
-
-    def read(self) -> bytes:
-        if self.path is None:
-            return bytes(self.data or b"")
-        with open(self.path, "rb") as file:
-            return file.read()
-
-    def close(self) -> None:
-        self.finish()
-        if self.path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
-            self.path = None
-
-
-def return_big_buffers() -> None:
-    """Have glibc hand big freed buffers (entry sets, joined columns) back to the system, and
-    keep this process's heap in one arena.
-
-    glibc serves a request over its mmap threshold with a mapping of its own, unmapped on free,
-    but each such free raises the threshold to that size (up to 32 MiB): after a few documents,
-    big buffers come from the heap and stay there, fragmented (about 10 MB of peak RSS in the
-    W1 benchmark). Setting the threshold keeps it where it is. It is set just over the buffers
-    that a fetch and a digest take and free by the thousand (``_MMAP_THRESHOLD``): at the
-    default of 128 KiB, each of them was a mapping of its own, mapped, faulted in page by page
-    and unmapped, and that was 0.25 s of CPU in W1's check (96 MB fetched, 12% of the main
-    process) and a tenth of W1H's. The heap keeps up to ``_TRIM_THRESHOLD`` free at its top
-    (128 KiB by default), or such a buffer freed there would go back to the system each time.
-
-    Each thread that allocates would get an arena of its own (up to 8 a core), each holding
-    its own freed memory: this process's threads (the check's, the digests', the database's)
-    take turns under the GIL, and one arena serves them. With the higher threshold alone, W1's
-    and W1H's peak grew by 5-10 MB; with one arena it is where it was.
-    Elsewhere than glibc (musl, macOS) this does nothing.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):  # not glibc
-        return
-    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-    mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
-    mallopt(_M_ARENA_MAX, 1)
-
-
-def _worker_start() -> None:
-    # A worker only digests: automatic garbage collection would walk the ~200,000 objects of
-    # each document again and again for ~12% of its time, and a digest makes no reference
-    # cycles. Workers are replaced every 20 documents all the same.
-    gc.disable()
-    return_big_buffers()
-    _exit_with_parent()
-
-
-def _exit_with_parent() -> None:
-    """End this worker when the process that started the pool dies, however it dies.
-
-    A worker waits on its task queue, whose pipe it holds both ends of, so a parent killed by
-    SIGKILL (the OOM killer, a node drain) left it waiting for ever, and with it the
-    forkserver (which lives while a worker holds its "alive" pipe) and the resource tracker
-    (while anyone holds its pipe): about 55 MB a set. The worker's parent sentinel is a pipe
-    only that process writes to, so it reads as closed once it has died; a thread here waits
-    for that and ends the worker at once, whatever it was doing. The forkserver and the
-    resource tracker then see their pipes close and exit by themselves. (PR_SET_PDEATHSIG
-    would not do: a worker's parent is the forkserver, not the daemon.)
-    """
-    import multiprocessing
-    from multiprocessing.connection import wait
-
-    parent = multiprocessing.parent_process()
-    if parent is None or parent.sentinel is None:
-        return
-
-    def watch(sentinel: int) -> None:
-        wait([sentinel])
-        os._exit(1)
-
-    threading.Thread(target=watch, args=(parent.sentinel,), name="parent-watch",
-                     daemon=True).start()
-
-
-def workers() -> int:
-    """Worker processes for big documents: $SITEMAP_MONITOR_PARSE_WORKERS, else one fewer than
-    the CPUs this process may use, at most 3 (this process digests too when they are busy)."""
-    configured = os.environ.get(_ENV, "").strip()
-    if configured:
-        try:
-            return max(0, int(configured))
-        except ValueError:
-            raise ValueError(f"{_ENV}={configured!r}: not a whole number") from None
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    return min(3, cpus - 1)
-
-
-_lock = threading.Lock()
-_pool: ProcessPoolExecutor | None = None
-_ready: Future[int] | None = None  # done once a worker answered: the pool is warm
-_busy = 0  # digests submitted to the pool and not back yet
-_inline = 0  # big documents being digested in a thread of this process
-_big = 0  # big documents this process has received
-_gate: tuple[AbstractEventLoop, int, Semaphore] | None = None  # see _slot
-
-
-def _big_document() -> None:
-    """A big document is arriving. The first is digested here; from the second on, this
-    process has more than one to digest (an index's children, many targets) and the pool
-    pays for its start-up: start it now, so that it is ready when the body has arrived."""
-    global _big
-    _big += 1
-    if _big >= 2:
-        warm()
-
-
-def warm() -> None:
-    """Start the pool in the background (starting worker processes blocks for a while)."""
-    size = workers()
-    if size > 0 and _pool is None:
-        threading.Thread(target=_get_pool, args=(size,), name="digest-pool-start",
-                         daemon=True).start()
-
-
-def _get_pool(size: int) -> ProcessPoolExecutor:
-    global _pool, _ready
-    with _lock:
-        if _pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            methods = multiprocessing.get_all_start_methods()
-            context = multiprocessing.get_context(
-                "forkserver" if "forkserver" in methods else "spawn"
-            )
-            if "forkserver" in methods:
-                context.set_forkserver_preload(["monitor.read.digest"])
-            # The forkserver (or a spawned worker) is a `python -c`, which puts the working
-            # directory first on its path: a `monitor` folder there would be what the workers
-            # import. PYTHONSAFEPATH (Python 3.11) leaves it out; the workers inherit it.
-            os.environ.setdefault("PYTHONSAFEPATH", "1")
-            _pool = ProcessPoolExecutor(
-                max_workers=size, mp_context=context, initializer=_worker_start,
-                max_tasks_per_child=_TASKS_PER_WORKER,
-            )
-            _ready = _pool.submit(os.getpid)
-            atexit.register(shutdown)
-        return _pool
-
-
-def shutdown() -> None:
-    """Stop the worker processes (at exit: before the interpreter tears its modules down)."""
-    global _pool
-    with _lock:
-        pool, _pool = _pool, None
-    if pool is not None:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def pool_started() -> bool:
-    """Whether this process has started its pool of worker processes."""
-    return _pool is not None
-
-
-def _reset_pool(broken: ProcessPoolExecutor) -> None:
-    global _pool
-    with _lock:
-        if _pool is broken:
-            _pool = None
-    broken.shutdown(wait=False, cancel_futures=True)
-
-
-def _slot(size: int) -> Semaphore:
-    """One slot per worker process and one for this process: a big document waits here for
-    whichever frees first. Handed to the pool at once, it would wait in the pool's queue behind
-    another while this process had nothing to digest (a tenth of W1's first check, idle)."""
-    import asyncio  # here, not at the top: see the imports
-
-    global _gate
-    loop = asyncio.get_running_loop()
-    if _gate is None or _gate[0] is not loop or _gate[1] != size:
-        _gate = (loop, size, asyncio.Semaphore(size + 1))
-    return _gate[2]
-
-
-async def run(job: Job, *, here: bool = True) -> Digest:
-    """Digest a document: small ones in a thread here, big ones in a worker process, or in a
-    thread here while the pool is still starting or every worker is busy (this process is one
-    more worker). ``here`` False: a big one goes to a worker all the same, however long it
-    waits for one (the caller holds what grows with its index, SPEC 3.4, and a digest of this
-    process's own on top of it would be the peak)."""
-    import asyncio  # here, not at the top: see the imports
-
-    size = workers()
-    if job.path is None or size == 0:
-        return await asyncio.to_thread(digest, job)
-    async with _slot(size):  # now a worker or this process is free (or the pool starting)
-        warm_pool = _ready is not None and _ready.done()
-        if here and _inline == 0 and (_busy >= size or not warm_pool):
-            return await _here(job)
-        return await _in_pool(job, size)
-
-
-async def _here(job: Job) -> Digest:
-    import asyncio  # here, not at the top: see the imports
-
-    global _inline
-    _inline += 1
-    try:
-        return await asyncio.to_thread(digest, job)
-    finally:
-        _inline -= 1
-
-
-async def _in_pool(job: Job, size: int) -> Digest:
-    import asyncio  # here, not at the top: see the imports
-
-    global _busy
-    _busy += 1
-    pool = None
-    try:
-        pool = await asyncio.to_thread(_get_pool, size)  # may start it: not on the loop
-        return await asyncio.get_running_loop().run_in_executor(pool, digest, job)
-    except BrokenExecutor as exc:  # BrokenProcessPool
-        if pool is not None:
-            _reset_pool(pool)
-        raise WorkerDied(f"{job.url}: the worker process parsing it died") from exc
-    finally:
-        _busy -= 1
