@@ -264,7 +264,7 @@ async def _main(state: _State, url: str) -> int:
     # One connection per running check, plus claims, the outbox and the API; the pool's
     # default (5 + 10 overflow) made checks wait for a connection at concurrency 16.
     engine = db.make_engine(url, pool_size=cfg.scheduler.concurrency + 4, max_overflow=4)
-    # The API's own few connections (SPEC 7): a flood of API requests waits for these, never
+    # The API's own few connections: a flood of API requests waits for these, never
     # for the checks'. An in-memory SQLite database exists only in its own engine.
     connections = cfg.http.database_connections
     api_engine = engine if db.in_memory(engine) else db.make_engine(

@@ -1,4 +1,4 @@
-"""The command line (SPEC 5): parses arguments, calls the pipeline or the daemon, prints.
+"""The command line: parses arguments, calls the pipeline or the daemon, prints.
 
 Exit codes: 0 done; 1 the check failed; 2 usage or configuration error; 3 a ``--fail-on``
 condition held (or, for ``validate``, an error-level issue was found).
@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="exit 3 when any of these change kinds occurred, e.g. removed,invalid;"
                             " with --urls also URL rule ids, e.g. url-not-found,url-noindex")
     check.add_argument("--urls", action="store_true",
-                       help="then check every listed URL now (SPEC 11), at the target's"
+                       help="then check every listed URL now, at the target's"
                             " url_checks.rate")
     check.add_argument("--max-changes", type=int, default=1000, metavar="N",
                        help="list at most N changes and N issues (default 1000)")
@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     with_config(upgrade)
     with_db(upgrade)
     prune = db_commands.add_parser(
-        "prune", help="delete the history retention no longer keeps (SPEC 13)")
+        "prune", help="delete the history retention no longer keeps")
     prune.add_argument("--dry-run", action="store_true",
                        help="say what would be deleted; delete nothing")
     with_config(prune)
@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None]) -> None:
-    """The listings of SPEC 5: every count, row by row."""
+    """The listings : every count, row by row."""
     from monitor.listings import FORMATS, STATUSES
 
     def listing(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -501,7 +501,7 @@ def _print_result(result: CheckResult, urls: Any = None, *, as_json: bool) -> No
 
 
 def _hints(result: CheckResult) -> list[str]:
-    """Where to see in full what the output cut (SPEC 5): the commands that list it."""
+    """Where to see in full what the output cut: the commands that list it."""
     name = shlex.quote(result.target)
     hints = []
     shown = len(result.changes)
@@ -596,7 +596,7 @@ def _validate_file(path: Path, cfg: Config) -> CheckResult:
 
 
 def _file_extension_issues(checked: ValidatedDocument, url: str) -> list[Issue]:
-    """What a check finds over a whole target (SPEC 12), within one file: news-too-many and
+    """What a check finds over a whole target, within one file: news-too-many and
     hreflang-not-reciprocal."""
     from monitor.model import Entry
     from monitor.read import extensions, validate

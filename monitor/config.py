@@ -85,7 +85,7 @@ class _Frozen(BaseModel):
 
 
 class Limits(_Frozen):
-    """Per-document limits (SPEC 3.4); the protocol's values are the defaults."""
+    """Per-document limits; the protocol's values are the defaults."""
 
     max_bytes: Size = 50 * 2**20
     max_urls: int = Field(50_000, gt=0)
@@ -95,7 +95,7 @@ class Limits(_Frozen):
 
 
 class UrlChecks(_Frozen):
-    """The health checks of a target's listed URLs (SPEC 11): opt-in, since they fetch the
+    """The health checks of a target's listed URLs: opt-in, since they fetch the
     site's own pages, and polite: ``rate`` requests a second per host at most."""
 
     enabled: bool = False
@@ -105,7 +105,7 @@ class UrlChecks(_Frozen):
 
 
 class Retention(_Frozen):
-    """How much of a target's history is kept (SPEC 13): every snapshot younger than
+    """How much of a target's history is kept: every snapshot younger than
     ``snapshots`` or among the last ``keep_last``, whichever keeps more."""
 
     snapshots: Duration = Field(90 * 86400.0, gt=0)
@@ -120,7 +120,7 @@ class Defaults(_Frozen):
     timeout: Duration = 30.0
     connect_timeout: Duration = 10.0
     read_timeout: Duration = 20.0
-    # The deadline of a whole check, all documents of an index together (SPEC 10).
+    # The deadline of a whole check, all documents of an index together.
     check_timeout: Duration = 600.0
     retry_after_max: Duration = 30.0
     max_bytes: Size = 50 * 2**20
@@ -244,7 +244,7 @@ RemovalReason = Literal["moved", "gone", "live", "unknown"]
 
 
 class Channel(_Frozen):
-    """One alert destination (SPEC 9)."""
+    """One alert destination."""
 
     name: str = Field(min_length=1)
     type: ChannelType
@@ -259,7 +259,7 @@ class Channel(_Frozen):
     # the longest check interval.
     alert_ttl: Duration = Field(3600.0, gt=0)
     # whether the channel is told when a state (check_failed, stale, url_count_below) clears,
-    # as Alertmanager's receivers set it; events have nothing to resolve (SPEC 9)
+    # as Alertmanager's receivers set it; events have nothing to resolve
     send_resolved: bool = True
     # email
     smtp_ca_file: str | None = None
@@ -282,7 +282,7 @@ class Channel(_Frozen):
 
 
 class Rule(_Frozen):
-    """When to notify whom (SPEC 9)."""
+    """When to notify whom."""
 
     name: str = Field(min_length=1)
     when: RuleWhen
@@ -298,7 +298,7 @@ class Rule(_Frozen):
     rule: list[str] | None = Field(None, min_length=1)
     # when: url_health: the states whose listed URLs count (default: every state with a rule)
     state: list[UrlState] | None = Field(None, min_length=1)
-    # when: removed: only removals the URL checks found to be one of these (SPEC 11)
+    # when: removed: only removals the URL checks found to be one of these
     reason: list[RemovalReason] | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
@@ -319,7 +319,7 @@ class Rule(_Frozen):
 
 
 class Delivery(_Frozen):
-    """How the outbox delivers (SPEC 9)."""
+    """How the outbox delivers."""
 
     max_age: Duration = 86400.0
     initial_backoff: Duration = 5.0
@@ -348,18 +348,18 @@ class Alerts(_Frozen):
 
 
 class Scheduler(_Frozen):
-    """How the daemon runs checks (SPEC 3.7, 10)."""
+    """How the daemon runs checks."""
 
     concurrency: int = Field(8, ge=1)
     per_host: int = Field(2, ge=1)
     shutdown_grace: Duration = 20.0
     lease: Duration = 60.0
-    # How often the daemon prunes the history retention no longer keeps (SPEC 13: hourly).
+    # How often the daemon prunes the history retention no longer keeps (hourly).
     prune_interval: Duration = Field(3600.0, gt=0)
 
 
 class Http(_Frozen):
-    """What the daemon's HTTP port admits (SPEC 7); beyond it, 503 with ``Retry-After`` at once.
+    """What the daemon's HTTP port admits; beyond it, 503 with ``Retry-After`` at once.
 
     ``/healthz`` is never refused; ``/readyz`` and ``/metrics`` have small bounds of their own,
     apart from the API's, so a flood of one never refuses the others.
@@ -377,7 +377,7 @@ _BCRYPT = re.compile(r"^\$2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}$")
 
 
 class Web(_Frozen):
-    """Who may read the daemon's port (SPEC 14), as Prometheus' exporter-toolkit has it: basic
+    """Who may read the daemon's port, as Prometheus' exporter-toolkit has it: basic
     auth with bcrypt-hashed passwords and TLS. With users set, the JSON API and the pages need
     them, ``/metrics`` too when ``protect_metrics`` is true; ``/healthz`` and ``/readyz`` stay
     open (probes carry no credentials)."""

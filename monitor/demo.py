@@ -3,7 +3,7 @@
 Everything stays on 127.0.0.1 and in a temporary folder: a small HTTP server serves a sitemap
 that changes every few seconds (URLs added and removed, a lastmod moved, now and then an
 invalid date; a few of its pages answer 404, 410 or say noindex), and ``app.run`` checks it
-every few seconds, its pages too (SPEC 11), so a newcomer sees changes and broken pages in the
+every few seconds, its pages too, so a newcomer sees changes and broken pages in the
 log, the JSON API and the metrics within a minute, without internet access.
 """
 

@@ -65,7 +65,7 @@ class FetchError(MonitorError):
     """A document could not be fetched completely.
 
     ``kind`` is one of: ``timeout``, ``connect``, ``http-status``, ``redirects``,
-    ``address-blocked``, ``invalid-url``, ``decode``, ``protocol``, or the rule id of SPEC 4
+    ``address-blocked``, ``invalid-url``, ``decode``, ``protocol``, or the rule id
     where one names the reason: ``size-too-large``, ``gzip-invalid``.
     """
 

@@ -1,4 +1,4 @@
-"""Listings (SPEC 5, "Which URLs, exactly"): their parameters, cursors and output formats (pure).
+"""Listings : their parameters, cursors and output formats (pure).
 
 Every count the monitor reports can be listed row by row: ``urls``, ``issues``, ``diff`` and
 ``changes``. The rows come from ``monitor.store.listings`` as an iterator of (row, cursor)
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 FORMATS = ("table", "json", "ndjson", "csv")
-# An entry's validity, or (SPEC 11) a URL's health, which is current only.
+# An entry's validity, or a URL's health, which is current only.
 VALIDITY = ("valid", "invalid")
 HEALTH = tuple(URL_STATES)
 STATUSES = VALIDITY + HEALTH
@@ -162,7 +162,7 @@ def parse_kinds(values: Iterable[str], param: str = "kind",
 
 
 def parse_reasons(values: Iterable[str], param: str = "reason") -> tuple[str, ...]:
-    """Removal reasons (SPEC 11), given as one or more comma-separated lists."""
+    """Removal reasons, given as one or more comma-separated lists."""
     return _choices(values, param, REMOVAL_REASONS)
 
 

@@ -1,4 +1,4 @@
-"""Every metric of SPEC section 8, on an injected CollectorRegistry.
+"""Every metric (docs/metrics.md), on an injected CollectorRegistry.
 
 Labels are configured names only (never a URL), and every label set of a configured target
 or channel exists from the start (at zero), so a dashboard or an ``increase()`` has a series
@@ -7,7 +7,7 @@ the target has had (at 0 once it clears), not for each of the 24 rules. Gauges a
 the database at start-up (``restore``), so a restart does not blank a dashboard; counters start
 at zero, which Prometheus reads as a reset.
 
-Series per target are what a scrape costs (issue 27: 68 a target made a 20,000-target scrape
+Series per target are what a scrape costs (68 a target made a 20,000-target scrape
 104 MB and 9 s of CPU): 25 in all, plus one per issue rule the target has had. The counters'
 ``_created`` series are not exported (Prometheus reads a reset from the counter itself).
 """
@@ -39,7 +39,7 @@ ALERT_OUTCOMES = ("sent", "retry", "failed", "expired")
 # The bounds of the HTTP port's admission (api.Admission); /healthz has none.
 HTTP_LANES = ("api", "metrics", "readyz")
 # Checks take from milliseconds (a 304) to minutes (a 50,000-child index): a 304 or a small
-# sitemap, a few documents, W1's 500,000 URLs (2-10 s), a large index, beyond. Four bounds, as
+# sitemap, a few documents, 500,000 URLs (2-10 s), a large index, beyond. Four bounds, as
 # each is one more series per target.
 DURATION_BUCKETS = (0.5, 5.0, 30.0, 300.0)
 
@@ -74,7 +74,7 @@ class Metrics:
         self.leases_lost = Counter(
             f"{p}_leases_lost", "Checks rolled back, writing nothing, because another replica "
             "had taken the target's lease meanwhile (this one was paused past it).", registry=r)
-        # Per replica: what scale-out costs (issue 27). A replica that finds nothing due asks
+        # Per replica: what scale-out costs. A replica that finds nothing due asks
         # once a second (scheduler.POLL); many empty claims beside few checks is waste.
         self.claims = Counter(
             f"{p}_claims", "Statements that claimed due targets, by whether they got some "
@@ -86,7 +86,7 @@ class Metrics:
             f"{p}_alerts_pending", "Notifications in the outbox not yet delivered.", registry=r)
         self.database_bytes = Gauge(
             f"{p}_database_bytes", "Size of the database: SQLite's file (pages a prune freed "
-            "included, they are reused), PostgreSQL's pg_database_size (SPEC 13).", registry=r)
+            "included, they are reused), PostgreSQL's pg_database_size.", registry=r)
         self.build_info = Gauge(
             f"{p}_build_info", "Always 1; the version label says which build runs.", ["version"],
             registry=r)
@@ -99,9 +99,9 @@ class Metrics:
         self.http_refused = Counter(
             f"{p}_http_requests_refused", "HTTP requests answered 503 beyond their bound, by lane.",
             ["lane"], registry=r)
-        # The URL checks (SPEC 11), for the targets that enable them only (opt-in).
+        # The URL checks, for the targets that enable them only (opt-in).
         self.url_health = Gauge(
-            f"{p}_url_health", "Listed URLs in each health state (SPEC 11).",
+            f"{p}_url_health", "Listed URLs in each health state.",
             ["target", "state"], registry=r)
         self.url_checks = Counter(
             f"{p}_url_checks", "URL checks, by the state each found (unknown: no answer to "

@@ -1,8 +1,8 @@
-"""The per-target series of SPEC 8, kept as plain numbers and written out as text directly.
+"""The per-target series, kept as plain numbers and written out as text directly.
 
 prometheus_client makes each labelled series an object with its own lock and label dicts
 (about 500 bytes), and renders each sample through generic code (about 8 us): at 20,000 targets
-and 24 series each, 242 MB of RSS and a 4 s scrape (issue 27). Here a target is one small object
+and 24 series each, 242 MB of RSS and a 4 s scrape. Here a target is one small object
 of floats, and ``render`` writes each family's lines from those with the target's label escaped
 once. ``collect`` reads that text back as metric families, for ``registry.get_sample_value`` and
 any other reader of the registry; ``generate_latest`` writes them again exactly as ``render``
@@ -37,7 +37,7 @@ class TargetSeries:
     label: str  # target="name", escaped for the text format
     checks: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CHECK_OUTCOMES, 0.0))
     changes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CHANGE_KINDS, 0.0))
-    # The document outcomes and issue rules the target's checks have had (issue 27: a series
+    # The document outcomes and issue rules the target's checks have had (a series
     # for each of the 4 outcomes and 21 rules made 62 series a target); 0 once they clear
     documents: dict[str, float] = field(default_factory=dict)
     issues: dict[str, float] = field(default_factory=dict)
@@ -49,7 +49,7 @@ class TargetSeries:
     invalid: float = 0.0
     fetched_bytes: float = 0.0
     interval: float | None = None
-    lastmod_churn: float = 0.0  # SPEC 12: the share of lastmods the last re-check saw change
+    lastmod_churn: float = 0.0  # the share of lastmods the last re-check saw change
 
 
 def _escape(value: str) -> str:
@@ -106,7 +106,7 @@ class Targets:
              "last success with it).", "interval"),
             (f"{p}_lastmod_churn_ratio", "gauge",
              "Share of the URLs with a valid lastmod before and after the last re-check whose "
-             "lastmod it saw change (SPEC 12: lastmod-churn).", "lastmod_churn"),
+             "lastmod it saw change (lastmod-churn).", "lastmod_churn"),
         ]
 
     _LABELLED: ClassVar[dict[str, str]] = {

@@ -16,7 +16,7 @@ CheckOutcome = Literal["ok", "unchanged", "failed"]
 CHANGE_KINDS: tuple[ChangeKind, ...] = ("added", "removed", "changed", "invalid")
 CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "failed")
 
-# The states of a listed URL (SPEC 11), each with its rule id and severity (ok and unknown have
+# The states of a listed URL, each with its rule id and severity (ok and unknown have
 # none); a redirect that loops is the rule ``url-redirect-loop``.
 URL_STATES: dict[str, tuple[str, Severity] | None] = {
     "ok": None,
@@ -34,10 +34,10 @@ URL_STATES: dict[str, tuple[str, Severity] | None] = {
 URL_REDIRECT_LOOP = "url-redirect-loop"
 URL_RULES: tuple[str, ...] = tuple(
     [rule[0] for rule in URL_STATES.values() if rule is not None] + [URL_REDIRECT_LOOP])
-# What became of a removed URL, once checked (SPEC 11).
+# What became of a removed URL, once checked.
 REMOVAL_REASONS = ("moved", "gone", "live", "unknown")
 
-# Every rule id of SPEC section 4 with its default severity. Stable: used in JSON, metrics, alerts.
+# Every rule id with its default severity (docs/rules.md). Stable: used in JSON, metrics, alerts.
 RULES: dict[str, Severity] = {
     "xml-malformed": "error",
     "xml-doctype": "error",
@@ -63,16 +63,16 @@ RULES: dict[str, Severity] = {
     "loc-multiple": "error",
     "loc-not-encoded": "warning",
     "gzip-invalid": "error",
-    # SPEC 12: the robots.txt of the target's hosts (monitor.check.robotswatch)
+    # the robots.txt of the target's hosts (monitor.check.robotswatch)
     "robots-changed": "warning",
     "robots-unreachable": "error",
     "sitemap-disallowed": "error",
     "robots-sitemap-missing": "warning",
-    # SPEC 12, lastmod that can be trusted: found by comparing a re-check with the check
+    # lastmod that can be trusted: found by comparing a re-check with the check
     # before (read.diff.lastmod_earlier, check.pipeline), not by validating one entry.
     "lastmod-churn": "warning",
     "lastmod-regressed": "warning",
-    # Extensions, as Google documents them (SPEC 12, issue 24): none makes an entry invalid.
+    # Extensions, as Google documents them : none makes an entry invalid.
     "news-too-old": "warning",
     "news-missing-field": "error",
     "news-too-many": "error",
@@ -86,7 +86,7 @@ RULES: dict[str, Severity] = {
     "hreflang-conflict": "warning",
     "hreflang-not-reciprocal": "warning",
 }
-# The rules that make an entry invalid: its loc is unusable to a crawler (SPEC 4, revised). Any
+# The rules that make an entry invalid: its loc is unusable to a crawler . Any
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
 UNUSABLE_LOC = frozenset({"loc-missing", "loc-not-absolute", "loc-too-long"})
 MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
@@ -104,18 +104,18 @@ def invalid_rule(loc: str) -> str:
 
 
 # The rule ids a recorded change can be about (``changes.rule``): an entry that became invalid,
-# a URL whose health moved to a broken state (SPEC 14 filters changes by them).
+# a URL whose health moved to a broken state (the pages filter changes by them).
 CHANGE_RULES: tuple[str, ...] = ("loc-not-absolute", "loc-too-long", *URL_RULES,
                                   "robots-changed")
 # Changes that are not about the URL set, which a diff compares: the URL checks' health
-# transitions (SPEC 11) and the new versions of a host's robots.txt (SPEC 12).
+# transitions and the new versions of a host's robots.txt.
 OTHER_CHANGE_KINDS = ("health", "robots")
 
 
 # The version of the rules' verdicts, stored with each entry set: bump it whenever a rule would
 # judge the same entry differently, so that no stored verdict is reused (monitor.read.reread).
 # 2: only an unusable loc invalidates an entry; an empty optional element is an absent one.
-# 3: extension data is judged too (SPEC 12: news, video, image, hreflang rules).
+# 3: extension data is judged too (news, video, image, hreflang rules).
 RULES_VERSION = 3
 
 
@@ -130,11 +130,11 @@ class Issue:
 
     @property
     def severity(self) -> Severity:
-        """The rule's severity (SPEC section 4)."""
+        """The rule's severity (docs/rules.md)."""
         return RULES[self.rule]
 
     def as_json(self) -> dict[str, Any]:
-        """The JSON shape of SPEC section 5."""
+        """The JSON shape of the command line's output (docs/cli.md)."""
         return {
             "rule": self.rule,
             "severity": self.severity,
@@ -168,7 +168,8 @@ class Links:
     The parser hands them over only for a batch in which every entry with extension data has
     the usual shape (alternates, then at most a lone image): then they are all of the batch's
     alternates, and the hreflang rules and balance read them here rather than split the JSON
-    text of ``Entry.extensions`` again (about a quarter of a W1H child's digest).
+    text of ``Entry.extensions`` again (about a quarter of a 50,000-URL child's, with hreflang and
+    images, digest).
     """
 
     owners: list[int] = field(default_factory=list)
@@ -182,7 +183,7 @@ class ParsedDocument:
 
     ``failure`` is set when the document could not be read completely (malformed, truncated,
     DOCTYPE, unknown root, over a limit): then ``entries`` and ``children`` must not be used,
-    so that a broken document never looks like a shorter one (SPEC 3.1).
+    so that a broken document never looks like a shorter one.
     """
 
     kind: DocumentKind | None
@@ -190,7 +191,7 @@ class ParsedDocument:
     children: list[str] = field(default_factory=list)
     issues: list[Issue] = field(default_factory=list)
     failure: Issue | None = None
-    # Occurrences that cannot be entries (no loc): counted as invalid (SPEC 4).
+    # Occurrences that cannot be entries (no loc): counted as invalid.
     unkeyed_invalid: int = 0
     # Issues counted but not kept in ``issues`` (one per entry, past the first few), by rule.
     dropped_issues: dict[str, int] = field(default_factory=dict)
@@ -249,7 +250,7 @@ class Change:
     after: EntryState | None
 
     def as_json(self) -> dict[str, Any]:
-        """The JSON shape of SPEC section 5."""
+        """The JSON shape of the command line's output (docs/cli.md)."""
         return {
             "kind": self.kind,
             "loc": self.loc,
@@ -277,7 +278,7 @@ class DocumentResult:
     error: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The JSON shape of SPEC section 5."""
+        """The JSON shape of the command line's output (docs/cli.md)."""
         return {
             "url": self.url,
             "outcome": self.outcome,
@@ -301,18 +302,18 @@ class CheckResult:
     snapshot_id: int | None = None
     urls: int = 0
     invalid: int = 0
-    duplicates: int = 0  # repeated occurrences of a loc, dropped (SPEC 4): not in urls or invalid
+    duplicates: int = 0  # repeated occurrences of a loc, dropped: not in urls or invalid
     added: int = 0
     removed: int = 0
     changed: int = 0
     invalid_new: int = 0
-    # of ``removed``: entries that were invalid (a cleanup, never a mass removal: SPEC 9)
+    # of ``removed``: entries that were invalid (a cleanup, never a mass removal)
     removed_invalid: int = 0
     documents: list[DocumentResult] = field(default_factory=list)
     issues: list[Issue] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     changes_truncated: bool = False
-    # the robots.txt of the target's hosts (SPEC 12: check.robotswatch), texts where one changed
+    # the robots.txt of the target's hosts (check.robotswatch), texts where one changed
     robots: list[dict[str, Any]] = field(default_factory=list)
     error_kind: str | None = None
     error_message: str | None = None
@@ -322,7 +323,7 @@ class CheckResult:
     issue_counts: dict[str, int] = field(default_factory=dict)
     baseline: bool = False  # the target's first stored URL set: no change rows were written
     started_at: datetime | None = None
-    # SPEC 12: entries listed before and after this re-check with a valid lastmod on both
+    # entries listed before and after this re-check with a valid lastmod on both
     # sides, and those of them whose lastmod changed; None when the check compared nothing
     # (a baseline, a failed check).
     lastmod_compared: int | None = None
@@ -341,7 +342,7 @@ class CheckResult:
                 "invalid": self.invalid_new}
 
     def as_json(self) -> dict[str, Any]:
-        """The ``check --json`` object of SPEC section 5."""
+        """The ``check --json`` object (docs/cli.md)."""
         return {
             "target": self.target,
             "url": self.url,

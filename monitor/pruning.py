@@ -1,4 +1,4 @@
-"""The daemon's pruning (SPEC 13): every ``scheduler.prune_interval`` (an hour), each target's
+"""The daemon's pruning: every ``scheduler.prune_interval`` (an hour), each target's
 history past its retention is deleted, a few snapshots a transaction, in a worker thread, so
 that the checks go on meanwhile (monitor.store.retention). A target the configuration no
 longer names keeps its history until the defaults' retention removes it. Every replica

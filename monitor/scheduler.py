@@ -1,7 +1,7 @@
 """WHEN checks run: due times in the database, claimed in batches by each replica, graceful stop.
 
 The due times live in the database (``targets.next_due_at``), not in every replica: replicas do
-not all schedule all targets (issue 27). Each replica has one dispatcher, an APScheduler job
+not all schedule all targets. Each replica has one dispatcher, an APScheduler job
 that wakes at the earliest due time this replica knows (the ones its own checks set), when a
 concurrency slot frees, and at least every ``POLL`` seconds (the others' targets, a dead
 replica's). It claims, in one statement (``store.daemon.claim_due``), as many due, free targets
@@ -11,7 +11,7 @@ PostgreSQL ``FOR UPDATE SKIP LOCKED``). Each due check runs once across replicas
 the lease back in its own transaction, with the target's next due time (its claim plus the
 interval plus jitter); a check that raises or is cancelled gives it back on its own. A check
 that raises is logged with its exception and pushed one interval on; it never stops the other
-targets (STYLE 10). ``stop`` lets in-flight checks finish within a grace period and cancels the
+targets. ``stop`` lets in-flight checks finish within a grace period and cancels the
 rest; a cancelled check writes nothing because the pipeline commits atomically, and its target
 is due again at once, for any replica.
 """
@@ -151,7 +151,7 @@ class Scheduler:
         A new target is due within its jitter from now; a known one keeps the due time in the
         database. The metric series are made in slices of ``_SLICE`` targets with a pass of the
         event loop between them: a reload to 10,000 targets costs seconds of CPU and must not
-        hold the loop, which also answers /healthz, that long (SPEC 10).
+        hold the loop, which also answers /healthz, that long.
         """
         new = {t.name: t for t in targets}
         now = self._clock()
@@ -349,7 +349,7 @@ class Scheduler:
 
         def give_back(conn: Connection) -> None:
             # In the snapshot's transaction: the lease goes back when the snapshot commits, and
-            # only if this replica still holds it; else the whole check rolls back (SPEC 10).
+            # only if this replica still holds it; else the whole check rolls back.
             nonlocal handed_back
             due = next_due if name in self._targets else store.PARKED  # removed meanwhile
             if not store.release_in(conn, name, self._owner, next_due_at=due):
@@ -396,7 +396,8 @@ class Scheduler:
             self._metrics.lease_lost()
             return None, False
         except Exception as exc:
-            # STYLE 10: push this target one interval on and carry on with the others.
+            # One bad target never stops the others: push this target one interval on and carry on
+            # with the others.
             log.exception("check raised", error=f"{exc.__class__.__name__}: {exc}")
             finished = self._clock()
             failed = CheckResult(

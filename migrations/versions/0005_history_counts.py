@@ -1,7 +1,7 @@
 """history counts: a target's snapshot and change counts kept, changes found by kind
 
 ``/api/v1/targets`` counted every snapshot and change row of every target at each call (1.4-2.3
-s at 2.5 M change rows, issue 27): the counts are now columns of ``targets``, moved by the
+s at 2.5 M change rows): the counts are now columns of ``targets``, moved by the
 snapshot's own transaction and filled here once from the rows. The changes are indexed by
 ``(target_id, snapshot_id, id)`` and ``(target_id, kind, snapshot_id, id)`` instead of
 ``(target_id, id)``: a listing since a time, or of one kind, reads only the rows it lists.

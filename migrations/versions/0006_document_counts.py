@@ -1,7 +1,7 @@
 """document counts: a snapshot counts its documents by outcome; a 304 writes no document row
 
 A check wrote one ``documents`` row per document, so an unchanged target grew by a row per
-document per check (35-90 MB a year for W1 checked hourly, issue 27) for a history nothing
+document per check (35-90 MB a year for a 500,000-URL index checked hourly) for a history nothing
 reads: only the documents read or failed get a row now, and the snapshot keeps how many
 documents had each outcome (``document_counts``, JSON), which the restored
 ``sitemap_monitor_documents`` gauge reads. Snapshots before this one keep their rows, and the

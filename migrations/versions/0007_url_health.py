@@ -1,6 +1,6 @@
 """url health: the state of each listed URL, the URL checks' leases, a removal's reason
 
-SPEC 11: ``url_states`` keeps the current state of every URL a target lists (one row a URL,
+``url_states`` keeps the current state of every URL a target lists (one row a URL,
 rewritten by each check; a transition also writes a ``health`` change), ``url_checks`` how far
 those rows follow the target's snapshots and which replica holds the lease of a batch, and
 ``changes.reason`` what became of a removed URL (moved, gone, live, unknown). A downgrade drops

@@ -1,10 +1,10 @@
 """change rules: the rule id a change is about, so the changes of one rule are a listing
 
-SPEC 14 filters a target's changes by rule: a URL that became ``url-not-found`` (a ``health``
+The pages filter a target's changes by rule: a URL that became ``url-not-found`` (a ``health``
 change), an entry that became invalid by ``loc-not-absolute`` or ``loc-too-long`` (an
 ``invalid`` change). ``changes.rule`` holds it (NULL for the other changes), and a partial index
 ``(target_id, rule, snapshot_id, id) WHERE rule IS NOT NULL`` reads one rule's changes in the
-listing's order without a row of the other changes (so it costs nothing on the W1 re-check's
+listing's order without a row of the other changes (so it costs nothing on a big re-check's
 500,000 ``removed`` rows). Changes recorded before are filled here: a health change by the
 state it went to (a redirect loop recorded before is ``url-redirect``: its change did not say
 it was a loop), an invalid one by its loc. A downgrade drops the column and the index.
@@ -26,7 +26,7 @@ down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# SPEC 11's states and their rule ids, as of this revision (a migration does not import the
+# The URL states and their rule ids, as of this revision (a migration does not import the
 # package's tables, which move on).
 _STATE_RULES = {
     "redirect": "url-redirect", "not-found": "url-not-found", "gone": "url-gone",

@@ -1,4 +1,4 @@
-"""robots files: the versions of the robots.txt of a target's hosts (SPEC 12)
+"""robots files: the versions of the robots.txt of a target's hosts
 
 Each check fetches the robots.txt of the hosts its sitemaps live on, conditionally, and keeps a
 row per version: the first fetch, then each change (with the check that found it). The newest

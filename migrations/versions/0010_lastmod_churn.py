@@ -1,4 +1,4 @@
-"""lastmod churn: what the next re-check needs of the last one's lastmods (SPEC 12)
+"""lastmod churn: what the next re-check needs of the last one's lastmods
 
 ``targets.lastmod_compared`` and ``targets.lastmod_changed``: of the target's last re-check
 that compared lastmods, the entries with a valid lastmod on both sides and those whose lastmod

@@ -1,4 +1,4 @@
-"""due times claimed in order: an index on ``targets.next_due_at`` (issue 27)
+"""due times claimed in order: an index on ``targets.next_due_at``
 
 Replicas claim the longest-due free targets (``store.daemon.claim_due``): with this index a
 claim reads the few due rows in order instead of every target. Every target has a due time

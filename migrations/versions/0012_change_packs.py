@@ -1,10 +1,10 @@
 """change packs: a re-check's ``changed`` changes as packs of positions in the new entry set
 
-A check that changes every lastmod of W1 made 500,000 ``changes`` rows (loc, the state before
-and after as JSON), ~320 bytes and half the check's time each. Now such changes are packed
-(``monitor.codec.changepacks``): one row per up to 5,000 of them, ``kind`` ``changed``, ``loc`` the
-first member's, ``before``/``after`` NULL, and three new columns: ``entry_set_id`` (the entry-set
-version the check stored for the document, which holds each member's loc and state after),
+A check that changes every lastmod of a 500,000-URL index made 500,000 ``changes`` rows (loc, the
+state before and after as JSON), ~320 bytes and half the check's time each. Now such changes are
+packed (``monitor.codec.changepacks``): one row per up to 5,000 of them, ``kind`` ``changed``,
+``loc`` the first member's, ``before``/``after`` NULL, and three new columns: ``entry_set_id`` (the
+entry-set version the check stored for the document, which holds each member's loc and state after),
 ``members`` (how many changes the row stands for), ``pack`` (each member's position in that
 version and its state before) and ``before_set_id`` (the version that one replaced, which holds
 the states before at the same positions when a pack does not). Rows stored before are left as

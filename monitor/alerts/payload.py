@@ -60,7 +60,7 @@ def redact_url(url: str | None) -> str:
 def target_link(api_base_url: str | None, target: str, listing: str,
                 query: dict[str, str], *, page: bool = False) -> str | None:
     """A listing of a target (``changes``, ``urls``, ...) under ``api_base_url``: the JSON
-    API's, or with ``page`` its web page (SPEC 14); None without a base."""
+    API's, or with ``page`` its web page; None without a base."""
     if not api_base_url:
         return None
     root = "" if page else "/api/v1"
@@ -83,7 +83,7 @@ def changes_link(api_base_url: str | None, target: str, since: datetime,
 
 def page_link(api_base_url: str | None, target: str, since: datetime,
               kind: str | None = None) -> str | None:
-    """The web page (SPEC 14) of a target's changes since a time (None without a base)."""
+    """The web page of a target's changes since a time (None without a base)."""
     return target_link(api_base_url, target, "changes", _since(since, kind), page=True)
 
 

@@ -1,6 +1,6 @@
 """Alert rules: a pure function from (config, check result, history) to notifications.
 
-Events and states (SPEC 9). ``added``, ``removed``, ``changed``, ``invalid``, ``issues`` and
+Events and states. ``added``, ``removed``, ``changed``, ``invalid``, ``issues`` and
 ``recovered`` are events: a check where one holds notifies every channel once, and there is
 nothing to resolve (Alertmanager, which needs an end, gets ``endsAt`` the channel's
 ``alert_ttl`` ahead). ``issues`` is an event when it starts to hold: the count of current
@@ -16,7 +16,7 @@ the store:
   notification (Alertmanager ends the alert with ``endsAt``).
 
 Conditions that depend on content (``added``, ``removed``, ``changed``, ``invalid``,
-``issues``, ``stale``, ``url_count_below``) cannot be judged on a failed check (SPEC 3.1: no
+``issues``, ``stale``, ``url_count_below``) cannot be judged on a failed check (no
 false removals): a state keeps its state, an event does not fire. ``recovered`` notifies once
 when a check succeeds after at least ``consecutive`` failed ones. ``added`` never fires on a
 target's first check, whose URLs all count as added. A ``removed`` count and ratio take only
@@ -54,7 +54,7 @@ from monitor.model import (
 
 __all__ = ["EVENTS", "UrlRound", "evaluate", "evaluate_urls", "for_url_checks", "matches"]
 
-# Rules that notify once for what happened and have nothing to resolve (SPEC 9).
+# Rules that notify once for what happened and have nothing to resolve.
 EVENTS = frozenset({"added", "removed", "changed", "invalid", "issues", "recovered",
                     "robots_changed"})
 ROBOTS_TEXT_MAX = 20_000  # characters of a robots.txt in a payload, before and after
@@ -284,7 +284,7 @@ def _examples(result: CheckResult, limit: int) -> tuple[dict[str, list[str]], bo
     return {k: examples[k] for k in CHANGE_KINDS if examples.get(k)}, truncated
 
 
-# ---- the URL checks' rules (SPEC 11) ---------------------------------------------------------
+# ---- the URL checks' rules ---------------------------------------------------------
 
 _BROKEN_STATES = tuple(state for state, rule in URL_STATES.items() if rule is not None)
 

@@ -1,9 +1,9 @@
 """ONE check of one target: the only module that composes the stages.
 
 fetch -> parse -> validate -> diff -> store, document by document, in one transaction
-(SPEC 3.2). The children of an index are fetched a few at a time and digested (parse, validate,
+. The children of an index are fetched a few at a time and digested (parse, validate,
 diff, encode: ``monitor.read.digest``) in worker processes, but applied to the check strictly in
-their listed order. Memory holds a few documents' entries at a time (SPEC 3.4): each document's
+their listed order. Memory holds a few documents' entries at a time: each document's
 entries are stored as one entry set as soon as it is read; a re-check diffs each document
 against its own previous entry set and keeps only the changes. Removals and additions are held
 back to the end, so a URL that moves between two children is neither added nor removed.
@@ -56,12 +56,12 @@ NOT_RECIPROCAL = "hreflang-not-reciprocal"
 _AHEAD_MAX = 64  # children started and not yet applied, unchanged ones included
 ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the first ten
 # Past this many loc fingerprints held (8 MB), this process leaves big documents to the worker
-# processes: the fingerprints grow with the index (SPEC 3.4), and a digest of its own on top
-# of them was the check's peak (W4, 50 x 50,000 URLs, tree PSS: 147 / 152 -> 140-142 / 141 MB
-# on SQLite / PostgreSQL, 27-28 -> 28-32 s). An index of up to 20 children of 50,000 URLs is
+# processes: the fingerprints grow with the index, and a digest of its own on top
+# of them was the check's peak (an index of 50 x 50,000 URLs, tree PSS: 147 / 152 -> 140-142 / 141
+# MB on SQLite / PostgreSQL, 27-28 -> 28-32 s). An index of up to 20 children of 50,000 URLs is
 # digested on every core as before.
 DIGEST_HERE_MAX = 1_000_000
-# lastmod-churn (SPEC 12): on two re-checks in a row, at least this share (in percent) of at
+# lastmod-churn: on two re-checks in a row, at least this share (in percent) of at
 # least this many compared lastmods changed
 CHURN_PERCENT = 80
 CHURN_MIN = 20
@@ -104,7 +104,7 @@ async def run_check(
         pass
     # Past its deadline the walk was cancelled and everything it wrote rolled back; the check
     # stores a failed snapshot instead, as for a root that could not be read: the previous
-    # entries stay current (SPEC 3.1), and the check's slot is free again (SPEC 10).
+    # entries stay current, and the check's slot is free again.
     failed = _Check(target, engine, fetcher, alerts, check.started, max_changes, digests)
     failed.in_transaction = in_transaction
     return await failed.run(clock, timed_out=True)
@@ -136,7 +136,7 @@ class _Examples:
     limit: int
     counts: Counter[str] = field(default_factory=Counter)
     kept: list[Change] = field(default_factory=list)
-    removed_invalid: int = 0  # of counts["removed"]: entries that were invalid (SPEC 9)
+    removed_invalid: int = 0  # of counts["removed"]: entries that were invalid
 
     def add(self, change: Change) -> None:
         self.counts[change.kind] += 1
@@ -205,7 +205,7 @@ class _Check:
         # (one waiting for a free digester, one that finished before the child before it).
         self.window = digests.size + 3
         self.in_transaction: Callable[[Connection], None] | None = None
-        # SPEC 12: entries listed before and now with a valid lastmod on both sides, and those
+        # entries listed before and now with a valid lastmod on both sides, and those
         # of them whose lastmod changed (an unchanged document's count as unchanged)
         self.lastmods_compared = 0
         self.lastmods_changed = 0
@@ -222,7 +222,7 @@ class _Check:
         # so a check is never stored twice, once whole and once as timed out.
         deadline = asyncio.timeout_at(asyncio.get_running_loop().time() + limit)
         # Connect, begin and load in one trip to a database thread, as _end writes, commits
-        # and closes in one: a thread hop costs more CPU than a small query (issue 5, W2).
+        # and closes in one: a thread hop costs more CPU than a small query.
         conn = self.conn = await asyncio.to_thread(self._open)
         try:
             assert self.state is not None
@@ -278,7 +278,7 @@ class _Check:
         await self._apply(got, 0, frozenset(), root=True)
 
     async def _watch_robots(self) -> None:
-        """SPEC 12: the robots.txt of each host the target's documents live on, fetched
+        """The robots.txt of each host the target's documents live on, fetched
         conditionally, judged by ``monitor.check.robotswatch``, its versions kept in the check's
         transaction."""
         hosts: dict[str, list[str]] = {}
@@ -675,8 +675,9 @@ class _Check:
         hits = self.seen.hits(hashes)
         if hits:
             duplicates: set[str] = set()
-            # One earlier document's entry set at a time (SPEC 3.4): W4 with one duplicate in
-            # its 50th child peaked at 233 MB (tree PSS) with all 49 loaded at once, 185 now.
+            # One earlier document's entry set at a time: an index of 50 x 50,000 URLs with one
+            # duplicate in its 50th child peaked at 233 MB (tree PSS) with all 49 loaded at once,
+            # 185 now.
             async for data in self._entry_sets(self.written):
                 duplicates.update(_listed(data, hits))
             if duplicates:
@@ -711,7 +712,7 @@ class _Check:
             await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
 
     async def _entry_sets(self, urls: Iterable[str]) -> AsyncIterator[bytes]:
-        """The current entry sets of these documents of the target, one at a time (SPEC 3.4)."""
+        """The current entry sets of these documents of the target, one at a time."""
         for url in urls:
             sets: dict[str, StoredSet] = await self._db(
                 store.load_entry_sets, self._target_id(), [url])
@@ -816,7 +817,7 @@ class _Check:
             self.lastmods_changed += before != after
 
     def _churn(self) -> None:
-        """``lastmod-churn`` (SPEC 12): this re-check and the one before each saw at least
+        """``lastmod-churn``: this re-check and the one before each saw at least
         CHURN_PERCENT of at least CHURN_MIN compared lastmods change."""
         assert self.state is not None
         previous = self.state.lastmods
@@ -836,7 +837,7 @@ class _Check:
     # -- hreflang-not-reciprocal: a verdict of the whole target ---------------------------
 
     async def _reciprocity(self) -> None:
-        """Mark the entries whose alternates a URL of the target does not answer (SPEC 12).
+        """Mark the entries whose alternates a URL of the target does not answer.
 
         Their documents were digested one by one, each without this verdict; it is stored with
         the entries all the same (an entry's rules), so that it lasts while nothing changes.

@@ -1,4 +1,4 @@
-"""The robots.txt of a target's hosts, watched with each check (SPEC 12). Pure.
+"""The robots.txt of a target's hosts, watched with each check. Pure.
 
 A check fetches the robots.txt of every host its sitemaps live on (conditionally: an unchanged
 one is a 304) and hands the answer here with the version stored last time. ``judge`` says what

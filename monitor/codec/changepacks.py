@@ -1,9 +1,9 @@
 """A re-check's ``changed`` changes as packs: one ``changes`` row per up to ``MEMBERS`` of
 them, holding only what the new entry set cannot give back (pure).
 
-A CMS that stamps "now" on every lastmod makes 500,000 ``changed`` changes at every check of
-W1. As one row each (loc, the state before and after as JSON) they were ~320 bytes a change on
-SQLite, 162 MB a check, and writing them was half of the check's time. Yet the loc and the
+A CMS that stamps "now" on every lastmod makes 500,000 ``changed`` changes at every check of a
+500,000-URL index. As one row each (loc, the state before and after as JSON) they were ~320 bytes a
+change on SQLite, 162 MB a check, and writing them was half of the check's time. Yet the loc and the
 state after are in the entry-set version the same check stores for that document: a member of
 a pack is the entry's position in that version and the state before (or nothing else, when
 the version before holds it at the same position).
@@ -32,8 +32,8 @@ from monitor.codec.changerows import Row, state_json
 __all__ = ["MEMBERS", "Member", "Packed", "Packer", "Version", "pack", "rows", "split", "unpack"]
 
 MEMBERS = 5000  # per pack: a page of a listing decompresses one pack, ~100 KB of text
-# Measured on W1's every-lastmod re-check, bytes a member and CPU a 50,000-member document:
-# level 1 13.0 B and 18 ms, 3 10.8 B and 27 ms, 6 9.3 B and 58 ms.
+# Measured on the every-lastmod re-check of a 500,000-URL index, bytes a member and CPU a
+# 50,000-member document: level 1 13.0 B and 18 ms, 3 10.8 B and 27 ms, 6 9.3 B and 58 ms.
 _LEVEL = 3
 
 # The position in the entry-set version, and the state before; None: the state at the same

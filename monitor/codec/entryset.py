@@ -79,7 +79,8 @@ class EntrySet:
 class PackedText:
     """A column's deflate stream as stored, and the text it holds: that very object, so that a
     column whose text is still it (``is``: a str does not change) packs as the same stream
-    without compressing it again (a W1H child's extensions: 18 MB)."""
+    without compressing it again (a 50,000-URL child's, with hreflang and images, extensions: 18
+    MB)."""
 
     data: bytes
     check: int  # the Adler-32 of the text's bytes
@@ -382,11 +383,11 @@ def _adler32_combine(first: int, second: int, length: int) -> int:
 class Stream:
     """The extensions column of an entry set, compressed as its values come.
 
-    Extensions are most of a set where entries carry hreflang alternates and images (a W1H
-    child: 18 of 23 MB of text). Held as a string each, then joined, then packed, they were half
-    of a digest's peak memory; here each batch is joined and deflated as it comes (the child:
-    2 MB), and ``pack`` ends the stored value with the stream as it is, compressed once. Values
-    join as ``field_texts`` joins them, \x01 for unset."""
+    Extensions are most of a set where entries carry hreflang alternates and images (a 50,000-URL
+    child with both: 18 of 23 MB of text). Held as a string each, then joined, then packed, they
+    were half of a digest's peak memory; here each batch is joined and deflated as it comes (the
+    child: 2 MB), and ``pack`` ends the stored value with the stream as it is, compressed once.
+    Values join as ``field_texts`` joins them, \x01 for unset."""
 
     __slots__ = ("_chunks", "_packer", "check", "length", "size", "unset")
 
@@ -450,7 +451,7 @@ def unpack(blob: bytes) -> Columns:
     """The columns of a stored entry set; of version 2, the locs left compressed until they are
     asked for (``Columns.loc_text``). Each column is decoded from the decompressed bytes where
     it lies: the whole text decoded, then split, held the value three times over at once
-    (69 MB for a W1H child's 23 MB)."""
+    (69 MB for a 50,000-URL child's, with hreflang and images, 23 MB)."""
     header, data, locs, tail_start = _lead(blob)
     if locs is None:
         return _unpack_v1(blob)
@@ -601,8 +602,8 @@ def locs(blob: bytes) -> list[str]:
     """Just the locs of a stored document version (valid or not), in order: of version 2, the
     header and the locs' own stream alone are inflated; of version 1, the value as far as the
     end of its locs column. The columns after it are most of it where entries carry extensions
-    (W1H: 18 of a child's 23 MB), and a check reads the locs of every document it
-    fingerprints."""
+    (18 of 23 MB for a child with hreflang and images), and a check reads the locs of every
+    document it fingerprints."""
     header, _, packed, _ = _lead(blob, first=False)
     if packed is not None:
         text = packed.text()
@@ -650,7 +651,7 @@ def loc_hashes(locs: Iterable[str]) -> list[int]:
 
 class Fingerprints:
     """The fingerprints (``loc_hashes``) of every loc a check has read, to find which locs of a
-    document an earlier document listed: 8 bytes each, however many documents (SPEC 3.4).
+    document an earlier document listed: 8 bytes each, however many documents.
 
     As one set, 500,000 fingerprints would take 32 MB (an int object and two slots each); as
     the arrays they arrive in, 4 MB. The latest ``arrays`` documents' are held as those arrays

@@ -1,4 +1,4 @@
-"""The address policy of the fetch stage (SPEC 3.6): which IP addresses may be fetched.
+"""The address policy of the fetch stage: which IP addresses may be fetched.
 
 Link-local and cloud metadata addresses are never fetched; private, loopback and other
 non-global addresses only when the caller allows them. Hosts are resolved and every address
@@ -147,7 +147,7 @@ async def check_host(
 
 
 async def is_private_target(url: str) -> bool:
-    """Whether a target's own URL is on a private or loopback address (SPEC 3.6)."""
+    """Whether a target's own URL is on a private or loopback address."""
     host = urlsplit(url).hostname or ""
     literal = literal_address(host)
     if literal is not None:

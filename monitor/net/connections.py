@@ -7,7 +7,7 @@ included, to return the socket itself; the check's peer address (``_check_peer``
 same. The streams here keep the socket and the peer address from the connect and answer from
 them; reading, writing, TLS and closing are anyio's, as before. With 16 connections kept
 alive, a round of 1,000 conditional GETs answered 304 takes 16% less CPU with them (under
-callgrind; issue 5, W2).
+callgrind).
 
 ``Pool`` is httpcore's pool with a cheaper bookkeeping step (see its docstring).
 """
@@ -30,7 +30,7 @@ __all__ = ["READ_BYTES", "Backend", "Pool", "Stream", "readable"]
 # How often the pool asks every connection, not only the one it reuses, whether it expired.
 SWEEP_SECONDS = 1.0
 # The least a read asks for. httpcore asks for 64 KiB, so anyio cuts each 256 KiB that asyncio
-# reads off the socket into four copies, each its own trip through h11 and httpx: W1's 96 MB
+# reads off the socket into four copies, each its own trip through h11 and httpx: a 96 MB index
 # took 1,477 reads. h11 keeps whatever it is handed, and a response ends where its framing
 # says, whatever the read size.
 READ_BYTES = 256 * 1024
@@ -123,7 +123,7 @@ class Pool(httpcore.AsyncConnectionPool):
     every connection at most once per ``SWEEP_SECONDS``, which closes idle ones that expired
     meanwhile. Everything else is httpcore's: the limits, which connection a request gets,
     which idle one is closed to make room. A daemon round of 16 checks at once spent 10-15% of
-    its CPU in that step (issue 5, W2).
+    its CPU in that step.
     """
 
     def __init__(self, *args: typing.Any, **kwargs: typing.Any) -> None:

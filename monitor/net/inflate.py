@@ -4,7 +4,7 @@
 pieces and never asked for more than ``CHUNK_SIZE`` of output at once; ``Body`` runs a body
 through its layers and stops it at ``max_bytes`` of output, so a gzip bomb is cut while it
 inflates and never held whole. ``monitor.read.fetch`` uses it for HTTP bodies, ``read_file`` for
-``validate FILE`` (SPEC 4: a local ``.gz`` file is bounded exactly as a fetch is). No httpx here:
+``validate FILE`` (a local ``.gz`` file is bounded exactly as a fetch is). No httpx here:
 ``validate FILE`` does not pay for importing it.
 """
 

@@ -1,8 +1,8 @@
 """One GET of a web page, lean: h11 over asyncio streams, connections kept alive per host.
 
-The URL checks (SPEC 11) send one small GET per listed page, and at 50,000 pages the cost of
+The URL checks send one small GET per listed page, and at 50,000 pages the cost of
 a request through httpx and httpcore (a connection pool of AnyIO locks and cancel scopes, each
-asking which async library runs) was two thirds of a check's CPU (W3, issue 23). A page's
+asking which async library runs) was two thirds of a check's CPU. A page's
 answer needs less: the status, the headers and the first bytes of the body, no redirects
 followed (the caller judges each hop), no cookies, no proxy. ``Pages`` sends it with h11 (the
 HTTP/1.1 state machine httpcore itself uses) on asyncio's streams and keeps the connection for

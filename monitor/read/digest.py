@@ -114,7 +114,7 @@ class Digest:
     packs: list[changepacks.Packed] = field(default_factory=list)
     row_counts: dict[str, int] = field(default_factory=dict)
     row_examples: list[Change] = field(default_factory=list)
-    # SPEC 12: entries kept with a valid lastmod; of them, those listed in the previous entry
+    # entries kept with a valid lastmod; of them, those listed in the previous entry
     # set with a valid lastmod too, and those of these whose lastmod changed
     lastmods: int = 0
     lastmod_compared: int = 0
@@ -123,7 +123,7 @@ class Digest:
 
 @dataclass(slots=True)
 class Lastmods:
-    """What ``diff_stored`` finds of the lastmods as it diffs (SPEC 12)."""
+    """What ``diff_stored`` finds of the lastmods as it diffs."""
 
     rules: dict[str, str]  # loc -> rule ids of the new entries: lastmod-regressed is added here
     bad: int = 0  # new entries whose lastmod is lastmod-invalid
@@ -182,7 +182,7 @@ def _digest(job: Job) -> Digest:
     # A delta pays only while under a quarter of the entries moved (entrydelta.compose): where
     # every lastmod moved, the 50,000 positions are not even gathered. It is kept when it is
     # at most half of its base, and then the new version is not packed whole at all (22 ms a
-    # W1 child): the check stores the delta, and ``whole`` makes the value where it must.
+    # 50,000-URL child): the check stores the delta, and ``whole`` makes the value where it must.
     if job.base_id is not None and len(found.moved) * 4 <= found.columns.size:
         _, header, positions = base
         order = sorted({*positions, *found.moved})
@@ -251,12 +251,12 @@ def _digest_new(job: Job) -> Digest:
 
 class _Extensions:
     """A new document's extensions column, as ``CleanDocument`` takes it batch by batch
-    (``validate.ExtensionSink``): compressed as it comes (``entryset.Stream``: a W1H child's
-    18 MB of text were a third of a digest's peak, held as strings and then joined), with the
-    sums ``_extension_data`` makes of the column worked out a batch at a time, and the first
-    ``keep`` values (a baseline's example additions). With ``fingerprints``, it also works
-    out the locs' fingerprints (``Digest.hashes``) a batch at a time, which the balance then
-    uses."""
+    (``validate.ExtensionSink``): compressed as it comes (``entryset.Stream``: a 50,000-URL
+    child's, with hreflang and images, 18 MB of text were a third of a digest's peak, held as
+    strings and then joined), with the sums ``_extension_data`` makes of the column worked out a
+    batch at a time, and the first ``keep`` values (a baseline's example additions). With
+    ``fingerprints``, it also works out the locs' fingerprints (``Digest.hashes``) a batch at a
+    time, which the balance then uses."""
 
     __slots__ = ("_keep", "balance", "hashes", "head", "news", "stream")
 
@@ -395,7 +395,7 @@ def _annotate(result: Digest, columns: entryset.Columns, url: str,
 
 def _extension_data(result: Digest, columns: entryset.Columns, url: str,
                     balance: int | None) -> None:
-    """The document-wide part of SPEC 12: ``news-too-many``, and the hreflang balance the
+    """The document-wide extension rules: ``news-too-many``, and the hreflang balance the
     check sums over the target (unless known). One search of the extensions column each when
     it has none."""
     text = columns.texts[4]
@@ -509,7 +509,7 @@ def diff_stored(previous: entryset.Columns, states: dict[str, EntryState],
 
     With ``lastmods`` (the new entries' rule ids), the same loop counts the lastmods it
     compares and adds ``lastmod-regressed`` to the rule ids of each entry whose lastmod went
-    back, or that had it before and keeps its lastmod (SPEC 12)."""
+    back, or that had it before and keeps its lastmod."""
     before, old_rules = entryset.rows_and_rules(previous)
     if previous.header.get("verdicts") != RULES_VERSION:
         before = {loc: _as_now(row, states.get(loc)) for loc, row in before.items()}
@@ -614,7 +614,7 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
                 document=job.url,
             ))
     result.counts = +result.counts
-    # A duplicate is not validated further: its other issues go (SPEC 4, as within a document).
+    # A duplicate is not validated further: its other issues go (as within a document).
     result.entry_issues = [
         i for i in result.entry_issues if i.loc not in dropped or i.rule == "loc-duplicate"
     ]

@@ -1,6 +1,6 @@
 """The fetch stage: one URL -> a stream of decompressed body chunks, within every limit.
 
-One long-lived ``httpx.AsyncClient`` serves every check (STYLE 7). Redirects are followed here,
+One long-lived ``httpx.AsyncClient`` serves every check. Redirects are followed here,
 not by httpx, so the address policy (``monitor.net.addresses``) judges every hop before it is
 connected to. httpx never decodes the body: ``Response.chunks`` inflates gzip and deflate itself
 (``monitor.net.inflate``), incrementally and bounded, so a gzip bomb or an endless body stops at
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-MAX_RETRIES = 2  # Retry-After retries per fetch (SPEC 3.7)
+MAX_RETRIES = 2  # Retry-After retries per fetch
 _HOST = re.compile(r"[A-Za-z0-9._:-]+")  # httpx gives IDNA names as xn--, IPv6 without brackets
 _ACCEPT = (
     "application/xml, text/xml, application/rss+xml, application/atom+xml,"
@@ -147,7 +147,7 @@ class Response:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """One answer to one GET of a page, redirects not followed (the URL checks, SPEC 11)."""
+    """One answer to one GET of a page, redirects not followed (the URL checks)."""
 
     url: str
     status: int
@@ -172,7 +172,7 @@ class Answer:
 
 
 class Fetcher:
-    """One long-lived httpx.AsyncClient shared by every check (STYLE 7)."""
+    """One long-lived httpx.AsyncClient shared by every check."""
 
     def __init__(
         self,
@@ -196,7 +196,7 @@ class Fetcher:
         # fetcher follows redirects itself and wants no cookies, no proxy from the environment
         # (the peer would be the proxy, past the address policy) and no auth, which is all a
         # client adds. A round of 1,000 conditional GETs answered 304: 12% less CPU (under
-        # callgrind; issue 5, W2).
+        # callgrind).
         self._http: httpx.AsyncBaseTransport = transport or _http_transport(limits, _NO_TLS)
         self._https: httpx.AsyncBaseTransport = transport or _TLSTransport(limits)
         self._pages = Pages(httpx.create_ssl_context)

@@ -1,4 +1,4 @@
-"""The code lists hreflang values are checked against (SPEC 12): data, no logic.
+"""The code lists hreflang values are checked against: data, no logic.
 
 ISO 639-1 language codes (two letters; ``bh`` withdrawn in 2021 but still written, so kept) and
 ISO 3166-1 alpha-2 country codes (the 249 officially assigned ones: ``UK`` and ``EU`` are not

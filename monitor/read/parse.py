@@ -2,8 +2,8 @@
 
 The input is decompressed bytes, fed in chunks as they arrive. Nothing here does I/O. A document
 that cannot be read completely ends in ``ParsedDocument.failure`` with no entries at all, so a
-broken document never looks like a shorter one (SPEC 3.1). DOCTYPE and entity declarations are
-refused before lxml ever sees them (SPEC 3.5).
+broken document never looks like a shorter one. DOCTYPE and entity declarations are
+refused before lxml ever sees them.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ _PROLOG_MAX = 1 << 20  # bytes before the root element; real sitemaps need a few
 # Bytes fed while no item (<url>, <sitemap>, feed item) finishes: a real <url> is a few hundred
 # bytes, tens of KB with a thousand images. lxml holds the unfinished element whole, at up to
 # ~35 bytes a byte (one element of a million attributes: 12 MB took 404 MB), so past this the
-# document fails instead (SPEC 3.4, 3.5).
+# document fails instead.
 _ITEM_MAX = 1 << 20
 _KEPT_MAX = 1000  # issues of one rule kept in full per document; the rest are counted
 _WS = re.compile(rb"[ \t\r\n]*")
@@ -183,7 +183,7 @@ def _scan_prolog(s: bytes, eof: bool, head: _Head) -> None:
                 assert name is not None  # _NAME matches the empty string too
                 if name.end() == n and not eof:
                     break  # the name may go on in the next chunk
-                if name.group().lower() == b"html":  # a web page, not an attack (SPEC 4)
+                if name.group().lower() == b"html":  # a web page, not an attack
                     head.failure = ("root-unknown", _HTML_PAGE.format("<!DOCTYPE html>"))
                 else:
                     head.failure = ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
@@ -273,7 +273,7 @@ class DocumentParser:
         """The entries read since the last ``take_batch()``, which ``close()`` will then not
         hold: a caller can validate them while the parse goes on, so a document's entries are
         never all held twice. Until ``close()`` returns without a failure they may not be the
-        document's (SPEC 3.1): a failure later on means that none are. With them, their
+        document's: a failure later on means that none are. With them, their
         hreflang alternates (``Links``), or None when one of them had extension data of
         another shape (read its JSON, then)."""
         entries, links = self._entries, self._links
@@ -513,7 +513,7 @@ class DocumentParser:
             other: list[etree._Element] | None = None
             for child in url:
                 tag = child.tag
-                # An empty optional element is an absent one (SPEC 4): "" or None is None.
+                # An empty optional element is an absent one: "" or None is None.
                 if tag == loc_tag:
                     if loc is None:
                         loc = child.text or ""

@@ -17,7 +17,7 @@ validates the whole document. A clock set back between two checks could leave a
 ``lastmod-future`` warning unraised until the entry changes; nothing else depends on time.
 
 The loop that builds the changes also counts the lastmods it compares and finds those that
-went back (``lastmod-regressed``, SPEC 12: a verdict about two versions, kept as the entry's
+went back (``lastmod-regressed``: a verdict about two versions, kept as the entry's
 stored verdict while its lastmod stays, so that the equality above still holds for the rest).
 """
 
@@ -76,7 +76,7 @@ class Reread:
     row_counts: dict[str, int]  # the changes by kind
     row_examples: list[Change]  # the first ``examples`` changes
     moved: list[int]  # the positions whose fields changed, in order
-    # SPEC 12: entries with a valid lastmod here and in the stored set, and those of them
+    # entries with a valid lastmod here and in the stored set, and those of them
     # whose lastmod changed
     lastmod_compared: int = 0
     lastmod_changed: int = 0
@@ -113,8 +113,9 @@ class _Column:
         self.offset = 0
         self.width = len(text) // max(size, 1) + 1  # a value and its separator, on average
         # The new column's text, a batch at a time; none while every batch is the stored
-        # text's (the stored text is then the new one so far: a W1H child's extensions, 18 MB,
-        # are not held twice, nor joined again, where only its lastmods moved).
+        # text's (the stored text is then the new one so far: a 50,000-URL child's, with hreflang
+        # and images, extensions, 18 MB, are not held twice, nor joined again, where only its
+        # lastmods moved).
         self.parts: list[str] = []
         self.set = False  # whether the new column has a value set
 

@@ -1,5 +1,5 @@
 """robots.txt matched as Google matches it, for every stage that asks whether a URL may be
-crawled: the URL checks (SPEC 11) and the robots.txt watch of a check (SPEC 12).
+crawled: the URL checks and the robots.txt watch of a check.
 
 protego (BSD-3-Clause, Scrapy's maintained parser) follows Google's rules: the longest match
 wins, ``*`` and ``$`` in paths, Allow wins a tie, the group of the most specific user agent.

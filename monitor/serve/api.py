@@ -1,11 +1,11 @@
-"""The daemon's one HTTP port: /metrics, /healthz, /readyz and the read-only JSON API (SPEC 7).
+"""The daemon's one HTTP port: /metrics, /healthz, /readyz and the read-only JSON API.
 
 Starlette, served by uvicorn in the scheduler's own event loop: the API needs a handful of
 routes, JSON and query parsing, and nothing of a full framework; being ASGI it shares the loop
 (and so the process's registry) with the checks instead of a thread. Database reads run in
 worker threads so a slow query never stalls the scheduler.
 
-Admission (SPEC 7): the HTTP port shares the event loop with the checks, so what it accepts
+Admission: the HTTP port shares the event loop with the checks, so what it accepts
 is bounded before any route runs. ``Admission`` sits in front of the routes: ``/healthz``
 passes untouched (it reads only memory); the JSON API, ``/metrics`` and ``/readyz`` each have a
 bound on requests in progress, and a request beyond its bound is answered 503 with

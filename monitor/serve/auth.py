@@ -1,4 +1,4 @@
-"""Basic auth on the daemon's port (SPEC 14), as Prometheus' exporter-toolkit does it.
+"""Basic auth on the daemon's port, as Prometheus' exporter-toolkit does it.
 
 ``BasicAuth`` sits behind the admission gate (``api.Admission``), so at most its bounded
 number of requests are being checked at once. A request to a guarded path needs

@@ -1,4 +1,4 @@
-"""The API's listings (SPEC 5 and 7): ``urls``, ``issues``, ``diff`` and ``changes`` of a target.
+"""The API's listings: ``urls``, ``issues``, ``diff`` and ``changes`` of a target.
 
 The same listings as the command line (monitor.listings, monitor.store.listings) over HTTP: JSON,
 NDJSON or CSV (``?format=``, or ``Accept: text/csv`` / ``application/x-ndjson``). A page (a

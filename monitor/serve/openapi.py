@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document of the daemon's HTTP port (SPEC 7), served at /api/v1/openapi.json.
+"""The OpenAPI 3.1 document of the daemon's HTTP port, served at /api/v1/openapi.json.
 
 Written out here rather than derived from the routes: the routes are a handful of Starlette
 functions, and what a client needs (each parameter's form, each answer's shape, that every bad
@@ -95,7 +95,7 @@ _SCHEMAS: dict[str, Any] = {
     "Url": {
         "type": "object",
         "description": "A listed URL: its entry (status valid or invalid), or, when the "
-                       "status asked is a health state, its health now (SPEC 11).",
+                       "status asked is a health state, its health now.",
         "required": ["loc", "status"],
         "properties": {
             "loc": {"type": "string"},
@@ -137,7 +137,7 @@ _SCHEMAS: dict[str, Any] = {
                        "reason": {"oneOf": [
                            {"type": "null"},
                            {"type": "string", "enum": list(REMOVAL_REASONS)}],
-                           "description": "A removed URL's fate once checked (SPEC 11)."},
+                           "description": "A removed URL's fate once checked."},
                        "rule": {"oneOf": [
                            {"type": "null"},
                            {"type": "string", "enum": list(CHANGE_RULES)}],
@@ -273,7 +273,7 @@ def document() -> dict[str, Any]:
                             "responses": {"200": {"description": "Ready.", "content": status},
                                           "503": {"description": "Not ready: why.",
                                                   "content": status}}}},
-        "/metrics": {"get": {"summary": "Prometheus metrics (SPEC 8).", "responses": {
+        "/metrics": {"get": {"summary": "Prometheus metrics.", "responses": {
             "200": {"description": "The text exposition format.",
                     "content": {"text/plain": {"schema": {"type": "string"}}}},
             "503": _BUSY}}},
@@ -343,7 +343,7 @@ def document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "sitemap-monitor", "version": __version__,
                  "description": "The read-only HTTP API of the sitemap-monitor daemon "
-                                "(SPEC 7). Every list is paged by an opaque cursor; every "
+                                "Every list is paged by an opaque cursor; every "
                                 "bad parameter is a JSON 400 that names it; an empty "
                                 "parameter is the same as none."},
         "paths": paths,

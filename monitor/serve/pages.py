@@ -1,10 +1,10 @@
-"""The web pages of the daemon's port (SPEC 14): server-rendered HTML for the people who get
+"""The web pages of the daemon's port: server-rendered HTML for the people who get
 the alerts, over the same reads as the JSON API.
 
 ``/`` lists the targets (state, URL count with a sparkline of the last snapshots as inline
 SVG, last change, current issues, URL health); ``/targets/{name}`` is one target (snapshots,
 changes by kind, URL health by state, issues by rule, a diff between two snapshots); and
-``/targets/{name}/{changes,urls,issues,diff}`` are the listings of SPEC 5, a page of rows at a
+``/targets/{name}/{changes,urls,issues,diff}`` are the listings of the CLI, a page of rows at a
 time with the cursor that goes on, their filters as a plain form, and the CSV and NDJSON
 export links of the API. Jinja2 templates and a stylesheet in the package: no JavaScript, no
 asset from elsewhere. Every page reads a bounded number of rows, whatever a target's size.

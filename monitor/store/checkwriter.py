@@ -1,8 +1,8 @@
 """The queries of one check: load a target's state, write a snapshot in one transaction.
 
 The pipeline opens the transaction (``transaction``), so that the snapshot, its entries,
-its changes and the alerts it raises commit together (SPEC 3.2). Transient database errors
-are retried here and nowhere else (STYLE 5).
+its changes and the alerts it raises commit together. Transient database errors
+are retried here and nowhere else.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class TargetState:
 
     target_id: int
     documents: dict[str, DocumentState]
-    # SPEC 12: (compared, changed) lastmods of the last re-check that compared any, or None
+    # (compared, changed) lastmods of the last re-check that compared any, or None
     lastmods: tuple[int, int] | None = None
 
 
@@ -143,7 +143,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 # The statements every check runs, built once: building a statement and its cache key cost
-# more than running it (issue 5, W2: load_state 236 -> 37 us, a snapshot's INSERT 509 -> 117).
+# more than running it (load_state 236 -> 37 us, a snapshot's INSERT 509 -> 117).
 _LOAD_STATE = (
     select(targets.c.id.label("target_id_"), targets.c.url.label("target_url_"),
            targets.c.lastmod_compared.label("lastmod_compared_"),
@@ -158,7 +158,7 @@ _COUNT_HISTORY = (
     .values(snapshot_count=targets.c.snapshot_count + 1,
             change_count=targets.c.change_count + bindparam("written"))
 )
-_COUNT_HISTORY_AND_LASTMODS = _COUNT_HISTORY.values(  # a check that did not fail (SPEC 12)
+_COUNT_HISTORY_AND_LASTMODS = _COUNT_HISTORY.values(  # a check that did not fail
     lastmod_compared=bindparam("compared"), lastmod_changed=bindparam("lastmods_changed"))
 _SEEN_AGAIN = (
     update(target_documents)
@@ -214,7 +214,7 @@ def load_entry_sets(
     """The current entry set of each of these documents of a target that has one. ``whole``
     False: a version stored as a delta comes as it is, with its base's value, for the reader
     to resolve (a re-read's digest does, into the columns it needs: applying the delta here
-    and packing it whole, to be unpacked there, took 45 ms of this process a W1 child)."""
+    and packing it whole, to be unpacked there, took 45 ms of this process a 50,000-URL child)."""
     result: dict[str, StoredSet] = {}
     v = entry_sets.c
     urls = list(document_urls)
@@ -258,7 +258,7 @@ def replace_entry_set(conn: Connection, set_id: int, data: bytes) -> None:
 
 
 def url_set_at(conn: Connection, target_id: int, snapshot_id: int) -> set[str]:
-    """Every loc a target listed as of a snapshot (SPEC 2: recoverable at any past time)."""
+    """Every loc a target listed as of a snapshot (recoverable at any past time)."""
     v = entry_sets.c
     query = select(v.data).where(
         v.target_id == target_id,

@@ -1,7 +1,7 @@
 """Engines and migrations: one place that knows how to open and upgrade a database.
 
 Alembic is imported only when a migration runs or the schema is not at head: importing it costs
-more than a whole ``check`` of a small sitemap (issue 5), and a database at head needs only one
+more than a whole ``check`` of a small sitemap, and a database at head needs only one
 plain query of ``alembic_version`` compared with the head read from the migration files. An
 empty database that ``check`` sets up (SQLite) gets the newest schema whole, without Alembic:
 see ``create_schema``.
@@ -159,7 +159,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # A new file (no page yet, before WAL writes the first) gives a prune's free pages back
-    # to the file system (store.retention.give_back, SPEC 13). Set on a file in use, the
+    # to the file system (store.retention.give_back). Set on a file in use, the
     # pragma would wait for another connection's write.
     if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
         cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
@@ -344,7 +344,7 @@ def bring_to_head(engine: Engine) -> None:
     except StoreError as exc:
         if current is None or isinstance(exc, SchemaError):
             raise
-        # Releases before issue 21 migrated SQLite outside any transaction: one killed in a
+        # Earlier releases migrated SQLite outside any transaction: one killed in a
         # migration left its version behind the tables it had made, and this one fails.
         _remake_half_made(engine, f"a migration from {current} that fails ({exc})",
                           "restore it from the backup taken before the upgrade")
@@ -393,7 +393,7 @@ def create_schema(engine: Engine) -> bool:
     then the version table stamped with the head. The migrations build the same schema (their
     test holds them to the models with Alembic's autogenerate), and an empty database has no
     data for them to move. Importing Alembic and running every migration took 0.14 s of a
-    first check's start (issue 5); this takes 0.01 s.
+    first check's start; this takes 0.01 s.
     """
     from monitor.store.schema import metadata  # here: the other paths need no models
 

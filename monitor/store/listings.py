@@ -1,4 +1,4 @@
-"""The listings' reads (SPEC 5): the URL set, the issues, the net diff and the changes of a
+"""The listings' reads: the URL set, the issues, the net diff and the changes of a
 target, each row with the cursor that continues after it.
 
 Constant memory whatever the size: ``urls`` and ``issues`` read one entry set (one document
@@ -134,7 +134,7 @@ URL_COLUMNS = ("loc", "document", "status", "lastmod", "changefreq", "priority",
 def open_urls(engine: Engine, name: str, at: SnapshotRef | None, status: str | None,
               after: str | None) -> Listing:
     """The URL set at a snapshot (the latest by default), valid and invalid entries alike
-    unless ``status`` says which; a health state (SPEC 11) lists the URLs in it now."""
+    unless ``status`` says which; a health state lists the URLs in it now."""
     if status in HEALTH:
         if at is not None:
             raise BadParameter(f"status: {status!r} is a URL's health now, which has no "
@@ -431,8 +431,8 @@ def _recorded_rows(engine: Engine, target_id: int, snapshot_id: int, kinds: Sequ
     c = changes.c
     after_id, done = after
     # The target named, so that the (target_id, snapshot_id, id) index gives the rows in
-    # order: without it PostgreSQL read and sorted all 500,000 of W1's removals before the
-    # first (420 ms a page).
+    # order: without it PostgreSQL read and sorted all 500,000 removals of a 500,000-URL index
+    # before the first (420 ms a page).
     statement = select(c.id, c.loc, c.before, c.after, c.entry_set_id, c.before_set_id,
                        c.members).where(
         c.target_id == target_id, c.snapshot_id == snapshot_id,
@@ -578,7 +578,7 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
     checks run one at a time): a page costs the rows it lists, whatever the history; several
     kinds are one ordered read each, merged. ``since_text`` is ``since`` as given: a cursor
     holds it, and the snapshot it resolved to. ``reasons`` keeps the removals the URL checks
-    gave one of those reasons (SPEC 11); ``rules`` the changes about those rule ids
+    gave one of those reasons; ``rules`` the changes about those rule ids
     (``changes.rule``: one ordered read of its partial index per rule, merged)."""
     query = [since_text or ("" if since is None else since.isoformat()), list(kinds)]
     if reasons:

@@ -1,4 +1,4 @@
-"""The SQL of the alert outbox and of alert states (SPEC 9).
+"""The SQL of the alert outbox and of alert states.
 
 Writing happens inside the snapshot's transaction (``rule_context`` and ``write`` take the
 pipeline's Connection), so a notification exists exactly when its snapshot does. Delivery goes

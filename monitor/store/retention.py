@@ -1,4 +1,4 @@
-"""Pruning a target's history (SPEC 13): the snapshots retention no longer keeps, and what only
+"""Pruning a target's history: the snapshots retention no longer keeps, and what only
 they needed, deleted in small transactions.
 
 Kept: every snapshot younger than the retention's age or among the target's last ``keep_last``,

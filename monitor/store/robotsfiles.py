@@ -1,4 +1,4 @@
-"""The versions of the robots.txt of a target's hosts (SPEC 12), in the check's transaction.
+"""The versions of the robots.txt of a target's hosts, in the check's transaction.
 
 ``current`` reads the version in force of each robots.txt a target watches; ``save`` keeps a
 new version (the first fetch, a change) as a row, rewrites the validators of the version in

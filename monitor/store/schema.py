@@ -1,6 +1,6 @@
 """SQLAlchemy tables: the single source of the schema and the target of Alembic migrations.
 
-History model (SPEC 2): ``entry_sets`` holds versions of each document's entries, one row a
+History model: ``entry_sets`` holds versions of each document's entries, one row a
 version (``codec.entryset``). A version is current while ``removed_snapshot_id`` is NULL; the
 URL set of a target at snapshot S is the union of the versions with ``first_snapshot_id <= S``
 and (``removed_snapshot_id`` NULL or ``> S``). A document that did not change writes nothing.
@@ -49,7 +49,7 @@ targets = Table(
     Column("name", String(200), nullable=False, unique=True),
     Column("url", Text, nullable=False),
     Column("created_at", UTC, nullable=False),
-    # Scheduling across replicas (SPEC 10): a replica claims a due target with a lease. Set
+    # Scheduling across replicas: a replica claims a due target with a lease. Set
     # when the row is made (NULL only in rows from before 0011), far ahead for a removed target.
     Column("next_due_at", UTC, nullable=True),
     Column("lease_owner", String(200), nullable=True),
@@ -58,7 +58,7 @@ targets = Table(
     # count a target's history at every call (migration 0005).
     Column("snapshot_count", BigInteger, nullable=False, server_default=text("0")),
     Column("change_count", BigInteger, nullable=False, server_default=text("0")),
-    # SPEC 12, the target's last re-check that compared lastmods (store.sql.close_snapshot):
+    # The target's last re-check that compared lastmods (store.sql.close_snapshot):
     # entries with a valid lastmod before and after it, and those whose lastmod changed, which
     # the next re-check's lastmod-churn and the churn gauge read (migration 0009).
     Column("lastmod_compared", Integer, nullable=True),
@@ -140,7 +140,7 @@ target_documents = Table(
     Column("issues", Text, nullable=False, server_default=text("'[]'")),
     Column("issue_counts", Text, nullable=False, server_default=text("'{}'")),
     Column("last_snapshot_id", Id, nullable=True),
-    # Entries with a valid lastmod (SPEC 12): what a re-check that finds the document unchanged
+    # Entries with a valid lastmod: what a re-check that finds the document unchanged
     # compares; NULL for a row stored before migration 0009.
     Column("lastmods", Integer, nullable=True),
 )
@@ -173,7 +173,7 @@ changes = Table(
     Column("loc", Text, nullable=False),
     Column("before", Text, nullable=True),
     Column("after", Text, nullable=True),
-    # A removed URL's fate, once the URL checks looked (SPEC 11): moved, gone, live, unknown.
+    # A removed URL's fate, once the URL checks looked: moved, gone, live, unknown.
     Column("reason", String(16), nullable=True),
     # The rule id the change is about (model.CHANGE_RULES), NULL for most changes.
     Column("rule", String(40), nullable=True),
@@ -195,7 +195,7 @@ changes = Table(
           sqlite_where=text("rule IS NOT NULL"), postgresql_where=text("rule IS NOT NULL")),
 )
 
-# The versions of the robots.txt of a target's hosts (SPEC 12): a row per version (the first
+# The versions of the robots.txt of a target's hosts: a row per version (the first
 # fetch, then each change), the newest of a URL in force; its validators are rewritten in place
 # so that the next fetch is conditional. ``text`` NULL: the host had no robots.txt (a 4xx).
 robots_files = Table(
@@ -213,7 +213,7 @@ robots_files = Table(
     Index("ix_robots_files_target_id_url_id", "target_id", "url", "id"),
 )
 
-# The health of each URL a target lists (SPEC 11), one row per URL: its current state only.
+# The health of each URL a target lists, one row per URL: its current state only.
 # A check that finds the state unchanged rewrites this row; a transition also writes a
 # ``health`` change. A URL the sitemap dropped keeps its row, ``listed`` false, until it has
 # been checked once for its removal's ``reason`` (``removed_snapshot_id`` names that change).
@@ -228,7 +228,7 @@ url_states = Table(
     Column("http_status", Integer, nullable=True),
     Column("final_url", Text, nullable=True),
     Column("hops", Integer, nullable=False, server_default=text("0")),
-    # checks in a row that got no answer to trust (SPEC 11: 5xx three times is server-error)
+    # checks in a row that got no answer to trust (5xx three times is server-error)
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     Column("detail", Text, nullable=True),
     Column("since", UTC, nullable=True),
@@ -240,7 +240,7 @@ url_states = Table(
 )
 
 # The URL checks of each target across replicas: how far the URL states follow the target's
-# snapshots, and the lease of the replica checking a batch of its URLs (SPEC 10, 11).
+# snapshots, and the lease of the replica checking a batch of its URLs.
 url_checks = Table(
     "url_checks",
     metadata,
@@ -250,7 +250,7 @@ url_checks = Table(
     Column("lease_until", UTC, nullable=True),
 )
 
-# The durable outbox (SPEC 9): written in the snapshot's transaction, delivered later.
+# The durable outbox: written in the snapshot's transaction, delivered later.
 notifications = Table(
     "notifications",
     metadata,

@@ -1,6 +1,6 @@
 """The daemon's queries: configured targets, claims with a lease, gauges to restore, the API.
 
-Replicas coordinate only through the ``targets`` row (SPEC 10, STYLE 9): the due times live
+Replicas coordinate only through the ``targets`` row : the due times live
 there (``next_due_at``), and a replica runs a check only after a conditional ``UPDATE`` took a
 free lease on the due target. ``claim_due`` takes a batch of the longest-due free targets in
 one statement, as job queues on PostgreSQL do: the rows are picked ``FOR UPDATE SKIP LOCKED``,
@@ -84,7 +84,7 @@ def _iso(value: datetime | None) -> str | None:
 
 
 # The statements of every check, built once: building a statement and its cache key cost more
-# than running it (issue 5, W2). Times are typed, so SQLite stores them as SQLAlchemy does.
+# than running it. Times are typed, so SQLite stores them as SQLAlchemy does.
 _t = targets.c
 _now = bindparam("now", type_=_t.lease_until.type)
 
@@ -257,7 +257,7 @@ class TargetGauges:
     invalid: int = 0
     issue_counts: dict[str, int] = field(default_factory=dict)
     documents: dict[str, int] = field(default_factory=dict)
-    lastmod_churn: float = 0.0  # of the last re-check that compared lastmods (SPEC 12)
+    lastmod_churn: float = 0.0  # of the last re-check that compared lastmods
 
 
 def _last_ids(outcome_not: str | None = None) -> Any:
@@ -350,7 +350,7 @@ def _targets_json(conn: Connection, name: str | None, *, after: str | None = Non
                   limit: int | None = None) -> list[dict[str, Any]]:
     t, s = targets.c, snapshots.c
     # The counts are kept by each snapshot's transaction: counting the rows here read every
-    # change of every target at each call (issue 27); the last snapshot is one index lookup
+    # change of every target at each call; the last snapshot is one index lookup
     # per target, not a GROUP BY over every target's snapshots.
     last_id = select(func.max(s.id)).where(s.target_id == t.id).scalar_subquery()
     query = (

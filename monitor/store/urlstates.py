@@ -1,4 +1,4 @@
-"""The URL checks' rows (SPEC 11): each listed URL's current state, its transitions and the
+"""The URL checks' rows: each listed URL's current state, its transitions and the
 leases of the replicas that check them.
 
 ``sync`` makes ``url_states`` follow the target's snapshots: the first time from the URL set
@@ -40,7 +40,7 @@ __all__ = [
 
 _BATCH = 5000
 # A URL without an answer to trust (timeouts, 429, 503) this many checks in a row is unknown;
-# until then it keeps its state (SPEC 11: never counted as broken for it).
+# until then it keeps its state (never counted as broken for it).
 UNKNOWN_AFTER = 3
 _HTTP = ("http://", "https://")
 

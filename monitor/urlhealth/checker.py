@@ -1,4 +1,4 @@
-"""The URL checks (SPEC 11): fetch listed pages politely, hop by hop, judge them, store them.
+"""The URL checks: fetch listed pages politely, hop by hop, judge them, store them.
 
 ``Checker`` composes the fetch stage (``Fetcher.probe``: one GET, one hop, in one of the host's
 shared slots, under the address policy) and the health stage (``urlhealth.verdict``: the state of

@@ -1,4 +1,4 @@
-"""WHEN the daemon checks listed URLs (SPEC 11): rounds of a few URLs per target, leased.
+"""WHEN the daemon checks listed URLs: rounds of a few URLs per target, leased.
 
 For each target whose ``url_checks.enabled`` is set, the daemon runs one round at a time: it
 takes the target's URL-check lease in the database (``store.health.claim``: one replica at a
@@ -7,7 +7,7 @@ checks the next due URLs (``urlcheck.run_round``: new URLs first, then the oldes
 lease back and reports to the metrics and the alert rules. A round is sized to last about a
 quarter of a lease at the target's rate. A target with nothing due is looked at again after
 ``IDLE`` seconds (``FIRST`` before its first snapshot); a round that raises is logged and tried
-again after ``IDLE``; it never stops the others (STYLE 10).
+again after ``IDLE``; it never stops the others.
 """
 
 from __future__ import annotations

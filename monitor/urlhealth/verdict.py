@@ -1,4 +1,4 @@
-"""The health of a listed URL (SPEC 11): what one page's answers say, as one state. Pure.
+"""The health of a listed URL: what one page's answers say, as one state. Pure.
 
 The URL checks (``monitor.urlhealth.checker``) fetch a page hop by hop and hand the answers here:
 ``judge`` turns them into a ``Verdict`` the way Search Console's page indexing report does
@@ -229,7 +229,7 @@ def robots_rules(status: int | None, body: bytes) -> RobotsRules:
 
 
 def removal_reason(verdict: Verdict, listed: Callable[[str], bool]) -> str:
-    """What became of a URL the sitemap dropped (SPEC 11): ``moved`` (it redirects, or names
+    """What became of a URL the sitemap dropped: ``moved`` (it redirects, or names
     as canonical, a URL the sitemap lists now), ``gone`` (404/410), ``live`` (still a page that
     search engines would index: the deploy bug), ``unknown``."""
     if verdict.state in ("redirect", "canonicalized") and not verdict.loop:
