@@ -1,7 +1,8 @@
 """rules v2: every stored document is read again at its next check
 
 Only an unusable loc makes an entry invalid now, an empty optional element is an absent one,
-a relative index child is loc-not-absolute and robots.txt is read as Google reads it. The stored verdicts of a document are those of the old rules, and a document that
+a relative index child is loc-not-absolute and robots.txt is read as Google reads it. The
+stored verdicts of a document are those of the old rules, and a document that
 comes back 304 or with the same bytes is not read again: forgetting its validators (ETag,
 Last-Modified, SHA-256) makes the next check fetch and read it again, so its counts and issues
 follow the new rules (a robots.txt with a `Site-map:` line finds its sitemaps then). That
