@@ -97,6 +97,18 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def change_kind(was_valid: bool, is_valid: bool) -> ChangeKind:
+    """The kind of change of an entry listed before and now whose state differs: ``invalid``
+    when it was valid and is not any more, else ``changed``. Every path that diffs asks this."""
+    return "invalid" if was_valid and not is_valid else "changed"
+
+
+def addition_kind(is_valid: bool) -> ChangeKind:
+    """The kind of change of an entry listed now and not before: ``added``, or ``invalid``
+    for an entry whose loc is unusable (it was never a URL)."""
+    return "added" if is_valid else "invalid"
+
+
 def invalid_rule(loc: str) -> str:
     """The rule that made an entry with this loc invalid (an ``invalid`` change is about it):
     a loc too long is that first, as validation lists it."""

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.model import EntryState
+from monitor.model import EntryState, addition_kind, change_kind
 from monitor.read.diff import apply, count, diff, lastmod_earlier, lastmods_earlier
 
 A = EntryState(lastmod="2024-01-01")
@@ -159,3 +159,17 @@ def test_lastmods_earlier_is_lastmod_earlier_a_pair_at_a_time(
 def test_lastmods_earlier_of_mixed_shapes(afters: list[str], befores: list[str],
                                           expected: list[bool]) -> None:
     assert list(lastmods_earlier(afters, befores)) == expected
+
+
+@pytest.mark.parametrize(("was", "now", "kind"), [
+    (True, True, "changed"), (True, False, "invalid"), (False, False, "changed"),
+    (False, True, "changed"),
+])
+def test_the_kind_of_a_change_is_decided_in_one_place(was: bool, now: bool, kind: str) -> None:
+    """An entry that was valid and is not is ``invalid``; any other difference is ``changed``
+    (an entry that became valid is a change of its fields, not an addition)."""
+    assert change_kind(was, now) == kind
+    before = EntryState(lastmod="2024-01-01", valid=was)
+    after = EntryState(lastmod="2024-01-02", valid=now)
+    assert [c.kind for c in diff({"u": before}, {"u": after})] == [kind]
+    assert [c.kind for c in diff({}, {"u": after})] == [addition_kind(now)]

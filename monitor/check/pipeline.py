@@ -37,6 +37,8 @@ from monitor.model import (
     Entry,
     EntryState,
     Issue,
+    addition_kind,
+    change_kind,
     utcnow,
 )
 from monitor.net.addresses import is_private_target
@@ -796,12 +798,11 @@ class _Check:
         for loc, after in self.pending_added.items():
             before = self.pending_removed.pop(loc, None)
             if before is None:
-                found.append(Change("added" if after.valid else "invalid", loc, None, after))
+                found.append(Change(addition_kind(after.valid), loc, None, after))
                 continue
             self._moved_lastmod(before.lastmod, after.lastmod)
             if before != after:
-                kind = "invalid" if before.valid and not after.valid else "changed"
-                found.append(Change(kind, loc, before, after))  # type: ignore[arg-type]
+                found.append(Change(change_kind(before.valid, after.valid), loc, before, after))
         for loc, before in self.pending_removed.items():
             found.append(Change("removed", loc, before, None))
         if self.closed:

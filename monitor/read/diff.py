@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from operator import lt
 
-from monitor.model import Change, ChangeKind, EntryState
+from monitor.model import Change, EntryState, addition_kind, change_kind
 
 __all__ = ["REGRESSED", "apply", "count", "diff", "lastmod_earlier", "lastmods_earlier"]
 
@@ -40,12 +40,11 @@ def diff(previous: Mapping[str, EntryState], current: Mapping[str, EntryState]) 
     for loc, after in current.items():
         before = get(loc)
         if before is None:
-            append(Change("added" if after.valid else "invalid", loc, None, after))
+            append(Change(addition_kind(after.valid), loc, None, after))
             continue
         kept += 1
         if before != after:
-            kind: ChangeKind = "invalid" if before.valid and not after.valid else "changed"
-            append(Change(kind, loc, before, after))
+            append(Change(change_kind(before.valid, after.valid), loc, before, after))
     if kept < len(previous):  # some loc of previous is not in current
         for loc, before in previous.items():
             if loc not in current:

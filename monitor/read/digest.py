@@ -20,13 +20,14 @@ from monitor.codec import changepacks, changerows, entrydelta, entryset
 from monitor.model import (
     RULES_VERSION,
     Change,
-    ChangeKind,
     DocumentKind,
     Entry,
     EntryState,
     Issue,
     Links,
     ParsedDocument,
+    addition_kind,
+    change_kind,
     entry_state,
 )
 from monitor.read import diff as diffing
@@ -529,13 +530,12 @@ def diff_stored(previous: entryset.Columns, states: dict[str, EntryState],
     for loc, after in states.items():
         row = pop(loc, None)
         if row is None:
-            append(Change("added" if after.valid else "invalid", loc, None, after))
+            append(Change(addition_kind(after.valid), loc, None, after))
             if after.lastmod is not None and loc not in new_bad:
                 added += 1
         elif row != (after.lastmod, after.changefreq, after.priority, after.extensions,
                      after.valid):
-            kind: ChangeKind = "invalid" if row[4] and not after.valid else "changed"
-            append(Change(kind, loc, entry_state(*row), after))
+            append(Change(change_kind(row[4], after.valid), loc, entry_state(*row), after))
             lastmod, was = after.lastmod, row[0]
             if lastmod != was and lastmod is not None and loc not in new_bad:
                 fresh += 1
@@ -575,7 +575,7 @@ def _as_now(row: entryset.Row, now: EntryState | None) -> entryset.Row:
 
 def _additions(states: dict[str, EntryState]) -> Iterator[Change]:
     for loc, state in states.items():
-        yield Change("added" if state.valid else "invalid", loc, None, state)
+        yield Change(addition_kind(state.valid), loc, None, state)
 
 
 def _chunks(job: Job) -> Iterator[bytes]:

@@ -36,9 +36,9 @@ from monitor.codec import changepacks, changerows, entryset, packedlocs
 from monitor.model import (
     RULES_VERSION,
     Change,
-    ChangeKind,
     Entry,
     Issue,
+    change_kind,
     entry_state,
     invalid_rule,
 )
@@ -386,9 +386,8 @@ class Rereader:
         for i in order[: max(self.examples - len(self.row_examples), 0)]:
             loc, lastmod, changefreq, priority, extension = entries[i]
             was_valid, now_valid = start + i not in self.old_invalid, i not in invalid
-            kind: ChangeKind = "invalid" if was_valid and not now_valid else "changed"
             self.row_examples.append(Change(
-                kind, loc,
+                change_kind(was_valid, now_valid), loc,
                 entry_state(lastmods[i], changefreqs[i], priorities[i], extensions[i],
                             was_valid),
                 entry_state(lastmod, changefreq, priority, extension, now_valid)))

@@ -53,7 +53,7 @@ from monitor.listings import (
     matches,
     read_cursor,
 )
-from monitor.model import OTHER_CHANGE_KINDS, RULES, Entry
+from monitor.model import OTHER_CHANGE_KINDS, RULES, Entry, addition_kind, change_kind
 from monitor.store.checkwriter import read_columns, read_sets, transaction
 from monitor.store.schema import changes, entry_sets, snapshots, targets, url_states
 
@@ -365,12 +365,12 @@ def net(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | No
     """The kind of change from ``before`` to ``after`` (None: no change), as a check names
     the change between its two snapshots (monitor.check.pipeline)."""
     if before is None:
-        return None if after is None else "added" if after.get("valid", True) else "invalid"
+        return None if after is None else addition_kind(after.get("valid", True))
     if after is None:
         return "removed"
     if before == after:
         return None
-    return "invalid" if before.get("valid", True) and not after.get("valid", True) else "changed"
+    return change_kind(before.get("valid", True), after.get("valid", True))
 
 
 @contextmanager
