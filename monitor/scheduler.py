@@ -1,19 +1,23 @@
 """WHEN checks run: due times in the database, claimed in batches by each replica, graceful stop.
 
 The due times live in the database (``targets.next_due_at``), not in every replica: replicas do
-not all schedule all targets. Each replica has one dispatcher, an APScheduler job
-that wakes at the earliest due time this replica knows (the ones its own checks set), when a
-concurrency slot frees, and at least every ``POLL`` seconds (the others' targets, a dead
-replica's). It claims, in one statement (``store.daemon.claim_due``), as many due, free targets
+not all schedule all targets. Each replica has one dispatcher, an APScheduler job that wakes at
+the earliest due time of all free targets (read from the database after a claim that left
+slots free, so every replica sees due work at the same time, not only the one whose check set
+that due time), when a concurrency slot frees, and at least every ``POLL`` seconds (a dead
+replica's targets). A wake for a due time comes a random share of ``_SPREAD`` late and at least
+``_BATCH`` after the last claim, on every replica alike: which replica claims first is a draw,
+so each gets a fair share of the work, and the targets that come due in between are claimed
+together. It claims, in one statement (``store.daemon.claim_due``), as many due, free targets
 as it has free slots, the longest-due first: a busy replica leaves the work to the others, and
 replicas claiming at once take different targets instead of racing for the same ones (on
 PostgreSQL ``FOR UPDATE SKIP LOCKED``). Each due check runs once across replicas. A check gives
 the lease back in its own transaction, with the target's next due time (its claim plus the
 interval plus jitter); a check that raises or is cancelled gives it back on its own. A check
 that raises is logged with its exception and pushed one interval on; it never stops the other
-targets. ``stop`` lets in-flight checks finish within a grace period and cancels the
-rest; a cancelled check writes nothing because the pipeline commits atomically, and its target
-is due again at once, for any replica.
+targets. ``stop`` lets in-flight checks finish within a grace period and cancels the rest; a
+cancelled check writes nothing because the pipeline commits atomically, and its target is due
+again at once, for any replica.
 """
 
 from __future__ import annotations
@@ -53,6 +57,12 @@ POLL = 1.0
 # How long a wake-up waits for others before its claim: the targets due together, and the slots
 # of checks ending together, are claimed by one statement.
 _GATHER = timedelta(seconds=0.005)
+# A due wake comes a random share of this late, on every replica alike: replicas waking for the
+# same due time claim in a random order, so each gets a fair share of the due work over time.
+_SPREAD = 0.1
+# The least time between two claims of a replica that is not behind: the targets that come due
+# meanwhile are claimed by one statement, and replicas do not race for every single target.
+_BATCH = timedelta(seconds=0.2)
 # A target claimed this long after its due time waited for a slot (here or on other replicas):
 # the replicas are behind, and a freed slot should not wait for the next poll.
 _WAITED = timedelta(seconds=0.25)
@@ -108,6 +118,7 @@ class Scheduler:
         self._wakes: list[datetime] = []
         self._due: dict[str, datetime] = {}
         self._dispatching = False
+        self._dispatched = datetime.min.replace(tzinfo=UTC)  # when the last dispatch began
         # The last claim filled every free slot with targets that had waited: more may be due,
         # so a freed slot claims again at once.
         self._behind = False
@@ -207,30 +218,45 @@ class Scheduler:
 
     # ---- the dispatcher ------------------------------------------------------------------
 
-    def _wake_at(self, at: datetime) -> None:
-        """Have the dispatcher run at ``at`` at the latest."""
+    def _due_wake(self, due: datetime) -> datetime:
+        """When to wake for work due at ``due``: at least ``_BATCH`` after the last claim, plus
+        a random share of ``_SPREAD``, the same rule on every replica; at once when behind
+        (a freed slot of a saturated replica)."""
+        if self._behind:
+            return due
+        due = max(due, self._dispatched + _BATCH)
+        return due + timedelta(seconds=random.uniform(0, _SPREAD))  # noqa: S311
+
+    def _wake_at(self, due: datetime) -> None:
+        """Have the dispatcher run for work due at ``due`` (as ``_due_wake`` says)."""
         if self._stopping or not self._aps.running:
             return
-        heapq.heappush(self._wakes, at)
+        heapq.heappush(self._wakes, due)
         if self._dispatching:
             return  # it plans its next run when it ends, from _wakes
         job = self._aps.get_job(_DISPATCH)
         if job is None:
             self._plan(None)
-        elif job.next_run_time is None or job.next_run_time > at:
+            return
+        at = self._due_wake(due)
+        if job.next_run_time is None or job.next_run_time > at:
             job.modify(next_run_time=at)
 
-    def _plan(self, served: datetime | None) -> None:
-        """Set the dispatcher's next run: the earliest wake not ``served`` yet (by a dispatch
-        that began at that time), or one ``POLL`` on."""
+    def _plan(self, served: datetime | None, upcoming: datetime | None = None) -> None:
+        """Set the dispatcher's next run: for the earliest due time not ``served`` yet (by a
+        dispatch that began at that time), its own checks' or the ``upcoming`` one of any free
+        target, or one ``POLL`` on."""
         if self._stopping or not self._aps.running:
             return
         while self._wakes and served is not None and self._wakes[0] <= served:
             heapq.heappop(self._wakes)
         # Replicas' polls drift apart instead of asking the database in step.
         at = self._clock() + timedelta(seconds=POLL * random.uniform(0.75, 1.0))  # noqa: S311
-        if self._wakes and self._wakes[0] < at:
-            at = self._wakes[0]
+        # One draw for the earliest due time, whoever set it: a replica that also knows it
+        # from its own check must not get two draws, and so an earlier wake than the others.
+        dues = [d for d in (self._wakes[0] if self._wakes else None, upcoming) if d is not None]
+        if dues:
+            at = min(at, self._due_wake(min(dues)))
         # Two instances: a wake may fire while the dispatch that planned it is ending; the
         # second returns at once (APScheduler would log each such overlap as a warning).
         self._aps.add_job(
@@ -242,7 +268,9 @@ class Scheduler:
         if self._stopping or self._dispatching:
             return
         self._dispatching = True
-        began = self._clock()
+        began = self._dispatched = self._clock()
+        upcoming: datetime | None = None
+        short = False
         try:
             while not self._stopping and self._targets:
                 free = self._concurrency - len(self._runs)
@@ -262,10 +290,19 @@ class Scheduler:
                 waited = min((d for _, d in got if d is not None), default=now)
                 self._behind = len(got) == free and now - waited > _WAITED
                 if len(got) < free:
+                    short = True
                     break  # nothing more is due now
+            # When nothing more is due now, when is the next free target due? Not when the
+            # slots are full: then due work is waiting, and a freed slot claims it.
+            if short and not self._stopping:
+                try:
+                    upcoming = await asyncio.to_thread(
+                        store.next_due, self._engine, self._clock())
+                except MonitorError as exc:
+                    log.warning("reading the next due time failed", error=str(exc))
         finally:
             self._dispatching = False
-            self._plan(began)
+            self._plan(began, upcoming)
 
     def _begin(self, name: str, claimed_at: datetime, due: datetime | None) -> None:
         """Start the check of a target just claimed."""
@@ -375,7 +412,7 @@ class Scheduler:
                 await asyncio.shield(self._release(name, next_due))
             if name in self._targets and not self._stopping:
                 self._due[name] = next_due
-                self._wake_at(next_due + _GATHER)
+                self._wake_at(next_due)
 
     async def _checked(
         self, target: config.Target, in_transaction: InTransaction

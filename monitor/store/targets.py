@@ -53,6 +53,7 @@ __all__ = [
     "last_gauges",
     "list_snapshots",
     "list_targets",
+    "next_due",
     "release",
     "release_in",
     "renew",
@@ -133,6 +134,15 @@ _RELEASE = (
     .values(lease_owner=None, lease_until=None)
 )
 _RELEASE_DUE = _RELEASE.values(next_due_at=bindparam("due", type_=_t.next_due_at.type))
+# The earliest due time still to come of a free target, by the next_due_at index (an ORDER BY
+# and LIMIT, not min(): SQLite reads min() under a WHERE from every row in range).
+_NEXT_DUE = (
+    select(_t.next_due_at)
+    .where(_t.next_due_at > _now, _t.next_due_at < bindparam("parked", type_=_t.next_due_at.type),
+           or_(_t.lease_until.is_(None), _t.lease_until < _now))
+    .order_by(_t.next_due_at)
+    .limit(1)
+)
 _SET_DUE = (
     update(targets)
     .where(_t.name == bindparam("target_name"))
@@ -209,6 +219,19 @@ def claim_due(
         return [(name, _utc(due)) for name, due in conn.execute(statement, params)]
 
     return transaction(_autocommit(engine), work)
+
+
+def next_due(engine: Engine, now: datetime) -> datetime | None:
+    """When the next free target comes due after ``now`` (parked ones never), or None.
+
+    Every replica reads it after its claims, so all of them wake when work comes due, not only
+    the one whose check set that due time.
+    """
+    params = {"now": now, "parked": PARKED}
+    return transaction(
+        _autocommit(engine),
+        lambda conn: _utc(conn.execute(_NEXT_DUE, params).scalar_one_or_none()),
+    )
 
 
 def renew(engine: Engine, name: str, owner: str, now: datetime, *, lease: float) -> bool:

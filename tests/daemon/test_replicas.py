@@ -18,6 +18,7 @@ import pytest
 from harness import Daemon, sitemap
 from httpserver import Reply, TestServer
 from sqlalchemy import Connection, Engine, func, select, text
+from waiting import until
 
 from monitor.store import db
 from monitor.store.schema import snapshots, targets
@@ -42,6 +43,18 @@ def _starts(conn: Connection) -> dict[str, list[datetime]]:
     ):
         starts[name].append(started_at)
     return starts
+
+
+def _checked_since(engine: Engine, moment: datetime) -> set[int]:
+    """How many checks each target has begun since ``moment``, as a set of counts (one
+    statement: no check lands between two reads)."""
+    with engine.connect() as conn:
+        counts = dict(conn.execute(
+            select(targets.c.name, func.count(snapshots.c.id))
+            .outerjoin(snapshots, (snapshots.c.target_id == targets.c.id)
+                       & (snapshots.c.started_at > moment))
+            .group_by(targets.c.name)).all())
+    return {min(n, 2) for n in counts.values()}
 
 
 def interval_of(i: int) -> float:
@@ -79,12 +92,19 @@ def test_three_replicas_check_each_due_target_once(
         replicas += [Daemon(config) for _ in range(2)]
         for replica in replicas[1:]:
             replica.started(timeout=30)
-        time.sleep(BEFORE_KILL - (time.monotonic() - begin))
+        # A while of three replicas, each of which has made checks of its own.
+        until(lambda: time.monotonic() - begin >= BEFORE_KILL
+              and all(len(r.checks()) >= 3 for r in replicas),
+              what="checks by each replica")
         victim = replicas[0]
         victim.proc.send_signal(signal.SIGKILL)
         victim.wait(10)
         killed_at = datetime.now(UTC)
-        time.sleep(AFTER_KILL)
+        # The survivors take every target over, the victim's included, once its lease ran out.
+        taken_over = killed_at + timedelta(seconds=LEASE + 1)
+        until(lambda: time.monotonic() - begin >= BEFORE_KILL + AFTER_KILL
+              and _checked_since(engine, taken_over) == {2}, every=0.2,
+              what="two checks of every target by the survivors")
         for replica in replicas[1:]:
             replica.signal(signal.SIGTERM)
         for replica in replicas[1:]:
@@ -105,20 +125,19 @@ def test_three_replicas_check_each_due_target_once(
         name, interval = f"t{i}", interval_of(i)
         times = sorted(starts[name])
         gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
-        # Never twice within an interval: no due check ran on two replicas. (A snapshot's time
-        # is when its check began, a little after the claim the schedule counts from.)
-        assert min(gaps) >= interval - 0.35, (name, gaps)
-        # Never much later than due, except once around the kill (the lease must run out).
+        # Never twice within an interval: no due check ran on two replicas (that would be a
+        # gap near 0). A snapshot's time is when its check began, after the claim the schedule
+        # counts from, and a busy machine moves that moment by a good part of a second.
+        assert min(gaps) >= interval / 2, (name, gaps)
+        # Rarely much later than due: once around the kill (the lease must run out), and now
+        # and then when the machine is busy.
         late = [g for g in gaps if g > interval * 1.1 + SLACK]
-        assert len(late) <= 1, (name, gaps)
+        assert len(late) <= 1 + len(gaps) // 10, (name, gaps)
         assert all(g <= interval + LEASE + 2 * SLACK + 1 for g in gaps), (name, gaps)
         expected = elapsed / interval
         assert len(times) >= 0.7 * expected - LEASE, (name, len(times), expected)
         assert len(times) <= expected + 2, (name, len(times), expected)
         summary.append((name, interval, len(times), round(expected, 1)))
-        # The survivors took over every target, the victim's included, once its lease ran out.
-        taken_over = killed_at + timedelta(seconds=LEASE + 1)
-        assert sum(t > taken_over for t in times) >= 2, (name, times, killed_at)
     assert all(n > 0 for n in by_replica), (by_replica, [r.raw[-15:] for r in replicas
                                                          if not r.checks()])
     total = sum(n for _, _, n, _ in summary)
@@ -291,3 +310,56 @@ def test_three_replicas_share_the_work_without_racing_for_it(
     print(f"\n{SHARED_TARGETS} targets every {SHARED_INTERVAL:g}s, {elapsed:.1f}s, "
           f"{snapshot_count} snapshots, {per_check:.2f} database transactions a check; "
           f"by replica: {'; '.join(summary)}")
+
+
+FAIR_TARGETS = 30
+FAIR_INTERVAL = 2.0
+FAIR_CHECKS = 150
+
+
+def test_a_replica_that_starts_behind_gets_a_fair_share_of_the_checks(
+    http_server: TestServer, tmp_path: Path, postgres_url: str
+) -> None:
+    """One replica checks every target alone, then two more start: from then on each of the
+    three makes a fair share of the checks. Far from its capacity, the first one used to keep
+    every target it had checked (it woke exactly at their due times, the others only polled)
+    and the others got none."""
+    engine = db.make_engine(postgres_url)
+    db.upgrade(engine)
+    engine.dispose()
+    lines = [
+        f"database_url: {postgres_url}",
+        "listen: 127.0.0.1:0",
+        f"defaults: {{jitter: 10%, timeout: 10s, interval: {FAIR_INTERVAL}s}}",
+        "scheduler: {lease: 10s, shutdown_grace: 5s}",
+        "targets:",
+    ]
+    for i in range(FAIR_TARGETS):
+        http_server.route(f"/f{i}.xml", Reply(body=sitemap({http_server.url(f"/f{i}/a"): None})))
+        lines.append(f'  - {{name: f{i}, url: "{http_server.url(f"/f{i}.xml")}"}}')
+    config = tmp_path / "c.yaml"
+    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    first = Daemon(config)
+    replicas = [first]
+    try:
+        first.started(timeout=60)
+        # The first replica has checked every target: it holds every due time.
+        until(lambda: len({line["target"] for line in first.checks()}) == FAIR_TARGETS,
+              what="a first round by the first replica")
+        replicas += [Daemon(config), Daemon(config)]
+        for replica in replicas[1:]:
+            replica.started(timeout=60)
+        before = [len(r.checks()) for r in replicas]
+
+        def made() -> list[int]:
+            return [len(r.checks()) - n for r, n in zip(replicas, before, strict=True)]
+
+        until(lambda: sum(made()) >= FAIR_CHECKS, what=f"{FAIR_CHECKS} checks")
+        counts = made()
+    finally:
+        for replica in replicas:
+            replica.stop()
+    shares = [n / sum(counts) for n in counts]
+    # A fair share is a third; the bounds leave room for a replica starved of CPU a while.
+    assert all(0.15 <= share <= 0.55 for share in shares), (counts, shares)
+    print(f"\nchecks by replica after the two joined: {counts}")
