@@ -614,6 +614,10 @@ BLOCKED_URLS = [
     "http://[::ffff:169.254.169.254]/latest/meta-data/",
     "http://2852039166/latest/meta-data/",  # 169.254.169.254 as one decimal number
     "http://0xa9.0xfe.0xa9.0xfe/latest/meta-data/",
+    "http://100.100.100.200/latest/meta-data/",  # Alibaba Cloud
+    "http://[::169.254.169.254]/latest/meta-data/",  # IPv4-compatible
+    "http://[::ffff:100.100.100.200]/latest/meta-data/",
+    "http://192.0.0.192/latest/",  # Oracle Cloud
     "http://metadata.test/computeMetadata/v1/",  # a name that resolves to the metadata address
     "http://mixed.test/sitemap.xml",  # one good and one metadata address
 ]
@@ -710,6 +714,14 @@ async def test_connected_peer_is_checked_against_the_policy(http_server: TestSer
     ("::ffff:10.0.0.1", False, True), ("224.0.0.1", False, True),
     ("93.184.216.34", False, False), ("2606:2800:220:1::1", False, False),
     ("fd00:ec2::253", False, True), ("not-an-ip", True, True),
+    # every cloud metadata address, in every spelling a connect() accepts
+    ("100.100.100.200", True, True), ("192.0.0.192", True, True),
+    ("::169.254.169.254", True, True), ("::a9fe:a9fe", True, True),
+    ("::100.100.100.200", True, True), ("::ffff:100.100.100.200", True, True),
+    ("::ffff:192.0.0.192", True, True), ("::ffff:0:169.254.169.254", True, True),
+    ("64:ff9b::6464:64c8", True, True), ("2002:a9fe:a9fe::1", True, True),
+    ("FD00:EC2:0:0:0:0:0:254", True, True), ("fd00:ec2::254%eth0", True, True),
+    ("100.100.100.201", False, True), ("::93.184.216.34", False, False),
 ])
 def test_address_classification(ip: str, blocked: bool, private: bool) -> None:
     assert is_blocked_address(ip) is blocked
