@@ -11,12 +11,14 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from monitor.errors import FetchError
 
 __all__ = [
     "Resolver",
+    "Vetted",
     "check_address",
     "check_host",
     "is_blocked_address",
@@ -58,10 +60,10 @@ def _embedded_ipv4(addr: IPAddress) -> ipaddress.IPv4Address | None:
         return addr.ipv4_mapped
     if addr.sixtofour is not None:
         return addr.sixtofour
-    if any(addr in net for net in (_NAT64, _COMPATIBLE, _TRANSLATED)):
-        # "::" and "::1" are judged as themselves (unspecified, loopback): both private.
-        if int(addr) > 1 or addr not in _COMPATIBLE:
-            return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+    # "::" and "::1" are judged as themselves (unspecified, loopback): both private.
+    embeds = any(addr in net for net in (_NAT64, _COMPATIBLE, _TRANSLATED))
+    if embeds and (int(addr) > 1 or addr not in _COMPATIBLE):
+        return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
     return None
 
 
@@ -129,6 +131,22 @@ def check_address(ip: str, *, url: str, allow_private: bool) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Vetted:
+    """The addresses of a host that passed the policy, and the policy that judged them.
+
+    The connection goes to these addresses and the name is never resolved again: a second
+    answer (DNS rebinding) could point anywhere.
+    """
+
+    addresses: tuple[str, ...]
+    allow_private: bool
+
+    def allows(self, ip: str) -> bool:
+        """Whether the same policy lets ``ip`` through (a kept-alive connection's peer)."""
+        return not is_blocked_address(ip) and (self.allow_private or not is_private_address(ip))
+
+
 async def system_resolver(host: str, port: int) -> list[str]:
     """Every address the system resolver gives for ``host``, in its order."""
     loop = asyncio.get_running_loop()
@@ -143,8 +161,9 @@ async def system_resolver(host: str, port: int) -> list[str]:
 
 async def check_host(
     host: str, port: int, *, url: str, allow_private: bool, resolver: Resolver
-) -> list[str]:
-    """Resolve ``host`` and check every address; return them, or raise ``FetchError``."""
+) -> Vetted:
+    """Resolve ``host`` once and check every address; the addresses to connect to, or
+    ``FetchError``."""
     literal = literal_address(host)
     if literal is not None:
         addresses = [literal]
@@ -159,7 +178,7 @@ async def check_host(
     # Every address must pass: the connection may go to any of them.
     for ip in addresses:
         check_address(ip, url=url, allow_private=allow_private)
-    return addresses
+    return Vetted(tuple(addresses), allow_private)
 
 
 async def is_private_target(url: str) -> bool:
