@@ -191,8 +191,10 @@ class TestServer:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
-        """``tls``: a certificate and its key (``self_signed``) to serve https:// with."""
+    def __init__(self, tls: tuple[Path, Path] | None = None, *, host: str = "127.0.0.1",
+                 port: int = 0) -> None:
+        """``tls``: a certificate and its key (``self_signed``) to serve https:// with;
+        ``host`` and ``port``: where to listen (any loopback address, a port taken elsewhere)."""
         self.requests: list[Request] = []
         self.errors: list[Exception] = []  # exceptions raised by route handlers
         self.active = 0
@@ -200,7 +202,7 @@ class TestServer:
         self._routes: dict[str, Reply | Handler] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server = _Server(("127.0.0.1", 0), _RequestHandler)
+        self._server = _Server((host, port), _RequestHandler)
         self._server.owner = self
         scheme = "http"
         if tls is not None:
@@ -212,7 +214,7 @@ class TestServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
                                         kwargs={"poll_interval": 0.05})
         self.port: int = self._server.server_address[1]
-        self.base_url = f"{scheme}://127.0.0.1:{self.port}"
+        self.base_url = f"{scheme}://{host}:{self.port}"
 
     def url(self, path: str = "/") -> str:
         """The absolute URL of ``path`` on this server."""
@@ -259,8 +261,9 @@ class TestServer:
         self.stop()
 
 
-def self_signed(folder: Path) -> tuple[Path, Path] | None:
-    """A certificate for 127.0.0.1 and its key, via the openssl tool; None without it."""
+def self_signed(folder: Path, names: str = "IP:127.0.0.1") -> tuple[Path, Path] | None:
+    """A certificate for ``names`` (a subjectAltName) and its key, via the openssl tool; None
+    without it."""
     openssl = shutil.which("openssl")
     if openssl is None:
         return None
@@ -268,7 +271,7 @@ def self_signed(folder: Path) -> tuple[Path, Path] | None:
     subprocess.run(
         [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
          "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
+         "-addext", f"subjectAltName={names}"],
         check=True, capture_output=True,
     )
     return cert, key

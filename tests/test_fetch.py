@@ -614,6 +614,10 @@ BLOCKED_URLS = [
     "http://[::ffff:169.254.169.254]/latest/meta-data/",
     "http://2852039166/latest/meta-data/",  # 169.254.169.254 as one decimal number
     "http://0xa9.0xfe.0xa9.0xfe/latest/meta-data/",
+    "http://100.100.100.200/latest/meta-data/",  # Alibaba Cloud
+    "http://[::169.254.169.254]/latest/meta-data/",  # IPv4-compatible
+    "http://[::ffff:100.100.100.200]/latest/meta-data/",
+    "http://192.0.0.192/latest/",  # Oracle Cloud
     "http://metadata.test/computeMetadata/v1/",  # a name that resolves to the metadata address
     "http://mixed.test/sitemap.xml",  # one good and one metadata address
 ]
@@ -687,17 +691,117 @@ async def test_redirect_to_a_blocked_address_is_refused(
     assert transport.urls == [http_server.url("/s.xml")]  # the redirect was never followed
 
 
-async def test_connected_peer_is_checked_against_the_policy(http_server: TestServer) -> None:
-    """DNS rebinding: the policy saw a public address, the connection went to loopback."""
-    http_server.route("/s.xml", Reply(body=XML))
-    fetcher = Fetcher(resolver=fake_resolver({"localhost": ["93.184.216.34"]}))
+class Rebinding:
+    """A site at 127.0.0.2 and an internal canary at 127.0.0.1 on the same port, and a
+    resolver that gives the policy 127.0.0.2 for ``localhost`` (and counts its calls), while
+    the system resolves ``localhost`` to the canary: the connection must go where the policy
+    looked, with the name kept in the Host header and the TLS handshake."""
+
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
+        self.canary = TestServer(tls).start()
+        self.site = TestServer(tls, host="127.0.0.2", port=self.canary.port).start()
+        self.calls: list[str] = []
+        for server in (self.site, self.canary):
+            server.route("/s.xml", Reply(body=XML))
+            server.route("/robots.txt", Reply(body=b"User-agent: *\nAllow: /\n"))
+            server.route("/page", Reply(body=b"<html>ok</html>",
+                                        headers={"Content-Type": "text/html"}))
+        self.scheme = "https" if tls else "http"
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        self.calls.append(host)
+        return ["127.0.0.2"] if host == "localhost" else []
+
+    def url(self, path: str) -> str:
+        return f"{self.scheme}://localhost:{self.site.port}{path}"
+
+    def stop(self) -> None:
+        self.site.stop()
+        self.canary.stop()
+
+
+@pytest.fixture
+def rebinding() -> Iterator[Rebinding]:
+    scene = Rebinding()
+    yield scene
+    scene.stop()
+
+
+async def test_a_fetch_connects_to_the_address_the_policy_vetted(rebinding: Rebinding) -> None:
+    """DNS rebinding: a second resolution of the name never decides where a fetch goes."""
+    fetcher = Fetcher(resolver=rebinding.resolve)
     try:
-        error = await failure(fetcher, f"http://localhost:{http_server.port}/s.xml",
-                              allow_private=False)
+        for _ in range(2):  # a new connection, then one kept alive
+            _, body = await read_all(fetcher, rebinding.url("/s.xml"))
+            assert body == XML
     finally:
         await fetcher.aclose()
-    assert error.kind == "address-blocked"
-    assert "127.0.0.1" in error.message
+    assert rebinding.canary.requests == []
+    assert [r.headers["host"] for r in rebinding.site.requests] == [
+        f"localhost:{rebinding.site.port}"] * 2
+    assert rebinding.calls == ["localhost", "localhost"]
+
+
+async def test_a_url_check_connects_to_the_address_the_policy_vetted(
+    rebinding: Rebinding
+) -> None:
+    fetcher = Fetcher(resolver=rebinding.resolve)
+    try:
+        for _ in range(2):
+            answer = await fetcher.probe(rebinding.url("/page"), SETTINGS, body_limit=100,
+                                         allow_private=True)
+            assert (answer.status, answer.head) == (200, b"<html>ok</html>")
+    finally:
+        await fetcher.aclose()
+    assert rebinding.canary.requests == []
+    assert [r.headers["host"] for r in rebinding.site.requests] == [
+        f"localhost:{rebinding.site.port}"] * 2
+
+
+async def test_https_to_the_vetted_address_keeps_the_name_for_tls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The certificate names ``localhost`` only: it verifies because the handshake sends and
+    checks the name, not the address connected to."""
+    pair = self_signed(tmp_path, "DNS:localhost")
+    if pair is None:
+        pytest.skip("openssl is not installed: cannot make a certificate for https")
+    monkeypatch.setenv("SSL_CERT_FILE", str(pair[0]))
+    scene = Rebinding(tls=pair)
+    fetcher = Fetcher(resolver=scene.resolve)
+    try:
+        _, body = await read_all(fetcher, scene.url("/s.xml"))
+        answer = await fetcher.probe(scene.url("/page"), SETTINGS, body_limit=100,
+                                     allow_private=True)
+    finally:
+        await fetcher.aclose()
+        scene.stop()
+    assert (body, answer.status) == (XML, 200)
+    assert scene.canary.requests == []
+    assert len(scene.site.requests) == 2
+
+
+async def test_a_kept_connection_is_not_reused_past_a_stricter_policy(
+    http_server: TestServer
+) -> None:
+    """A connection made for a target that may reach loopback is not lent to one that may
+    not, even when the name now resolves to a public address."""
+    http_server.route("/s.xml", Reply(body=XML))
+    answers = iter([["127.0.0.1"], ["93.184.216.34"]])
+
+    async def resolve(host: str, port: int) -> list[str]:
+        return next(answers)
+
+    fetcher = Fetcher(resolver=resolve)
+    url = f"http://localhost:{http_server.port}/s.xml"
+    settings = SETTINGS.model_copy(update={"connect_timeout": 0.2, "timeout": 0.5})
+    try:
+        await read_all(fetcher, url, settings, allow_private=True)
+        error = await failure(fetcher, url, settings, allow_private=False)
+    finally:
+        await fetcher.aclose()
+    assert error.kind in ("connect", "timeout")
+    assert len(http_server.requests) == 1
 
 
 @pytest.mark.parametrize(("ip", "blocked", "private"), [
@@ -710,6 +814,14 @@ async def test_connected_peer_is_checked_against_the_policy(http_server: TestSer
     ("::ffff:10.0.0.1", False, True), ("224.0.0.1", False, True),
     ("93.184.216.34", False, False), ("2606:2800:220:1::1", False, False),
     ("fd00:ec2::253", False, True), ("not-an-ip", True, True),
+    # every cloud metadata address, in every spelling a connect() accepts
+    ("100.100.100.200", True, True), ("192.0.0.192", True, True),
+    ("::169.254.169.254", True, True), ("::a9fe:a9fe", True, True),
+    ("::100.100.100.200", True, True), ("::ffff:100.100.100.200", True, True),
+    ("::ffff:192.0.0.192", True, True), ("::ffff:0:169.254.169.254", True, True),
+    ("64:ff9b::6464:64c8", True, True), ("2002:a9fe:a9fe::1", True, True),
+    ("FD00:EC2:0:0:0:0:0:254", True, True), ("fd00:ec2::254%eth0", True, True),
+    ("100.100.100.201", False, True), ("::93.184.216.34", False, False),
 ])
 def test_address_classification(ip: str, blocked: bool, private: bool) -> None:
     assert is_blocked_address(ip) is blocked

@@ -11,12 +11,14 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from monitor.errors import FetchError
 
 __all__ = [
     "Resolver",
+    "Vetted",
     "check_address",
     "check_host",
     "is_blocked_address",
@@ -30,11 +32,15 @@ Resolver = Callable[[str, int], Awaitable[list[str]]]
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _BLOCKED_NETWORKS = (
-    ipaddress.ip_network("169.254.0.0/16"),  # IPv4 link-local, where cloud metadata lives
+    ipaddress.ip_network("169.254.0.0/16"),  # IPv4 link-local: AWS, GCP, Azure, OpenStack...
+    ipaddress.ip_network("100.100.100.200/32"),  # Alibaba Cloud's metadata
+    ipaddress.ip_network("192.0.0.192/32"),  # Oracle Cloud's metadata
     ipaddress.ip_network("fe80::/10"),  # IPv6 link-local
     ipaddress.ip_network("fd00:ec2::254/128"),  # AWS metadata over IPv6
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible, still connectable
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT's IPv4-translated form
 
 
 def _parse(ip: str) -> IPAddress | None:
@@ -46,23 +52,34 @@ def _parse(ip: str) -> IPAddress | None:
 
 
 def _embedded_ipv4(addr: IPAddress) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address stands for (mapped, NAT64), so it is judged the same."""
-    if isinstance(addr, ipaddress.IPv6Address):
-        if addr.ipv4_mapped is not None:
-            return addr.ipv4_mapped
-        if addr in _NAT64:
-            return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+    """The IPv4 address an IPv6 address stands for (mapped, compatible, translated, NAT64,
+    6to4), so it is judged the same: a metadata address has no safe IPv6 spelling."""
+    if not isinstance(addr, ipaddress.IPv6Address):
+        return None
+    if addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    if addr.sixtofour is not None:
+        return addr.sixtofour
+    # "::" and "::1" are judged as themselves (unspecified, loopback): both private.
+    embeds = any(addr in net for net in (_NAT64, _COMPATIBLE, _TRANSLATED))
+    if embeds and (int(addr) > 1 or addr not in _COMPATIBLE):
+        return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
     return None
 
 
 def is_blocked_address(ip: str) -> bool:
-    """True for link-local and metadata addresses, which are never fetched."""
+    """True for link-local and cloud metadata addresses (in any IPv4-in-IPv6 spelling), which
+    are never fetched."""
     addr = _parse(ip)
     if addr is None:
         return True  # not an address at all: refuse rather than guess
     embedded = _embedded_ipv4(addr)
     if embedded is not None:
         addr = embedded
+    return _in_blocked(addr)
+
+
+def _in_blocked(addr: IPAddress) -> bool:
     return any(addr in net for net in _BLOCKED_NETWORKS if addr.version == net.version)
 
 
@@ -76,6 +93,7 @@ def is_private_address(ip: str) -> bool:
         addr = embedded
     return (
         not addr.is_global
+        or _in_blocked(addr)
         or addr.is_private
         or addr.is_loopback
         or addr.is_multicast
@@ -113,6 +131,22 @@ def check_address(ip: str, *, url: str, allow_private: bool) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Vetted:
+    """The addresses of a host that passed the policy, and the policy that judged them.
+
+    The connection goes to these addresses and the name is never resolved again: a second
+    answer (DNS rebinding) could point anywhere.
+    """
+
+    addresses: tuple[str, ...]
+    allow_private: bool
+
+    def allows(self, ip: str) -> bool:
+        """Whether the same policy lets ``ip`` through (a kept-alive connection's peer)."""
+        return not is_blocked_address(ip) and (self.allow_private or not is_private_address(ip))
+
+
 async def system_resolver(host: str, port: int) -> list[str]:
     """Every address the system resolver gives for ``host``, in its order."""
     loop = asyncio.get_running_loop()
@@ -127,8 +161,9 @@ async def system_resolver(host: str, port: int) -> list[str]:
 
 async def check_host(
     host: str, port: int, *, url: str, allow_private: bool, resolver: Resolver
-) -> list[str]:
-    """Resolve ``host`` and check every address; return them, or raise ``FetchError``."""
+) -> Vetted:
+    """Resolve ``host`` once and check every address; the addresses to connect to, or
+    ``FetchError``."""
     literal = literal_address(host)
     if literal is not None:
         addresses = [literal]
@@ -143,7 +178,7 @@ async def check_host(
     # Every address must pass: the connection may go to any of them.
     for ip in addresses:
         check_address(ip, url=url, allow_private=allow_private)
-    return addresses
+    return Vetted(tuple(addresses), allow_private)
 
 
 async def is_private_target(url: str) -> bool:

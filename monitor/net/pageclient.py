@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import h11
@@ -74,24 +74,26 @@ class Pages:
         self._idle.clear()
 
     async def get(self, url: str, scheme: str, host: str, port: int, target: bytes,
-                  headers: list[tuple[str, str]], *, connect_timeout: float,
-                  read_timeout: float, body_limit: int,
+                  headers: list[tuple[str, str]], addresses: Sequence[str], *,
+                  connect_timeout: float, read_timeout: float, body_limit: int,
                   check_peer: Callable[[str], None]) -> Answered:
-        """GET ``target`` from the host; the first ``body_limit`` decompressed bytes of a 2xx
+        """GET ``target`` from the host, connecting to one of ``addresses`` (the vetted ones;
+        ``host`` is never resolved again) or reusing a kept-alive connection whose peer
+        ``check_peer`` lets through; the first ``body_limit`` decompressed bytes of a 2xx
         body. Raises ``FetchError`` as a fetch does (timeout, connect, protocol)."""
         key = (scheme, host, port)
         idle = self._idle.get(key, [])
         while idle:
             conn = idle.pop()
-            if not conn.usable():
-                conn.close()
+            if not conn.usable() or not _allowed(conn, check_peer):
+                conn.close()  # gone, or made for a target whose policy is looser
                 continue
             try:
                 return await self._exchange(conn, key, url, target, headers, read_timeout,
                                             body_limit, reused=True)
             except _Stale:
                 conn.close()  # closed by the server while idle: a new connection
-        conn = await self._connect(url, scheme, host, port, connect_timeout)
+        conn = await self._connect(url, scheme, host, addresses, port, connect_timeout)
         if conn.peer is not None:
             try:
                 check_peer(conn.peer)
@@ -106,26 +108,31 @@ class Pages:
             raise FetchError("protocol", f"{url}: the server closed the connection without "
                              "an answer") from None
 
-    async def _connect(self, url: str, scheme: str, host: str, port: int,
-                       connect_timeout: float) -> _Connection:
+    async def _connect(self, url: str, scheme: str, host: str, addresses: Sequence[str],
+                       port: int, connect_timeout: float) -> _Connection:
         context = None
         if scheme == "https":
             if self._context is None:
                 self._context = self._tls()
             context = self._context
-        try:
-            async with asyncio.timeout(connect_timeout):
-                reader, writer = await asyncio.open_connection(
-                    host, port, ssl=context, server_hostname=host if context else None,
-                    limit=READ_BYTES)
-        except TimeoutError:
-            raise FetchError("timeout", f"connect timeout fetching {url}") from None
-        except ssl.SSLError as exc:
-            raise FetchError("tls", f"TLS error fetching {url}: {exc}") from None
-        except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            raise FetchError("connect", f"cannot connect to fetch {url}: {reason}") from None
-        return _Connection(reader, writer)
+        reason = "no address"
+        for ip in addresses:
+            try:
+                async with asyncio.timeout(connect_timeout):
+                    # The address, not the name; the name goes in the handshake (SNI and the
+                    # certificate's check) and in the Host header.
+                    reader, writer = await asyncio.open_connection(
+                        ip, port, ssl=context, server_hostname=host if context else None,
+                        limit=READ_BYTES)
+            except TimeoutError:
+                raise FetchError("timeout", f"connect timeout fetching {url}") from None
+            except ssl.SSLError as exc:
+                raise FetchError("tls", f"TLS error fetching {url}: {exc}") from None
+            except OSError as exc:  # the next address may answer
+                reason = exc.strerror or str(exc) or type(exc).__name__
+                continue
+            return _Connection(reader, writer)
+        raise FetchError("connect", f"cannot connect to fetch {url}: {reason}")
 
     async def _exchange(self, conn: _Connection, key: tuple[str, str, int], url: str,
                         target: bytes, headers: list[tuple[str, str]],
@@ -202,6 +209,16 @@ class Pages:
                 idle.append(conn)
                 return
         conn.close()
+
+
+def _allowed(conn: _Connection, check_peer: Callable[[str], None]) -> bool:
+    if conn.peer is None:
+        return False
+    try:
+        check_peer(conn.peer)
+    except FetchError:
+        return False
+    return True
 
 
 def _take(body: Body, data: bytes | None, parts: list[bytes], size: int, wanted: int) -> int:

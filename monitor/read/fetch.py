@@ -255,10 +255,10 @@ class Fetcher:
         async with self._slot(f"{host}:{port}"):
             try:
                 async with asyncio.timeout(settings.timeout):
-                    await check_host(host, port, url=url, allow_private=allow_private,
-                                     resolver=self._resolver)
+                    vetted = await check_host(host, port, url=url, allow_private=allow_private,
+                                              resolver=self._resolver)
                     got = await self._pages.get(
-                        url, parsed.scheme, host, port, target, fields,
+                        url, parsed.scheme, host, port, target, fields, vetted.addresses,
                         connect_timeout=settings.connect_timeout,
                         read_timeout=settings.read_timeout, body_limit=body_limit,
                         check_peer=check_peer)
@@ -372,10 +372,12 @@ class Fetcher:
         parsed = _parse_url(url, url)
         try:
             async with asyncio.timeout_at(deadline):
-                await check_host(parsed.host, parsed.port or _default_port(parsed), url=url,
-                                 allow_private=allow_private, resolver=self._resolver)
-                request = httpx.Request("GET", parsed, headers=headers,
-                                        extensions={"timeout": timeouts.as_dict()})
+                vetted = await check_host(parsed.host, parsed.port or _default_port(parsed),
+                                          url=url, allow_private=allow_private,
+                                          resolver=self._resolver)
+                # The transport connects to the vetted addresses, never resolving again.
+                request = httpx.Request("GET", parsed, headers=headers, extensions={
+                    "timeout": timeouts.as_dict(), connections.VETTED: vetted})
                 transport = self._https if parsed.scheme == "https" else self._http
                 raw = await transport.handle_async_request(request)
                 raw.request = request
@@ -433,7 +435,8 @@ class _TLSTransport(httpx.AsyncBaseTransport):
 
 
 def _check_peer(raw: httpx.Response, url: str, allow_private: bool) -> None:
-    """Judge the address actually connected to, which DNS rebinding could have changed."""
+    """Judge the address actually connected to: the vetted one, unless a transport that
+    ignores ``connections.VETTED`` (an httpx release that renamed its pool) resolved again."""
     stream = raw.extensions.get("network_stream")
     if stream is None:
         return  # a test transport, or a transport that does not say
