@@ -21,12 +21,13 @@ from datetime import datetime
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+import h11
 import structlog
 import uvicorn
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, make_url
 from sqlalchemy.exc import ArgumentError
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 from monitor import __version__, config, log
 from monitor.alerts.outbox import Deliverer
@@ -40,6 +41,7 @@ from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
 from monitor.scheduler import InTransaction, Scheduler
 from monitor.serve import api
+from monitor.serve import headers as webheaders
 from monitor.store import db
 from monitor.store import targets as store
 from monitor.store.outbox import SqlOutbox
@@ -180,16 +182,84 @@ class _Delivery:
 
 
 class _Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1, except that a connection whose request the admission gate refused
-    is not read again until its ``Retry-After`` has passed (``api.HOLD`` in the request's
-    scope): a client that retries at once costs the event loop nothing meanwhile."""
+    """uvicorn's HTTP/1.1, bounded in time where uvicorn waits on the client for ever.
 
+    - A connection must send a whole request head within ``head_timeout`` of its opening, or
+      of the first byte of its next request; uvicorn itself never closes a connection that
+      sends nothing, or a header line every few seconds, and each holds memory and a slot of
+      ``max_connections``.
+    - A client that reads nothing of an answer for ``write_timeout`` is dropped: its request
+      holds an admission slot (and, for an export, a database connection) until then.
+    - The rest of a request body, once the answer is sent, is not waited for: the port is
+      read-only and a body dripped after the answer would keep the connection for ever.
+    - A connection whose request the admission gate refused is not read again until its
+      ``Retry-After`` has passed (``api.HOLD`` in the request's scope): a client that
+      retries at once costs the event loop nothing meanwhile.
+    - uvicorn's own answer to a malformed request carries the security headers too.
+    """
+
+    head_timeout: float = 5.0
+    write_timeout: float = 30.0
+    security_headers: tuple[tuple[bytes, bytes], ...] = ()
     _held: asyncio.TimerHandle | None = None
+    _head_timer: asyncio.TimerHandle | None = None
+    _write_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Start the clock for the first request's head."""
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._head_timer = self.loop.call_later(self.head_timeout, self._head_too_slow)
+
+    def data_received(self, data: bytes) -> None:
+        """Read as uvicorn does; the first byte of a request starts its head's clock, its
+        whole head stops it."""
+        waiting = self.conn.their_state is h11.IDLE
+        if waiting and self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.head_timeout, self._head_too_slow)
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE and self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self.transport.close()
+
+    def pause_writing(self) -> None:
+        """The client stopped reading: drop it unless it reads again in ``write_timeout``."""
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.write_timeout, self.transport.abort)
+
+    def resume_writing(self) -> None:
+        """The client reads again."""
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+        super().resume_writing()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's 400, with the headers every answer carries."""
+        reason = STATUS_PHRASES[400]
+        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close"),
+                   *self.security_headers]
+        self.transport.write(self.conn.send(h11.Response(
+            status_code=400, headers=headers, reason=reason)) or b"")
+        self.transport.write(self.conn.send(h11.Data(data=msg.encode("ascii"))) or b"")
+        self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
+        self.transport.close()
 
     def on_response_complete(self) -> None:
-        """Hold the connection after a refusal; otherwise as uvicorn does."""
+        """Hold the connection after a refusal; close it when its body is still coming;
+        otherwise as uvicorn does."""
         scope = self.scope
+        body_pending = self.conn.their_state is h11.SEND_BODY
         super().on_response_complete()
+        if body_pending and not self.transport.is_closing():
+            self._unset_keepalive_if_required()
+            self.transport.close()
+            return
         hold = scope.get(api.HOLD) if scope is not None else None
         if (not isinstance(hold, int) or self.transport.is_closing()
                 or self.cycle.scope is not scope):
@@ -210,10 +280,11 @@ class _Protocol(H11Protocol):
         self.flow.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Forget the hold of a connection that is gone."""
-        if self._held is not None:
-            self._held.cancel()
-            self._held = None
+        """Forget the timers of a connection that is gone."""
+        for timer in (self._held, self._head_timer, self._write_timer):
+            if timer is not None:
+                timer.cancel()
+        self._held = self._head_timer = self._write_timer = None
         super().connection_lost(exc)
 
 
@@ -323,9 +394,13 @@ async def _serve(
         on_refused=metrics.http_request_refused,
         web=cfg.web,
     )
+    protocol = type("_Protocol", (_Protocol,), {
+        "head_timeout": cfg.http.head_timeout, "write_timeout": cfg.http.write_timeout,
+        "security_headers": tuple(webheaders.headers(tls=cfg.web.tls_cert_file is not None))})
     server = _Server(uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3,
-        backlog=_BACKLOG, http=_Protocol, proxy_headers=False,
+        backlog=_BACKLOG, http=protocol, proxy_headers=False,
+        timeout_keep_alive=cfg.http.keep_alive,  # type: ignore[arg-type]
         ssl_certfile=cfg.web.tls_cert_file, ssl_keyfile=cfg.web.tls_key_file))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
 

@@ -371,6 +371,13 @@ class Http(_Frozen):
     database_connections: int = Field(2, ge=1)
     # Open connections beyond which API requests are refused and their connection closed.
     max_connections: int = Field(10_000, ge=1)
+    # A connection that has not sent a whole request head within this (from its opening, or
+    # from the first byte of a next request) is closed: idle or dripping sockets cost memory.
+    head_timeout: Duration = Field(5.0, gt=0, le=300)
+    # An idle kept-alive connection is closed after this.
+    keep_alive: Duration = Field(5.0, gt=0, le=300)
+    # A client that reads none of an answer for this long is dropped (its request held a slot).
+    write_timeout: Duration = Field(30.0, gt=0, le=3600)
 
 
 _BCRYPT = re.compile(r"^\$2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}$")

@@ -39,6 +39,7 @@ __all__ = [
     "NotFound",
     "SnapshotRef",
     "close",
+    "csv_cell",
     "cursor",
     "matches",
     "parse_kinds",
@@ -315,8 +316,26 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+# A spreadsheet reads a cell that starts with one of these as a formula (or, tab and carriage
+# return, skips them and reads what follows): a loc a watched site chose could run one.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> str:
+    """A value as a CSV cell that no spreadsheet runs: text that would start a formula gets a
+    leading ``'`` (OWASP's advice), which spreadsheets show as text and do not display.
+
+    Numbers stay numbers (``-1``); nested values are JSON (they start with ``{`` or ``[``).
+    """
+    cell = _cell(value)
+    if isinstance(value, str) and cell.startswith(_FORMULA_STARTS):
+        return "'" + cell
+    return cell
+
+
 class _Csv:
-    """RFC 4180 with a header line; nested values (a change's before/after) as JSON text."""
+    """RFC 4180 with a header line; nested values (a change's before/after) as JSON text;
+    text that a spreadsheet would run as a formula quoted (``csv_cell``)."""
 
     def __init__(self, listing: Listing, out: Callable[[str], None]) -> None:
         self._out = out
@@ -332,7 +351,7 @@ class _Csv:
         self._buffer.truncate()
 
     def row(self, row: Mapping[str, Any]) -> None:
-        self._emit([_cell(row.get(c)) for c in self._columns])
+        self._emit([csv_cell(row.get(c)) for c in self._columns])
 
     def end(self, next_cursor: str | None, _link: str | None) -> None:
         pass

@@ -35,7 +35,7 @@ VETTED = "sitemap_monitor.vetted"
 
 
 class Vetted(typing.Protocol):
-    """The addresses the address policy let through (``monitor.addresses.Vetted``)."""
+    """The addresses the address policy let through (``monitor.net.addresses.Vetted``)."""
 
     @property
     def addresses(self) -> tuple[str, ...]:

@@ -43,6 +43,7 @@ from monitor.errors import MonitorError, StoreError
 from monitor.serve import listings as api_listings
 from monitor.serve import openapi, pages
 from monitor.serve.auth import BasicAuth
+from monitor.serve.headers import SecurityHeaders
 from monitor.serve.listings import error
 from monitor.store import db
 from monitor.store import listings as store_listing
@@ -217,8 +218,9 @@ def create_app(
     on_refused: Callable[[str], None] = lambda _lane: None,
     exposition: Callable[[], bytes] | None = None,
     web: Web | None = None,
-) -> Admission:
-    """The ASGI application of the daemon's HTTP port, behind its admission gate.
+) -> ASGIApp:
+    """The ASGI application of the daemon's HTTP port, behind its admission gate; every
+    answer carries the security headers (``monitor.serve.headers``).
 
     ``engine`` serves the probes; the API reads through ``reads`` (by default its own threads
     over ``engine``); ``/metrics`` sends ``exposition()`` (by default the registry's text).
@@ -333,4 +335,6 @@ def create_app(
     guarded: ASGIApp = routes
     if web is not None and web.basic_auth_users:
         guarded = BasicAuth(routes, web.basic_auth_users, protect_metrics=web.protect_metrics)
-    return Admission(guarded, limits, open_connections=open_connections, on_refused=on_refused)
+    admitted = Admission(guarded, limits, open_connections=open_connections,
+                         on_refused=on_refused)
+    return SecurityHeaders(admitted, tls=web is not None and web.tls_cert_file is not None)

@@ -12,6 +12,7 @@ asset from elsewhere. Every page reads a bounded number of rows, whatever a targ
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from itertools import pairwise
@@ -27,10 +28,11 @@ from starlette.templating import Jinja2Templates
 from monitor import listings as listing
 from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
 from monitor.serve import listings as api_listings
+from monitor.serve.links import external_link
 from monitor.store import targets as store
 from monitor.store import urlstates as health_store
 
-__all__ = ["PAGE_ROWS", "routes"]
+__all__ = ["PAGE_ROWS", "STYLESHEET", "routes"]
 
 PAGE_ROWS = 100  # rows of a listing page
 INDEX_TARGETS = 200  # targets on a page of the index
@@ -46,6 +48,12 @@ def _when(iso: str | None) -> str:
 
 
 _TEMPLATES.env.filters["when"] = _when
+# Every loc or URL a page shows goes through this filter: a link only for http(s).
+_TEMPLATES.env.filters["external_link"] = external_link
+# The stylesheet is a file of its own, not inline: the pages' policy allows no inline style.
+_STYLE = Path(__file__).with_name("templates").joinpath("style.css").read_bytes()
+STYLESHEET = f"/static/style.css?v={hashlib.sha256(_STYLE).hexdigest()[:12]}"
+_TEMPLATES.env.globals["stylesheet"] = STYLESHEET
 _BROKEN = [state for state, rule in URL_STATES.items() if rule is not None]
 _TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff",
            "snapshots": "Snapshots"}
@@ -201,7 +209,13 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
                       statuses=listing.STATUSES, reasons=REMOVAL_REASONS,
                       change_rules=CHANGE_RULES)
 
-    return [Route("/", index), Route("/targets/{rest:path}", target_routes)]
+    async def stylesheet(_request: Request) -> Response:
+        # Its address changes with its content, so a browser may keep it for a day.
+        return Response(_STYLE, media_type="text/css",
+                        headers={"cache-control": "max-age=86400"})
+
+    return [Route("/", index), Route("/targets/{rest:path}", target_routes),
+            Route("/static/style.css", stylesheet)]
 
 
 def _lines(text: str | None) -> str:

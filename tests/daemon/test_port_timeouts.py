@@ -1,0 +1,166 @@
+"""The daemon's port closes what sends no request: real sockets against a real daemon.
+
+Connections that send nothing, or a header line every second, or a body after their answer,
+are closed by the daemon within ``http.head_timeout`` (a test setting of 2 s here) and a few
+seconds of slack; then a real API client is answered at once. The daemon's memory is measured
+before, during and after the flood.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from harness import Daemon, sitemap, write_config
+from httpserver import Reply, TestServer
+
+HEAD_TIMEOUT = 2.0
+
+
+@pytest.fixture
+def daemon(http_server: TestServer, tmp_path: Path) -> Iterator[Daemon]:
+    http_server.route("/s.xml", Reply(body=sitemap({http_server.url("/p"): None})))
+    config = write_config(tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db",
+                          [("shop", http_server.url("/s.xml"))], interval="1h",
+                          extra=f"http: {{head_timeout: {HEAD_TIMEOUT}s, keep_alive: 2s}}\n")
+    started = Daemon(config)
+    try:
+        started.started()
+        started.event("check", target="shop")
+        yield started
+    finally:
+        started.stop()
+
+
+def _address(daemon: Daemon) -> tuple[str, int]:
+    host, port = daemon.base.removeprefix("http://").rsplit(":", 1)
+    return host, int(port)
+
+
+def _open(address: tuple[str, int], count: int) -> list[socket.socket]:
+    opened = []
+    for _ in range(count):
+        sock = socket.create_connection(address, timeout=10)
+        sock.setblocking(False)
+        opened.append(sock)
+    return opened
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def _closed_by_server(socks: list[socket.socket], timeout: float,
+                      drip: bytes | None = None) -> tuple[int, float]:
+    """Wait until the server has closed every socket (EOF or reset); meanwhile send ``drip``
+    on each open one every second. How many it closed, and when the last closed."""
+    started = time.monotonic()
+    last = 0.0
+    with selectors.DefaultSelector() as selector:
+        for sock in socks:
+            selector.register(sock, selectors.EVENT_READ)
+        open_count = len(socks)
+        next_drip = started + 1
+        deadline = started + timeout
+        while open_count and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=0.2):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                try:
+                    data = sock.recv(65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if data:
+                    continue  # an answer (a refusal, a 400): the close follows
+                selector.unregister(sock)
+                open_count -= 1
+                last = time.monotonic() - started
+            if drip is not None and time.monotonic() >= next_drip:
+                next_drip += 1
+                for key in list(selector.get_map().values()):
+                    sock = key.fileobj
+                    assert isinstance(sock, socket.socket)
+                    with contextlib.suppress(OSError):
+                        sock.send(drip)
+    return len(socks) - open_count, last
+
+
+def _api_answers(daemon: Daemon, count: int) -> list[int]:
+    with httpx.Client(timeout=10) as client:
+        return [client.get(daemon.base + "/api/v1/targets").status_code for _ in range(count)]
+
+
+def test_idle_connections_are_closed_and_the_api_answers(daemon: Daemon) -> None:
+    address = _address(daemon)
+    before = _rss_kib(daemon.proc.pid)
+    socks = _open(address, 10_500)
+    try:
+        during = _rss_kib(daemon.proc.pid)
+        closed, last = _closed_by_server(socks, HEAD_TIMEOUT + 20)
+    finally:
+        for sock in socks:
+            sock.close()
+    answers = _api_answers(daemon, 50)
+    after = _rss_kib(daemon.proc.pid)
+    print(f"\n10,500 idle connections: {closed} closed by the daemon, the last after "
+          f"{last:.1f} s; then the API answered {answers.count(200)} of 50; RSS "
+          f"{before // 1024} MiB before, {during // 1024} during, {after // 1024} after")
+    assert closed == 10_500
+    assert answers == [200] * 50
+
+
+def test_header_drips_and_late_bodies_are_closed(daemon: Daemon) -> None:
+    address = _address(daemon)
+    host = f"{address[0]}:{address[1]}"
+    drips = _open(address, 3_000)
+    bodies = _open(address, 20)
+    try:
+        for sock in drips:
+            sock.send(f"GET /api/v1/targets HTTP/1.1\r\nHost: {host}\r\n".encode())
+        for sock in bodies:  # a whole head, and a body that comes a byte a second
+            sock.send(f"GET /api/v1/targets HTTP/1.1\r\nHost: {host}\r\n"
+                      "Content-Length: 100000\r\n\r\n".encode())
+        closed, last = _closed_by_server(drips + bodies, HEAD_TIMEOUT + 20, drip=b"X-A: b\r\n")
+    finally:
+        for sock in drips + bodies:
+            sock.close()
+    answers = _api_answers(daemon, 50)
+    print(f"\n3,000 header drips and 20 late bodies: {closed} closed by the daemon, the last "
+          f"after {last:.1f} s; then the API answered {answers.count(200)} of 50")
+    assert closed == 3_020
+    assert answers == [200] * 50
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """One whole answer (head and a Content-Length body) read from a blocking socket."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return data
+
+
+def test_a_kept_alive_connection_serves_requests_then_closes_when_idle(daemon: Daemon) -> None:
+    sock = socket.create_connection(_address(daemon), timeout=10)
+    with sock:
+        for _ in range(3):
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert _answer(sock).startswith(b"HTTP/1.1 200 ")
+        started = time.monotonic()
+        assert sock.recv(65536) == b""  # closed by the daemon after its keep-alive
+        assert time.monotonic() - started < 10
