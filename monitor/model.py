@@ -85,6 +85,11 @@ RULES: dict[str, Severity] = {
     "hreflang-no-self": "warning",
     "hreflang-conflict": "warning",
     "hreflang-not-reciprocal": "warning",
+    # Extensions and hreflang as Google documents them: fields out of Google's bounds, an
+    # alternate whose href is not a full URL (ignored by search engines).
+    "news-field-invalid": "error",
+    "video-field-invalid": "error",
+    "hreflang-relative": "warning",
 }
 # The rules that make an entry invalid: its loc is unusable to a crawler . Any
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
@@ -128,7 +133,9 @@ OTHER_CHANGE_KINDS = ("health", "robots")
 # judge the same entry differently, so that no stored verdict is reused (monitor.read.reread).
 # 2: only an unusable loc invalidates an entry; an empty optional element is an absent one.
 # 3: extension data is judged too (news, video, image, hreflang rules).
-RULES_VERSION = 3
+# 4: scripts in hreflang codes, relative hrefs, news and video field bounds, one URL per page
+#    (a #fragment, the case of a percent-escape), bare dates judged against UTC+14.
+RULES_VERSION = 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,6 +91,38 @@ CASES: dict[str, tuple[str, str]] = {
                          link("de", "https://example.com/de") + SELF),
     "hreflang-conflict": (SELF + link("EN", "https://example.com/other"),
                           SELF + link("en-us", "https://example.com/other")),
+    # ISO 15924 scripts, as Google's hreflang documentation allows them
+    "hreflang-invalid-code (a script that is none)": (
+        SELF + link("zh-Hanx", "https://example.com/zh"),
+        SELF + link("zh-Hans", "https://example.com/zh")),
+    "hreflang-invalid-code (script and region)": (
+        SELF + link("zh-TW-Hant", "https://example.com/zh"),
+        SELF + link("zh-Hant-TW", "https://example.com/zh")),
+    "hreflang-invalid-code (a UN M.49 region)": (
+        SELF + link("es-419", "https://example.com/es"),
+        SELF + link("es-MX", "https://example.com/es")),
+    "hreflang-relative": (link("en", "/page") + link("de", "https://example.com/de"),
+                          SELF + link("de", "HTTPS://example.com/de")),
+    "hreflang-relative (protocol-relative)": (SELF + link("de", "//example.com/de"),
+                                              SELF + link("de", "http://example.com/de")),
+    "news-field-invalid": (news() + news(), news()),
+    "news-field-invalid (language)": (news(language="<news:language>english</news:language>"),
+                                      news(language="<news:language>eng</news:language>")),
+    "news-field-invalid (a region)": (news(language="<news:language>en-US</news:language>"),
+                                      news(language="<news:language>zh-TW</news:language>")),
+    "video-field-invalid": (video(where=f"<video:content_loc>{LOC}</video:content_loc>"),
+                            video(where=f"<video:content_loc>{LOC}.mp4</video:content_loc>")),
+    "video-field-invalid (player_loc)": (
+        video(where=f"<video:player_loc>{LOC}</video:player_loc>"),
+        video(where=f"<video:player_loc>{LOC}/player</video:player_loc>")),
+    "video-field-invalid (duration)": (video(extra="<video:duration>28801</video:duration>"),
+                                       video(extra="<video:duration>28800</video:duration>")),
+    "video-field-invalid (no duration)": (video(extra="<video:duration>0</video:duration>"),
+                                          video(extra="<video:duration>1</video:duration>")),
+    "video-field-invalid (rating)": (video(extra="<video:rating>5.1</video:rating>"),
+                                     video(extra="<video:rating>5.0</video:rating>")),
+    "video-field-invalid (tags)": (video(extra="<video:tag>t</video:tag>" * 33),
+                                   video(extra="<video:tag>t</video:tag>" * 32)),
 }
 
 
@@ -130,7 +162,8 @@ def test_each_rule_hits_and_misses(case: str) -> None:
 
 def test_severities_and_validity() -> None:
     errors = {"news-missing-field", "news-too-many", "video-missing-field",
-              "video-description-too-long", "image-too-many"}
+              "video-description-too-long", "image-too-many", "news-field-invalid",
+              "video-field-invalid"}
     for rule in [*extensions.ENTRY_RULES, "news-too-many", "hreflang-not-reciprocal"]:
         assert RULES[rule] == ("error" if rule in errors else "warning")
         assert rule not in UNUSABLE_LOC
@@ -146,6 +179,24 @@ def test_messages_name_what_is_wrong() -> None:
         "video lacks content_loc or player_loc, thumbnail_loc")
     assert messages["extension-deprecated"].endswith("image:license")
     assert "'en-UK'" in messages["hreflang-invalid-code"]
+
+
+def test_messages_of_the_field_bounds_say_which_field() -> None:
+    elements = (video(where=f"<video:content_loc>{LOC}</video:content_loc>",
+                      extra="<video:rating>9</video:rating>")
+                + news(language="<news:language>english</news:language>") + news()
+                + link("en", "/page"))
+    body = f"{HEAD}<url><loc>{LOC}</loc>{elements}</url></urlset>"
+    parsed = parse.parse_document(body.encode(), SITEMAP)
+    messages = {i.rule: i.message for i in
+                validate.validate_document(parsed.entries, SITEMAP, now=NOW).issues}
+    assert messages["video-field-invalid"] == (
+        "video content_loc is the page itself; rating '9' is not 0.0 to 5.0")
+    assert messages["news-field-invalid"] == (
+        "2 news:news elements; a URL has one; news:language 'english' is not an ISO 639 code"
+        " (nor zh-cn, zh-tw)")
+    assert messages["hreflang-relative"] == (
+        "alternate href '/page' is not a full URL (search engines ignore it)")
 
 
 def test_alternates_with_escapes_are_read_as_urls() -> None:
@@ -263,9 +314,10 @@ def test_a_reread_document_judges_its_news_at_the_new_check() -> None:
 
 
 # The parser's links of a batch (monitor.model.Links) against the JSON text they stand for.
-_HREFS = [LOC, A, B, "", None, "https://example.com/?a=1&amp;b=\u00e9",
+_HREFS = [LOC, A, B, "", None, "https://example.com/?a=1&amp;b=\u00e9", "/de", "HTTP://example.com/",
           "https://example.com/&quot;q&quot;\\", " https://example.com/b "]
-_CODES = ["en", "de", "EN", "en-GB", "en-UK", "x-default", "", None, " fr "]
+_CODES = ["en", "de", "EN", "en-GB", "en-UK", "x-default", "", None, " fr ", "zh-Hant-TW",
+          "zh-hans", "es-419"]
 _alternates = st.lists(st.tuples(st.sampled_from(_CODES), st.sampled_from(_HREFS)), max_size=4)
 _url = st.tuples(st.sampled_from([LOC, A, B, C, "https://example.com/\u00e9"]), _alternates,
                  st.booleans(), st.sampled_from(["usual", "usual", "usual", "news", "late link"]))

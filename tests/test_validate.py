@@ -14,6 +14,7 @@ from monitor.read.validate import (
     CleanDocument,
     ValidatedDocument,
     _lastmod_rule,
+    _latest_day,
     validate_document,
 )
 
@@ -62,6 +63,11 @@ CASES: list[tuple[str, Entry, str | None]] = [
     ("escaped-non-ascii", Entry(IN + "/caf%C3%A9"), None),
     ("every-allowed-character", Entry(IN + "/-._~:/?#[]@!$&'()*+,;=%20"), None),
     ("relative-and-raw", Entry("/a b"), "loc-not-absolute loc-not-encoded"),
+    ("lone-percent", Entry(IN + "/100%"), "loc-not-encoded"),
+    ("percent-not-hex", Entry(IN + "/a%zz"), "loc-not-encoded"),
+    ("percent-one-hex", Entry(IN + "/a%2"), "loc-not-encoded"),
+    ("percent-one-hex-then-more", Entry(IN + "/a%2g?x=1"), "loc-not-encoded"),
+    ("lower-case-escape", Entry(IN + "/caf%c3%a9"), None),
     # lastmod
     ("year", Entry(IN, "2024"), None),
     ("year-month", Entry(IN, "2024-06"), None),
@@ -88,7 +94,9 @@ CASES: list[tuple[str, Entry, str | None]] = [
     ("words", Entry(IN, "yesterday"), "lastmod-invalid"),
     # lastmod in the future (NOW is 2024-06-15T12:00:00Z)
     ("today", Entry(IN, "2024-06-15"), None),
-    ("tomorrow", Entry(IN, "2024-06-16"), "lastmod-future"),
+    # a bare date is future once it is later than today at UTC+14 (2024-06-16 02:00 there)
+    ("tomorrow-in-utc", Entry(IN, "2024-06-16"), None),
+    ("the-day-after", Entry(IN, "2024-06-17"), "lastmod-future"),
     ("this-month", Entry(IN, "2024-06"), None),
     ("next-month", Entry(IN, "2024-07"), "lastmod-future"),
     ("this-year", Entry(IN, "2024"), None),
@@ -241,19 +249,52 @@ def test_insertion_order_is_kept() -> None:
         ("http://example.com:80/s.xml", "http://example.com/x", None),
         ("https://example.com/a/b/s.xml", "https://example.com/a/x", "loc-out-of-scope"),
         ("/tmp/sitemap.xml", "/relative", "loc-not-absolute"),
+        # one host, in its IDNA form or as written (a raw non-ASCII host is not encoded)
+        ("https://xn--bcher-kva.example/s.xml", "https://b\u00fccher.example/x", "loc-not-encoded"),
+        ("https://b\u00fccher.example/s.xml", "https://xn--bcher-kva.example/x", None),
+        ("https://B\u00dcCHER.example/s.xml", "https://xn--bcher-kva.example/x", None),
+        ("https://b\u00fccher.example/s.xml", "https://bucher.example/x", "loc-out-of-scope"),
     ],
 )
 def test_scope_follows_the_document(document: str, loc: str, expected: str | None) -> None:
     assert rules_of(Entry(loc), document=document) == expected
 
 
-def test_future_uses_the_utc_date_of_now() -> None:
+def test_a_bare_date_is_future_only_once_later_than_today_at_utc_plus_14() -> None:
     late_evening_west = datetime(2024, 6, 15, 23, 30, tzinfo=timezone(timedelta(hours=-5)))
-    # In UTC that is already the 16th, so the 16th is not in the future.
+    # At UTC+14 that is already the 16th, so the 16th is not in the future.
     result = validate_document([Entry(IN, "2024-06-16")], DOC, now=late_evening_west)
     assert result.rules == {}
     result = validate_document([Entry(IN, "2024-06-17")], DOC, now=late_evening_west)
     assert result.rules == {IN: "lastmod-future"}
+    # The 16th begins at UTC+14 at 10:00 UTC on the 15th: from then on it is today somewhere.
+    for now, rule in ((datetime(2024, 6, 15, 9, 59, 59, tzinfo=UTC), "lastmod-future"),
+                      (datetime(2024, 6, 15, 10, 0, tzinfo=UTC), None)):
+        for document in (validate_document([Entry(IN, "2024-06-16")], DOC, now=now),
+                         validate_document([Entry(IN, "2024-06-16T00:00+14:00")], DOC, now=now)):
+            assert document.rules.get(IN) == rule
+        clean = CleanDocument(DOC, now=now)
+        assert clean.add([Entry(IN, "2024-06-16")]) == (rule is None)
+
+
+def test_two_locs_of_one_page_are_duplicates() -> None:
+    """A #fragment never reaches the server, and %c3 is the byte %C3: one page each."""
+    a, cafe = IN + "/a", IN + "/caf%C3%A9"
+    result = check(Entry(a), Entry(a + "#top"), Entry(cafe), Entry(IN + "/caf%c3%a9"),
+                   Entry(IN + "/b#x"), Entry(IN + "/b"), Entry(IN + "/b#y"), Entry(IN + "/c"))
+    assert list(result.entries) == [a, cafe, IN + "/b#x", IN + "/c"]
+    assert [i.loc for i in result.issues if i.rule == "loc-duplicate"] == [
+        a + "#top", IN + "/caf%c3%a9", IN + "/b", IN + "/b#y"]
+    assert result.duplicates == 4
+    clean = CleanDocument(DOC, now=NOW)
+    assert clean.add([Entry(a), Entry(a + "#top")])
+    assert not clean.locs_ok()
+    clean = CleanDocument(DOC, now=NOW)
+    assert clean.add([Entry(a + "#top"), Entry(cafe), Entry(IN + "/caf%C3%A9x")])
+    assert clean.locs_ok()
+    seen: set[str] = set()
+    check(Entry(a + "#top"), seen=seen)
+    assert check(Entry(a), seen=seen).duplicates == 1
 
 
 def test_naive_now_is_refused() -> None:
@@ -358,7 +399,7 @@ def _lastmods(draw: st.DrawFn, now: datetime) -> str:
 
 
 def _expected(values: list[str], now: datetime) -> dict[str, str]:
-    today = now.astimezone(UTC).date()
+    today = _latest_day(now)
     expected = {}
     for i, value in enumerate(values):
         rule = _lastmod_rule(value, now, today)
@@ -420,7 +461,9 @@ def _entries(draw: st.DrawFn, now: datetime) -> list[Entry]:
     entries = []
     for i in range(draw(st.integers(0, 12))):
         loc = _mostly(draw, st.just(f"{IN}/{i}"), "https://other.test/x", f"{IN}/{'x' * 2048}",
-                      f"{IN}/0")  # out of scope, too long, the first loc again
+                      f"{IN}/0",  # out of scope, too long, the first loc again
+                      f"{IN}/0#top", f"{IN}/{i}#top",  # the first page again, or not
+                      f"{IN}/e%c3%a9", f"{IN}/e%C3%A9", f"{IN}/{i}%", f"{IN}/{i}%zz")
         lastmod = _mostly(
             draw, st.none() | st.sampled_from(
                 ["2001-02-03", "2001-02-03T04:05Z", "2001-02-03T04:05:06.7+01:00"]),

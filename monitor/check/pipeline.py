@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from sqlalchemy import Connection, Engine
 
@@ -614,8 +614,15 @@ class _Check:
         if relative is not None:
             self._issue_obj(relative)
             return False
-        child, index = urlsplit(url), urlsplit(parent)
-        if child.hostname == index.hostname or self.settings.allow_cross_host_children:
+        where = validate.child_scope(url, parent)
+        if where is None or self._kind(parent) == "robots":
+            return True  # a robots.txt may name sitemaps on any host (a CDN, say)
+        if where == "directory":
+            # Read all the same: a sitemap's own directory is what bounds its URLs.
+            self._issue("index-child-out-of-scope", f"{url} is outside the directory of its "
+                        "index; read as a sitemap of its own directory", parent, loc=url)
+            return True
+        if self.settings.allow_cross_host_children:
             return True
         self._issue("index-child-out-of-scope",
                     f"{url} is on another host than its index; not fetched", parent)

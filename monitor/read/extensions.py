@@ -25,19 +25,28 @@ from operator import eq, itemgetter, methodcaller, mul, ne, sub
 from typing import Any, cast
 
 from monitor.codec import entryset
+from monitor.iso639 import THREE_LETTER
 from monitor.model import Links
-from monitor.read.langcodes import LANGUAGES, REGIONS
+from monitor.read.langcodes import LANGUAGES, REGIONS, SCRIPTS
 
 __all__ = ["ENTRY_RULES", "MASK", "Alternates", "Checker", "balance", "balance_of", "batch_ok",
            "edges", "edges_of", "hrefs", "links_balance", "message", "news_count", "pair_keys"]
 
-ENTRY_RULES = ("news-too-old", "news-missing-field", "video-missing-field",
-               "video-description-too-long", "image-too-many", "extension-deprecated",
-               "hreflang-invalid-code", "hreflang-incomplete", "hreflang-no-self",
-               "hreflang-conflict")
+ENTRY_RULES = ("news-too-old", "news-missing-field", "news-field-invalid", "video-missing-field",
+               "video-description-too-long", "video-field-invalid", "image-too-many",
+               "extension-deprecated", "hreflang-invalid-code", "hreflang-relative",
+               "hreflang-incomplete", "hreflang-no-self", "hreflang-conflict")
 MAX_IMAGES = 1000  # per URL (Google's image sitemaps)
 MAX_NEWS = 1000  # news:news tags per document (Google's news sitemaps)
 MAX_DESCRIPTION = 2048  # characters of a video:description
+# Google's video sitemap reference: duration 1 to 28,800 seconds (8 hours), rating 0.0 to 5.0,
+# at most 32 tags.
+VIDEO_DURATION = (1, 28_800)
+VIDEO_RATING = (0.0, 5.0)
+MAX_VIDEO_TAGS = 32
+# Google's news sitemap reference: an ISO 639 code of two or three letters, but for Chinese,
+# which it wants as zh-cn (simplified) or zh-tw (traditional).
+_NEWS_CHINESE = frozenset({"zh-cn", "zh-tw"})
 NEWS_AGE = timedelta(days=2)
 
 # Tags Google retired in 2022. Image and video: "Spring cleaning: some sitemap extension tags are
@@ -66,15 +75,35 @@ _ALTERNATES = re.compile(r'\{"alternates":\[(' + _ITEM + "(?:," + _ITEM + r")*)\
 _ALTERNATE = re.compile(r'\{"href":' + _STRING + ',"hreflang":' + _STRING + r"\}")
 _json_string = json.encoder.encode_basestring_ascii  # how the parser wrote each string
 MASK = (1 << 64) - 1  # balances are sums mod 2^64 (``balance``)
+# An alternate's href must be a full URL (Google ignores any other); the spelling nearly every
+# sitemap uses, for a test in C, and any case of the scheme for the rest.
+_ABSOLUTE = ("https://", "http://")
 
 
 def _code_ok(code: str) -> bool:
-    """An ISO 639-1 language with an optional ISO 3166-1 alpha-2 region, or x-default."""
+    """An ISO 639-1 language with an optional ISO 15924 script and an optional ISO 3166-1
+    alpha-2 region (``zh-Hant-TW``), or x-default."""
     code = code.lower()
     if code == "x-default":
         return True
-    language, dash, region = code.partition("-")
-    return language in LANGUAGES and (not dash or region in REGIONS)
+    language, *rest = code.split("-")
+    if rest and len(rest[0]) == 4:
+        if rest[0] not in SCRIPTS:
+            return False
+        rest = rest[1:]
+    return language in LANGUAGES and (not rest or (len(rest) == 1 and rest[0] in REGIONS))
+
+
+def _absolute(href: str) -> bool:
+    """Whether an alternate's href is a full http(s) URL (a relative one is ignored)."""
+    return href.startswith(_ABSOLUTE) or href[:8].lower().startswith(_ABSOLUTE)
+
+
+def news_language_ok(value: str) -> bool:
+    """Whether a ``news:language`` is an ISO 639 code of two or three letters, or zh-cn or
+    zh-tw (Google's news sitemap reference)."""
+    value = value.lower()
+    return value in LANGUAGES or value in THREE_LETTER or value in _NEWS_CHINESE
 
 
 def _unescape(text: str) -> str:
@@ -116,7 +145,7 @@ class Checker:
             if rest == "}":
                 return _ordered(found)
         if len(rest) > MAX_IMAGES * 3 or any(key in rest for key in _LOOK):
-            self._others(json.loads(ext), found)
+            self._others(loc, json.loads(ext), found)
         return _ordered(found)
 
     def _decoded(self, loc: str, ext: str) -> list[str] | None:
@@ -127,25 +156,33 @@ class Checker:
                                       "hreflang": str(item.get("hreflang", ""))})
                         for item in items if isinstance(item, dict))
         self._alternates(loc, text, found)
-        self._others(data, found)
+        self._others(loc, data, found)
         return _ordered(found)
 
     def _alternates(self, loc: str, text: str, found: set[str]) -> None:
         pairs = _ALTERNATE.findall(text)
         by_code: dict[str, str] = {}
+        relative = False
         for href, code in pairs:
             if not href or not code:
                 found.add("hreflang-incomplete")
+                continue
+            if not _absolute(href):
+                relative = True
                 continue
             if not self.code_ok(code):
                 found.add("hreflang-invalid-code")
             key = code.lower()
             if by_code.setdefault(key, href) != href:
                 found.add("hreflang-conflict")
-        if pairs and '{"href":' + _json_string(loc) + "," not in text:
+        if relative:
+            # Ignored, as Google ignores it: it may well have meant this URL itself, so its
+            # absence among the rest is not called hreflang-no-self.
+            found.add("hreflang-relative")
+        elif pairs and '{"href":' + _json_string(loc) + "," not in text:
             found.add("hreflang-no-self")
 
-    def _others(self, data: dict[str, Any], found: set[str]) -> None:
+    def _others(self, loc: str, data: dict[str, Any], found: set[str]) -> None:
         images = data.get("image") or []
         if len(images) > MAX_IMAGES:
             found.add("image-too-many")
@@ -156,7 +193,12 @@ class Checker:
                 found.add("video-missing-field")
             if len(_text(video, "description")) > MAX_DESCRIPTION:
                 found.add("video-description-too-long")
-        for news in data.get("news") or []:
+            if _video_invalid(loc, video):
+                found.add("video-field-invalid")
+        items = data.get("news") or []
+        if _news_invalid(items):
+            found.add("news-field-invalid")
+        for news in items:
             published = _moment(_text(news, "publication_date"))
             if _news_missing(news) or published is None:
                 found.add("news-missing-field")
@@ -186,7 +228,8 @@ def batch_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str | None],
     if '"alternates":' not in joined:  # images alone, each well under a thousand
         return True
     if (joined.count('{"alternates":[') != len(texts)  # the key is the first one
-            or "\\" in joined):  # a JSON escape: the splits below would misread it
+            or "\\" in joined  # a JSON escape: the splits below would misread it
+            or _full_urls(joined) != joined.count('{"href":"')):  # a relative href
         return _each_ok(checker, locs, texts)
     # Split at each hreflang value: each piece starts with a value (the first excepted), and
     # holds the \x00 of each entry it ends.
@@ -203,6 +246,12 @@ def batch_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str | None],
     return all(map(str.__contains__, texts, selves)) or _each_ok(checker, locs, texts)
 
 
+def _full_urls(joined: str) -> int:
+    """How many alternates of extensions joined have an href spelled ``https://`` or
+    ``http://`` (any other spelling is judged entry by entry)."""
+    return joined.count('{"href":"https://') + joined.count('{"href":"http://')
+
+
 _BEFORE_QUOTE = methodcaller("partition", '"')
 _ENDS = methodcaller("count", "\x00")
 
@@ -210,13 +259,14 @@ _ENDS = methodcaller("count", "\x00")
 def _links_ok(checker: Checker, locs: Sequence[str], links: Links) -> bool:
     """``batch_ok``'s usual batch, from the parser's alternates: its entries have the usual
     shape (``Links``), in which only the hreflang rules can apply (a lone image has no field a
-    rule is about), and these apply to none when every alternate has a URL and a valid code,
+    rule is about), and these apply to none when every alternate has a full URL and a valid code,
     no entry names a code twice (where a conflict could be) and each names itself. False:
     not known to be so."""
     owners, hrefs, codes = links.owners, links.hrefs, links.codes
     if not owners:
         return True
     if ("" in hrefs or "" in codes
+            or not all(map(str.startswith, hrefs, repeat(_ABSOLUTE)))
             or len(set(zip(owners, map(str.lower, codes), strict=True))) != len(codes)
             or not all(map(checker.code_ok, set(codes)))):
         return False
@@ -251,6 +301,43 @@ def _video_missing(video: Any) -> list[str]:
     if not _text(video, "content_loc") and not _text(video, "player_loc"):
         missing.append("content_loc or player_loc")
     return missing
+
+
+def _video_invalid(loc: str, video: Any) -> list[str]:
+    """What is wrong with a video's fields, as Google's video sitemap reference bounds them
+    (an absent field is fine here: ``video-missing-field`` is about those)."""
+    wrong = [f"{name} is the page itself" for name in ("content_loc", "player_loc")
+             if _text(video, name) == loc]
+    duration = _text(video, "duration")
+    low, high = VIDEO_DURATION
+    if duration and not (duration.isdigit() and low <= int(duration) <= high):
+        wrong.append(f"duration {duration!r} is not {low} to {high:,} seconds")
+    rating = _text(video, "rating")
+    if rating and not _number_within(rating, *VIDEO_RATING):
+        wrong.append(f"rating {rating!r} is not {VIDEO_RATING[0]} to {VIDEO_RATING[1]}")
+    tags = video.get("tag") if isinstance(video, dict) else None
+    if isinstance(tags, list) and len(tags) > MAX_VIDEO_TAGS:
+        wrong.append(f"{len(tags)} tags; the limit is {MAX_VIDEO_TAGS}")
+    return wrong
+
+
+def _number_within(text: str, low: float, high: float) -> bool:
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return low <= value <= high  # NaN is never within
+
+
+def _news_invalid(items: list[Any]) -> list[str]:
+    """What is wrong with a URL's news:news elements beyond a missing field: more than one
+    (Google reads one a URL), a language that is no ISO 639 code."""
+    wrong = [f"{len(items)} news:news elements; a URL has one"] if len(items) > 1 else []
+    for news in items:
+        language = _text(news, "publication", "language")
+        if language and not news_language_ok(language):
+            wrong.append(f"news:language {language!r} is not an ISO 639 code (nor zh-cn, zh-tw)")
+    return wrong
 
 
 def _news_missing(news: Any) -> list[str]:
@@ -304,15 +391,27 @@ def message(rule: str, loc: str, ext: str | None) -> str:
         return "video lacks " + ", ".join(missing or ["a required field"])
     if rule == "video-description-too-long":
         return f"video:description over {MAX_DESCRIPTION} characters"
+    if rule == "video-field-invalid":
+        wrong = [w for video in data.get("video") or [] for w in _video_invalid(loc, video)]
+        return "video " + "; ".join(dict.fromkeys(wrong or ["has a field out of bounds"]))
+    if rule == "news-field-invalid":
+        wrong = _news_invalid(data.get("news") or [])
+        return "; ".join(wrong or ["news is not as Google reads it"])
     if rule == "image-too-many":
         return f"{len(data.get('image') or [])} images; the limit is {MAX_IMAGES} a URL"
     if rule == "extension-deprecated":
         return ("tags Google retired in 2022 (ignored since): "
                 + ", ".join(_deprecated(data) or ["?"]))
     if rule == "hreflang-invalid-code":
-        bad = sorted({code for _, code in _pairs(data) if code and not _code_ok(code)})
+        bad = sorted({code for href, code in _pairs(data)
+                      if code and href and _absolute(href) and not _code_ok(code)})
         return ("hreflang " + ", ".join(map(repr, bad)) + " is not an ISO 639-1 language with"
-                " an optional ISO 3166-1 alpha-2 region, nor x-default")
+                " an optional ISO 15924 script and ISO 3166-1 alpha-2 region, nor x-default")
+    if rule == "hreflang-relative":
+        bad = sorted({href for href, code in _pairs(data) if href and code
+                      and not _absolute(href)})
+        return ("alternate href " + ", ".join(map(repr, bad)) + " is not a full URL"
+                " (search engines ignore it)")
     if rule == "hreflang-incomplete":
         return "an alternate without href or hreflang (search engines drop it)"
     if rule == "hreflang-no-self":

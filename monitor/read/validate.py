@@ -27,7 +27,8 @@ from monitor.model import MAX_LOC_LENGTH, UNUSABLE_LOC, Entry, EntryState, Issue
 from monitor.read import extensions as extension_rules
 
 __all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ExtensionSink", "ValidatedDocument",
-           "child_issue", "issue", "lastmod_valid", "validate_document"]
+           "child_issue", "child_scope", "issue", "lastmod_valid", "page", "same_host",
+           "validate_document"]
 
 CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
 
@@ -64,6 +65,14 @@ _PRIORITY_SPELLINGS = {value: value for value in _PRIORITIES}
 # character) is loc-not-encoded. bytes.translate deletes these in C: what is left is not allowed.
 _URL_BYTES = (b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
               b"-._~:/?#[]@!$&'()*+,;=%")
+# A "%" that does not start an escape (RFC 3986: "%" and two hex digits) is loc-not-encoded too.
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# An escape spelled with a lower-case hex digit: the same byte as its upper-case spelling
+# (RFC 3986 6.2.2.1), so the same page.
+_LOWER_ESCAPE = re.compile(r"%(?:[a-f][0-9A-Fa-f]|[0-9A-F][a-f])")
+# The first place on Earth where a day begins is UTC+14 (Kiribati): a bare date is in the
+# future only once it is later than the date there.
+_EASTMOST = timedelta(hours=14)
 _CACHE_MAX = 100_000  # distinct lastmod values remembered per document
 _SHARED_MAX = 10_000  # distinct values of a field a CleanDocument keeps as one string each
 
@@ -110,14 +119,65 @@ class _Scope:
         scheme = parts.scheme.lower()
         if scheme not in _DEFAULT_PORTS or not parts.hostname:
             return  # a local file (``validate FILE``): no scope to check
-        self.origin = (scheme, parts.hostname, port or _DEFAULT_PORTS[scheme])
+        self.origin = (scheme, _ascii_host(parts.hostname), port or _DEFAULT_PORTS[scheme])
         self.directory = parts.path[: parts.path.rfind("/") + 1] or "/"
         self.prefix = f"{parts.scheme}://{parts.netloc}{self.directory}"
 
 
 def _encoded(text: str) -> bool:
-    """Whether ``text`` holds only characters a URL may hold unescaped (RFC 3986)."""
-    return text.isascii() and not text.encode("ascii").translate(None, _URL_BYTES)
+    """Whether ``text`` holds only characters a URL may hold unescaped (RFC 3986), each "%"
+    the start of an escape."""
+    return (text.isascii() and not text.encode("ascii").translate(None, _URL_BYTES)
+            and ("%" not in text or _BAD_ESCAPE.search(text) is None))
+
+
+def _ascii_host(host: str) -> str:
+    """A host name as DNS holds it: an internationalized one in its IDNA (punycode) form, so
+    that ``bücher.example`` and ``xn--bcher-kva.example`` are one host."""
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host  # not a valid IDN: compared as written
+
+
+def same_host(first: str | None, second: str | None) -> bool:
+    """Whether two host names (``urlsplit(...).hostname``) are one host, compared as DNS
+    names (IDNA)."""
+    if first is None or second is None:
+        return first == second
+    return first == second or _ascii_host(first) == _ascii_host(second)
+
+
+def page(loc: str) -> str:
+    """The page a loc names: without its ``#fragment`` (which never reaches the server) and
+    with its percent-escapes in upper case. Two locs of one page are ``loc-duplicate``."""
+    cut = loc.find("#")
+    if cut >= 0:
+        loc = loc[:cut]
+    if "%" in loc:
+        loc = _LOWER_ESCAPE.sub(_upper, loc)
+    return loc
+
+
+def _upper(match: re.Match[str]) -> str:
+    return match.group().upper()
+
+
+def _other_page(loc: str) -> str | None:
+    """``page(loc)`` when it is not ``loc`` itself (the usual loc: None, two scans in C)."""
+    if "#" in loc or ("%" in loc and _LOWER_ESCAPE.search(loc) is not None):
+        return page(loc)
+    return None
+
+
+def _latest_day(now: datetime) -> date:
+    """The date at ``now`` where it is latest on Earth (UTC+14)."""
+    try:
+        return (now.astimezone(UTC) + _EASTMOST).date()
+    except OverflowError:
+        return date.max
 
 
 def child_issue(child: str, index_url: str) -> Issue | None:
@@ -131,6 +191,20 @@ def child_issue(child: str, index_url: str) -> Issue | None:
         pass
     return Issue("loc-not-absolute", f"sitemap {child} of an index is not an absolute http(s) "
                  "URL; not read", loc=child, document=index_url)
+
+
+def child_scope(child: str, index_url: str) -> str | None:
+    """Why an index's child (an absolute URL: ``child_issue``) is out of the index's scope:
+    ``"host"`` (another host, compared as DNS names), ``"directory"`` (on its host, but not at
+    or below the index's directory), or None."""
+    try:
+        child_parts, index_parts = urlsplit(child), urlsplit(index_url)
+    except ValueError:
+        return "host"
+    if not same_host(child_parts.hostname, index_parts.hostname):
+        return "host"
+    directory = index_parts.path[: index_parts.path.rfind("/") + 1] or "/"
+    return None if (child_parts.path or "/").startswith(directory) else "directory"
 
 
 def _loc_rules(loc: str, scope: _Scope) -> list[str]:
@@ -147,7 +221,7 @@ def _loc_rules(loc: str, scope: _Scope) -> list[str]:
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
         return [*rules, "loc-not-absolute"]
     if scope.origin is not None and (
-        (scheme, parts.hostname, port or _DEFAULT_PORTS[scheme]) != scope.origin
+        (scheme, _ascii_host(parts.hostname), port or _DEFAULT_PORTS[scheme]) != scope.origin
         or not (parts.path or "/").startswith(scope.directory)
     ):
         rules.append("loc-out-of-scope")
@@ -155,7 +229,8 @@ def _loc_rules(loc: str, scope: _Scope) -> list[str]:
 
 
 def _lastmod_rule(value: str, now: datetime, today: date) -> str | None:
-    """``lastmod-invalid``, ``lastmod-future`` or None."""
+    """``lastmod-invalid``, ``lastmod-future`` or None; ``today``: the latest date on Earth at
+    ``now`` (``_latest_day``), which a bare date, a month or a year must pass to be future."""
     size = len(value)
     try:
         if size == 10:
@@ -185,7 +260,7 @@ def _lastmod_rule(value: str, now: datetime, today: date) -> str | None:
 def lastmod_valid(value: str) -> bool:
     """Whether a lastmod is a W3C Datetime (``lastmod-invalid`` is not raised for it)."""
     now = datetime.now(UTC)
-    return _lastmod_rule(value, now, now.date()) != "lastmod-invalid"
+    return _lastmod_rule(value, now, _latest_day(now)) != "lastmod-invalid"
 
 
 def _past_cutoff(today: date) -> str:
@@ -200,6 +275,7 @@ def _past_cutoff(today: date) -> str:
 
 
 def _past_day(day: str, cutoff: str, now: datetime, today: date) -> bool:
+    # ``today``: as _lastmod_rule takes it; ``cutoff``: from the date in UTC (_past_cutoff)
     """``day`` (10 characters) is a valid YYYY-MM-DD no later than ``cutoff``."""
     # Valid dates are ASCII digits in fixed places, so they compare as strings.
     return _lastmod_rule(day, now, today) is None and day <= cutoff
@@ -216,7 +292,8 @@ _MESSAGES = {
         "loc is on another scheme, host or port than the sitemap, or above its directory"
     ),
     "loc-duplicate": "loc is listed more than once in this target",
-    "loc-not-encoded": "loc holds characters a URL must escape (a space, a quote, non-ASCII)",
+    "loc-not-encoded": ("loc holds characters a URL must escape (a space, a quote, non-ASCII, "
+                        "a % not followed by two hex digits)"),
 }
 
 
@@ -256,16 +333,19 @@ def validate_document(
     needs: monitor.read.reread makes the few issues it keeps itself)."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
-    today = now.astimezone(UTC).date()
+    today = _latest_day(now)
     scope = _Scope(document_url)
     prefix = scope.prefix
     states: dict[str, EntryState] = {}
     known: set[str] | dict[str, EntryState] = states if seen is None else seen
+    # The pages of the locs listed so far that are not their own page (a #fragment, a
+    # lower-case escape): a loc of one of them is a duplicate too.
+    pages: set[str] = set() if seen is None else seen
     rules_by_loc: dict[str, str] = {}
     issues: list[Issue] = []
     invalid = duplicates = 0
     lastmod_cache: dict[str, str | None] = {}
-    cutoff = _past_cutoff(today)
+    cutoff = _past_cutoff(now.astimezone(UTC).date())
     past_days: dict[str, bool] = {}  # a lastmod's first 10 characters -> _past_day()
     clock = _CLOCK.fullmatch
     changefreq_spellings, priority_spellings = _CHANGEFREQ_SPELLINGS.get, _PRIORITY_SPELLINGS.get
@@ -273,12 +353,16 @@ def validate_document(
     extension_issues = extension_rules.Checker(now).rules
     for entry in entries:
         loc = entry.loc
-        if loc in known:
+        other = _other_page(loc)
+        if (loc in known or (pages and loc in pages)
+                or (other is not None and (other in known or other in pages))):
             issues.append(issue("loc-duplicate", entry, document_url))
             duplicates += 1
             continue
         if seen is not None:
             seen.add(loc)
+        if other is not None:
+            pages.add(other)
         rules: list[str] | None = None
         valid = True
         if prefix is None or len(loc) >= MAX_LOC_LENGTH or not loc.startswith(prefix):
@@ -386,8 +470,8 @@ class CleanDocument:
         if now.tzinfo is None:
             raise ValueError("now must be timezone-aware")
         self._now = now
-        self._today = now.astimezone(UTC).date()
-        self._cutoff = _past_cutoff(self._today)
+        self._today = _latest_day(now)
+        self._cutoff = _past_cutoff(now.astimezone(UTC).date())
         self._prefix = _Scope(document_url).prefix
         self._past_days: set[str] = set()
         self._extensions = extension_rules.Checker(now)
@@ -458,9 +542,18 @@ class CleanDocument:
         return extension_rules.batch_ok(self._extensions, locs, extensions, links)
 
     def locs_ok(self) -> bool:
-        """Whether no loc was added twice and every loc is encoded as a URL must be (the
+        """Whether no page was listed twice and every loc is encoded as a URL must be (the
         usual document: one check of all its locs at once, not one a loc)."""
-        return len(set(self.locs)) == len(self.locs) and _encoded("".join(self.locs))
+        locs = self.locs
+        if len(set(locs)) != len(locs):
+            return False
+        joined = "".join(locs)  # after the set is gone: the two would add to the peak
+        if not _encoded(joined):
+            return False
+        if "#" in joined or _LOWER_ESCAPE.search(joined) is not None:  # rare: by their pages
+            del joined
+            return len(set(map(page, locs))) == len(locs)
+        return True
 
     def take(self) -> tuple[list[str], tuple[list[str | None], ...]]:
         """The column of the locs added and those of their ``FIELDS``; this object no longer
