@@ -25,8 +25,8 @@ from operator import eq, itemgetter, methodcaller, mul, ne, sub
 from typing import Any, cast
 
 from monitor.codec import entryset
-from monitor.iso639 import THREE_LETTER
 from monitor.model import Links
+from monitor.read.iso639 import THREE_LETTER
 from monitor.read.langcodes import LANGUAGES, REGIONS, SCRIPTS
 
 __all__ = ["ENTRY_RULES", "MASK", "Alternates", "Checker", "balance", "balance_of", "batch_ok",
