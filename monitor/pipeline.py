@@ -24,7 +24,7 @@ from urllib.parse import urljoin, urlsplit
 
 from sqlalchemy import Connection, Engine
 
-from monitor import changerows, entryset, extensions, parse, robots, validate
+from monitor import changerows, entryset, extensions, parse, robots, robotsread, validate
 from monitor import digest as digesting
 from monitor.addresses import is_private_target
 from monitor.config import Alerts, Target
@@ -315,27 +315,11 @@ class _Check:
     async def _robots_answer(self, url: str, stored: tuple[str | None, str | None, str | None]
                              | None) -> robots.Answer:
         etag, modified = (None, None) if stored is None else stored[1:]
-        try:
-            async with self.fetcher.fetch(url, self.settings, etag=etag, last_modified=modified,
-                                          allow_private=self.allow_private) as response:
-                try:
-                    if response.not_modified:
-                        return robots.Answer(response.status, not_modified=True,
-                                             etag=response.etag or etag,
-                                             last_modified=response.last_modified or modified)
-                    data = bytearray()
-                    async for chunk in response.chunks():
-                        data += chunk
-                        if len(data) >= robots.MAX_BYTES:
-                            break
-                    return robots.Answer(
-                        response.status, bytes(data[:robots.MAX_BYTES]).decode(
-                            "utf-8", "replace").lstrip("\ufeff"),
-                        etag=response.etag, last_modified=response.last_modified)
-                finally:
-                    self.result.fetched_bytes += response.wire_bytes
-        except FetchError as exc:
-            return _robots_failed(exc)
+        answer, wire = await robotsread.read(self.fetcher, url, self.settings, etag=etag,
+                                             last_modified=modified,
+                                             allow_private=self.allow_private)
+        self.result.fetched_bytes += wire
+        return answer
 
     def _time_out(self, limit: float, elapsed: float) -> None:
         """The check's outcome when it ran past ``check_timeout``: failed at its root."""
@@ -378,7 +362,7 @@ class _Check:
             return got
         try:
             if site:
-                got.robots = body.read().decode("utf-8", errors="replace")
+                got.robots = body.read()[:robots.MAX_BYTES].decode("utf-8", errors="replace")
                 self.root_robots = robots.Answer(doc.http_status, got.robots.lstrip("\ufeff"),
                                                  etag=doc.etag,
                                                  last_modified=doc.last_modified)
@@ -494,8 +478,12 @@ class _Check:
         self, url: str, text: str, doc: DocumentResult, depth: int, ancestors: frozenset[str],
     ) -> None:
         limit = self.target.limits.max_children
-        children = parse.parse_robots(text, url, limit=limit + 1)
+        relative: list[str] = []
+        children = parse.parse_robots(text, url, limit=limit + 1, relative=relative)
         doc.outcome, doc.kind = "ok", "robots"
+        for value in relative:
+            self._issue("robots-sitemap-relative", f"{url} has a relative Sitemap: line "
+                        f"{value!r}: search engines require a full URL, it is ignored", url)
         if len(children) > limit:
             self._issue("index-too-many", f"{url} lists more than {limit} sitemaps; "
                         f"the first {limit} are read", url)
@@ -987,11 +975,8 @@ class _Check:
 
 
 def _robots_failed(exc: FetchError) -> robots.Answer:
-    """A robots.txt fetch that raised: a 4xx is no robots.txt (everything allowed, as Google
-    reads it), anything else no answer."""
-    if exc.kind == "http-status" and exc.status is not None and exc.status < 500:
-        return robots.Answer(exc.status)
-    return robots.Answer(exc.status, error=exc.message)
+    """A site target's robots.txt fetch that raised, read as the watch reads one."""
+    return robotsread.failed(exc)
 
 
 async def _answered(answer: robots.Answer) -> robots.Answer:

@@ -23,7 +23,7 @@ from functools import partial
 import structlog
 from sqlalchemy import Engine
 
-from monitor import config, urlcheck
+from monitor import config, robotsread, urlcheck
 from monitor.errors import MonitorError
 from monitor.fetch import Fetcher
 from monitor.metrics import Metrics
@@ -61,8 +61,8 @@ class UrlChecks:
         # one for every target: two targets on one host share its rate (the slower one's
         # turns are the longer ones)
         self._budget = urlcheck.Budget()
-        # robots.txt read once a day per host, not once a round
-        self._robots = urlcheck.RobotsCache()
+        # robots.txt read once a day per host, not once a round, unless a check reads a newer one
+        self._robots = robotsread.RobotsCache()
         self._next: dict[str, float] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.Task[None] | None = None
@@ -101,7 +101,7 @@ class UrlChecks:
                 self._running[name] = task
                 task.add_done_callback(partial(self._done, name))
             self._budget.forget(time.monotonic() - 3600)
-            self._robots.forget(time.monotonic())
+            self._robots.forget(utcnow())
             await asyncio.sleep(TICK)
 
     def _done(self, name: str, _task: asyncio.Task[None]) -> None:
