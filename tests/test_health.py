@@ -173,3 +173,28 @@ def test_a_robots_txt_that_did_not_answer_allows_everything() -> None:
 def test_removal_reasons(verdict: Verdict, reason: str) -> None:
     listed = {"https://example.com/new"}
     assert health.removal_reason(verdict, listed.__contains__) == reason
+
+
+def test_soft_404_reaches_every_list_of_states() -> None:
+    """The new state is known wherever states are listed: metrics' label set, alert rules'
+    ``state:``, the API's (and OpenAPI's) status values, the web pages' broken states."""
+    import json
+
+    from prometheus_client import CollectorRegistry
+
+    from monitor import config, listing, openapi, web
+    from monitor.metrics import Metrics
+
+    registry = CollectorRegistry()
+    Metrics(registry, [], []).set_url_targets(["t"])
+    assert registry.get_sample_value("sitemap_monitor_url_health",
+                                     {"target": "t", "state": "soft-404"}) == 0
+    cfg = config.parse({
+        "targets": [{"name": "t", "url": "https://example.com/sitemap.xml"}],
+        "alerts": {"channels": [{"name": "h", "type": "webhook", "url": "https://h.example/"}],
+                   "rules": [{"name": "soft", "when": "url_health", "state": ["soft-404"],
+                              "channels": ["h"]}]}})
+    assert cfg.alerts.rules[0].state == ["soft-404"]
+    assert "soft-404" in listing.STATUSES
+    assert '"soft-404"' in json.dumps(openapi.document())
+    assert "soft-404" in web._BROKEN
