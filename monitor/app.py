@@ -35,6 +35,7 @@ from monitor.fetch import Fetcher
 from monitor.metrics import Metrics
 from monitor.model import CheckResult
 from monitor.pruning import Pruner
+from monitor.robotsread import RobotsCache
 from monitor.scheduler import InTransaction, Scheduler, utcnow
 from monitor.store import daemon as store
 from monitor.store import db
@@ -291,11 +292,14 @@ async def _serve(
     metrics = Metrics(registry, [], [c.name for c in cfg.alerts.channels])
     metrics.config_reloaded(True)
     fetcher = Fetcher(user_agent=cfg.defaults.user_agent, per_host=cfg.scheduler.per_host)
+    # One robots.txt cache for the checks' watch and the URL checks: a version either reads is
+    # in force for both at once.
+    robots_cache = RobotsCache()
 
     async def check(target: config.Target, in_transaction: InTransaction) -> CheckResult:
         return await pipeline.run_check(
             target, engine=engine, fetcher=fetcher, alerts=state.cfg.alerts, now=utcnow,
-            in_transaction=in_transaction)
+            in_transaction=in_transaction, robots_cache=robots_cache)
 
     scheduler = Scheduler(
         engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)
@@ -353,7 +357,7 @@ async def _serve(
             await asyncio.sleep(0)
     await scheduler.start(targets)
     url_checks = UrlChecks(engine=engine, fetcher=fetcher, metrics=metrics, owner=owner,
-                           lease=cfg.scheduler.lease, alerts=cfg.alerts)
+                           lease=cfg.scheduler.lease, alerts=cfg.alerts, robots=robots_cache)
     url_checks.start(targets)
     state.url_checks = url_checks
     pruner.start()

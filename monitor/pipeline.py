@@ -78,16 +78,19 @@ async def run_check(
     now: Callable[[], datetime] | None = None,
     max_changes: int = 1000,
     in_transaction: Callable[[Connection], None] | None = None,
+    robots_cache: robotsread.RobotsCache | None = None,
 ) -> CheckResult:
     """Check one target: fetch, parse, validate, diff and store one snapshot; never raises
     for anything the target's server does (a failed check is a value).
 
     ``in_transaction`` runs in the snapshot's transaction just before it commits (the daemon
-    gives its lease back there, saving a transaction per check).
+    gives its lease back there, saving a transaction per check). ``robots_cache``: the
+    robots.txt versions this check reads are put in force there (the URL checks' cache).
     """
     clock = now or utcnow
     check = _Check(target, engine, fetcher, alerts, clock(), max_changes)
     check.in_transaction = in_transaction
+    check.robots_cache = robots_cache
     try:
         return await check.run(clock)
     except _PastDeadline:
@@ -184,6 +187,7 @@ class _Check:
         # the robots.txt versions in force: url -> (text, etag, last_modified)
         self.robots_stored: dict[str, tuple[str | None, str | None, str | None]] = {}
         self.root_robots: robots.Answer | None = None  # a site target's root, as read
+        self.robots_cache: robotsread.RobotsCache | None = None
         # Held back to the end of the walk (re-checks only): see the module docstring.
         self.pending_removed: dict[str, EntryState] = {}
         self.pending_added: dict[str, EntryState] = {}
@@ -296,6 +300,8 @@ class _Check:
             for issue in found.issues:
                 self._issue_obj(issue)
             self.result.robots.append(found.as_json(with_text=found.changed))
+            if self.robots_cache is not None and found.outcome != "unreachable":
+                self.robots_cache.offer(url, found.text, self.started)
             # new validators to keep (an answer without any, a 304 of the root, keeps the old)
             moved = (answer.etag or answer.last_modified) is not None and (
                 (answer.etag, answer.last_modified) != (stored.get(url) or (None,) * 3)[1:])

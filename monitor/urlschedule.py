@@ -49,7 +49,7 @@ class UrlChecks:
 
     def __init__(self, *, engine: Engine, fetcher: Fetcher, metrics: Metrics, owner: str,
                  lease: float, concurrency: int = 4, alerts: config.Alerts | None = None,
-                 ) -> None:
+                 robots: robotsread.RobotsCache | None = None) -> None:
         self._engine = engine
         self._fetcher = fetcher
         self._metrics = metrics
@@ -61,8 +61,9 @@ class UrlChecks:
         # one for every target: two targets on one host share its rate (the slower one's
         # turns are the longer ones)
         self._budget = urlcheck.Budget()
-        # robots.txt read once a day per host, not once a round, unless a check reads a newer one
-        self._robots = robotsread.RobotsCache()
+        # robots.txt read once a day per host, not once a round, unless a check reads a newer
+        # one (the daemon's checks share this cache)
+        self._robots = robotsread.RobotsCache() if robots is None else robots
         self._next: dict[str, float] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.Task[None] | None = None

@@ -67,9 +67,10 @@ def test_the_googlebot_group_decides_and_the_monitors_own_group_only_stops_the_m
     _, result = check_urls(capsys, config(tmp_path, site), db)
     assert result["url_health"] == {"unknown": 2}
     found = rows(db)
-    assert {p: (r.state, r.rule, r.detail) for p, r in found.items()} == {
-        p: ("unknown", None, "robots.txt disallows this monitor") for p in ("/a", "/b")}
-    assert not by_url_checks(http_server, "/a") and not by_url_checks(http_server, "/b")
+    assert {p: (r.state, r.rule, r.detail) for p, r in found.items()} == dict.fromkeys(
+        ("/a", "/b"), ("unknown", None, "robots.txt disallows this monitor"))
+    assert not by_url_checks(http_server, "/a")
+    assert not by_url_checks(http_server, "/b")
 
 
 def test_a_group_for_googlebot_alone_disallows_its_pages(
@@ -86,11 +87,14 @@ def test_a_group_for_googlebot_alone_disallows_its_pages(
     assert not by_url_checks(http_server, "/private/x")
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["one-process", "stored-version"])
 def test_a_robots_change_seen_by_a_check_is_in_force_for_the_url_checks(
-    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    site: Site, http_server: TestServer, db: str, tmp_path: Path, shared: bool,
 ) -> None:
     """The daemon's way: one robots cache kept across rounds. A ``Disallow:`` that a check
-    reads stops the URL checks of those pages at their next round, not a day later."""
+    reads stops the URL checks of those pages at their next round, not a day later: through
+    the cache the daemon's checks share with its URL checks, or (another replica's check)
+    through the version the check stored."""
     from monitor import config as config_module
     from monitor import robotsread, urlcheck
     from monitor.fetch import Fetcher
@@ -111,7 +115,8 @@ def test_a_robots_change_seen_by_a_check_is_in_force_for_the_url_checks(
         try:
             for text in ("User-agent: *\nAllow: /\n", "User-agent: *\nDisallow: /hide\n"):
                 robots(site, text)
-                await run_check(target, engine=engine, fetcher=fetcher)
+                await run_check(target, engine=engine, fetcher=fetcher,
+                                robots_cache=cache if shared else None)
                 done = await urlcheck.run_round(target, engine=engine, fetcher=fetcher,
                                                 budget=budget, now=utcnow, robots=cache)
                 assert done is not None
