@@ -32,6 +32,7 @@ from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 from monitor import __version__, config, log
 from monitor.alerts.outbox import Deliverer
 from monitor.check import pipeline
+from monitor.check.robotsread import RobotsCache
 from monitor.errors import ConfigError, MonitorError, SchemaError
 from monitor.metrics import Metrics
 from monitor.model import CheckResult, utcnow
@@ -366,13 +367,16 @@ async def _serve(
     metrics = Metrics(registry, [], [c.name for c in cfg.alerts.channels])
     metrics.config_reloaded(True)
     fetcher = Fetcher(user_agent=cfg.defaults.user_agent, per_host=cfg.scheduler.per_host)
+    # One robots.txt cache for the checks' watch and the URL checks: a version either reads is
+    # in force for both at once.
+    robots_cache = RobotsCache()
 
     digests = DigestPool()
 
     async def check(target: config.Target, in_transaction: InTransaction) -> CheckResult:
         return await pipeline.run_check(
             target, engine=engine, fetcher=fetcher, alerts=state.cfg.alerts, now=utcnow,
-            in_transaction=in_transaction, digests=digests)
+            in_transaction=in_transaction, digests=digests, robots_cache=robots_cache)
 
     scheduler = Scheduler(
         engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)
@@ -434,7 +438,7 @@ async def _serve(
             await asyncio.sleep(0)
     await scheduler.start(targets)
     url_checks = UrlChecks(engine=engine, fetcher=fetcher, metrics=metrics, owner=owner,
-                           lease=cfg.scheduler.lease, alerts=cfg.alerts)
+                           lease=cfg.scheduler.lease, alerts=cfg.alerts, robots=robots_cache)
     url_checks.start(targets)
     state.url_checks = url_checks
     pruner.start()

@@ -101,7 +101,8 @@ class UrlChecks(_Frozen):
     enabled: bool = False
     rate: float = Field(1.0, gt=0)
     recheck: Duration = Field(7 * 86400.0, gt=0)
-    body_limit: Size = Field(256 * 2**10, gt=0)
+    # what Googlebot reads of an HTML page: a noindex past it is not read by Google either
+    body_limit: Size = Field(2 * 2**20, gt=0)
 
 
 class Retention(_Frozen):
@@ -238,7 +239,7 @@ RuleWhen = Literal[
 
 UrlState = Literal[
     "ok", "redirect", "not-found", "gone", "forbidden", "client-error", "server-error",
-    "noindex", "canonicalized", "disallowed", "unknown",
+    "noindex", "canonicalized", "soft-404", "disallowed", "unknown",
 ]
 RemovalReason = Literal["moved", "gone", "live", "unknown"]
 

@@ -23,11 +23,13 @@ URL_STATES: dict[str, tuple[str, Severity] | None] = {
     "redirect": ("url-redirect", "warning"),
     "not-found": ("url-not-found", "error"),
     "gone": ("url-gone", "error"),
-    "forbidden": ("url-forbidden", "warning"),
+    # Google treats every 4xx but 429 as "the content does not exist"
+    "forbidden": ("url-forbidden", "error"),
     "client-error": ("url-client-error", "error"),
     "server-error": ("url-server-error", "error"),
     "noindex": ("url-noindex", "error"),
     "canonicalized": ("url-canonicalized", "warning"),
+    "soft-404": ("url-soft-404", "error"),
     "disallowed": ("url-disallowed", "error"),
     "unknown": None,
 }
@@ -68,6 +70,7 @@ RULES: dict[str, Severity] = {
     "robots-unreachable": "error",
     "sitemap-disallowed": "error",
     "robots-sitemap-missing": "warning",
+    "robots-sitemap-relative": "warning",
     # lastmod that can be trusted: found by comparing a re-check with the check
     # before (read.diff.lastmod_earlier, check.pipeline), not by validating one entry.
     "lastmod-churn": "warning",

@@ -90,7 +90,7 @@ def test_url_checks_merge_key_by_key_over_the_defaults() -> None:
     a, b = cfg.resolved_targets()
     assert (a.settings.url_checks.enabled, a.settings.url_checks.rate,
             a.settings.url_checks.recheck) == (True, 5.0, 86400.0)
-    assert (b.settings.url_checks.rate, b.settings.url_checks.body_limit) == (1.0, 256 * 1024)
+    assert (b.settings.url_checks.rate, b.settings.url_checks.body_limit) == (1.0, 2 * 2**20)
     assert not parse({}).defaults.url_checks.enabled  # opt-in
 
 

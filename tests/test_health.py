@@ -12,9 +12,14 @@ HTML = [("content-type", "text/html; charset=utf-8")]
 U = "https://example.com/page"
 
 
-def answer(status: int = 200, head: bytes = b"", headers: list[tuple[str, str]] | None = None,
-           url: str = U) -> Answered:
-    return Answered(url, status, HTML + (headers or []), head)
+BODY = b"<body><p>content</p></body></html>"
+
+
+def answer(status: int = 200, head: bytes = b"<html><head></head>",
+           headers: list[tuple[str, str]] | None = None, url: str = U) -> Answered:
+    """A 2xx answer's body gets some content after its head (an empty one is a soft 404)."""
+    body = head + BODY if 200 <= status < 300 else b""
+    return Answered(url, status, HTML + (headers or []), body)
 
 
 @pytest.mark.parametrize(("answers", "state", "rule"), [
@@ -37,11 +42,45 @@ def answer(status: int = 200, head: bytes = b"", headers: list[tuple[str, str]] 
     ([answer(headers=[("x-robots-tag", "noindex, nofollow")])], "noindex", "url-noindex"),
     ([answer(headers=[("x-robots-tag", "googlebot: noindex")])], "noindex", "url-noindex"),
     ([answer(headers=[("x-robots-tag", "otherbot: noindex")])], "ok", None),
+    # a date that has passed is a noindex; one to come is not yet
     ([answer(headers=[("x-robots-tag", "unavailable_after: 25 Jun 2010 15:00:00 PST")])],
+     "noindex", "url-noindex"),
+    ([answer(headers=[("x-robots-tag", "unavailable_after: Wed, 01 Jan 2020 00:00:00 GMT")])],
+     "noindex", "url-noindex"),
+    ([answer(headers=[("x-robots-tag", "unavailable_after: 2999-01-01T00:00:00+00:00")])],
      "ok", None),
-    # a meta after the head (in the body) is not read
+    ([answer(headers=[("x-robots-tag", "otherbot: unavailable_after: 2010-01-01")])],
+     "ok", None),
+    ([answer(head=b'<html><head><meta name="robots" content="unavailable_after: 2020-06-01">'
+              b'</head>')], "noindex", "url-noindex"),
+    # a meta after the head (in the body) is read: Google honours it there
     ([answer(head=b'<html><head></head><body><meta name="robots" content="noindex">')],
+     "noindex", "url-noindex"),
+    # a canonical after an element that ends the head is not read, nor two that disagree
+    ([answer(head=b'<html><head><img src="/x.png"><link rel="canonical" href="/other">')],
      "ok", None),
+    ([answer(head=b'<html><head><script>var a = "<div>";</script>'
+              b'<link rel="canonical" href="/other"></head>')],
+     "canonicalized", "url-canonicalized"),
+    ([answer(head=b'<html><head><link rel="canonical" href="/a"><link rel="canonical" '
+              b'href="/b"></head>')], "ok", None),
+    ([answer(head=b'<html><head><link rel="canonical" href="/a"></head>',
+             headers=[("link", '<https://example.com/a>; rel="canonical"')])],
+     "canonicalized", "url-canonicalized"),
+    # soft 404s: no content, or a page that says it is not found
+    ([answer(204)], "soft-404", "url-soft-404"),
+    ([Answered(U, 200, HTML, b"")], "soft-404", "url-soft-404"),
+    ([Answered(U, 200, HTML, b"<html><head><title>t</title></head><body> </body></html>")],
+     "soft-404", "url-soft-404"),
+    ([Answered(U, 200, HTML, b"<html><body><div id=app></div><script src=/a.js></script>")],
+     "ok", None),
+    ([answer(head=b"<html><head><title>404 - Page Not Found</title></head>")],
+     "soft-404", "url-soft-404"),
+    ([answer(head=b"<html><head><title>Notes on 404 pages</title></head>")], "ok", None),
+    # a chain is judged by where it ends
+    ([answer(301), answer(404, url=U + "/b")], "not-found", "url-not-found"),
+    ([answer(301), answer(head=b'<html><head><meta name="robots" content="noindex">',
+                          url=U + "/b")], "noindex", "url-noindex"),
     ([answer(head=b'<html><head><link rel="canonical" href="/other"></head>')],
      "canonicalized", "url-canonicalized"),
     ([answer(head=b'<html><head><link rel="canonical" href="HTTPS://Example.com:443/page#x">')],
@@ -52,11 +91,25 @@ def answer(status: int = 200, head: bytes = b"", headers: list[tuple[str, str]] 
     # not HTML: its body is not read for a head
     ([Answered(U, 200, [("content-type", "application/pdf")],
                b'<head><meta name="robots" content="noindex">')], "ok", None),
+    # 401 and 403 are errors: Google treats every 4xx but 429 as content that does not exist
 ])
 def test_answers_give_a_state(answers: list[Answered], state: str, rule: str | None) -> None:
     verdict = judge(answers, listed_url=U)
     assert (verdict.state, verdict.rule) == (state, rule)
     assert verdict.broken == (rule is not None)
+
+
+@pytest.mark.parametrize(("limit", "state"), [(64 * 1024, "unknown"), (2 * 2**20, "ok")])
+def test_a_page_cut_at_body_limit_says_so(limit: int, state: str) -> None:
+    """Cut before Googlebot's 2 MiB, the rest may hold a noindex: not ok on a guess."""
+    cut = Answered(U, 200, HTML, (b"<html><body>" + b"x" * limit)[:limit], truncated=True)
+    verdict = judge([cut], listed_url=U)
+    assert verdict.state == state
+    assert f"cut at body_limit ({limit:,} bytes)" in verdict.detail
+
+
+def test_forbidden_is_an_error() -> None:
+    assert judge([answer(403)], listed_url=U).severity == "error"
 
 
 def test_a_loop_is_a_redirect_with_its_own_rule() -> None:
@@ -120,3 +173,31 @@ def test_a_robots_txt_that_did_not_answer_allows_everything() -> None:
 def test_removal_reasons(verdict: Verdict, reason: str) -> None:
     listed = {"https://example.com/new"}
     assert health.removal_reason(verdict, listed.__contains__) == reason
+
+
+def test_soft_404_reaches_every_list_of_states() -> None:
+    """The new state is known wherever states are listed: metrics' label set, alert rules'
+    ``state:``, the API's (and OpenAPI's) status values, the web pages' broken states."""
+    import json
+
+    from prometheus_client import CollectorRegistry
+
+    from monitor import config
+    from monitor import listings as listing
+    from monitor.metrics import Metrics
+    from monitor.serve import openapi
+    from monitor.serve import pages as web
+
+    registry = CollectorRegistry()
+    Metrics(registry, [], []).set_url_targets(["t"])
+    assert registry.get_sample_value("sitemap_monitor_url_health",
+                                     {"target": "t", "state": "soft-404"}) == 0
+    cfg = config.parse({
+        "targets": [{"name": "t", "url": "https://example.com/sitemap.xml"}],
+        "alerts": {"channels": [{"name": "h", "type": "webhook", "url": "https://h.example/"}],
+                   "rules": [{"name": "soft", "when": "url_health", "state": ["soft-404"],
+                              "channels": ["h"]}]}})
+    assert cfg.alerts.rules[0].state == ["soft-404"]
+    assert "soft-404" in listing.STATUSES
+    assert '"soft-404"' in json.dumps(openapi.document())
+    assert "soft-404" in web._BROKEN

@@ -47,15 +47,18 @@ def test_only_the_first_bytes_of_a_big_page_are_read(http_server: TestServer) ->
     http_server.route("/small", Reply(body=b"ok"))
     answer = probe(http_server.url("/big"), body_limit=1000)[0]
     assert answer.head == big[:1000]
+    assert answer.truncated  # the answer says it was cut
     # the big body was not read: its connection went, and the next page has a new one
-    assert probe(http_server.url("/small"))[0].head == b"ok"
+    small = probe(http_server.url("/small"))[0]
+    assert (small.head, small.truncated) == (b"ok", False)
 
 
 def test_a_gzip_page_is_decompressed(http_server: TestServer) -> None:
     page = b"<html><head><meta name='robots' content='noindex'></head></html>" * 50
     http_server.route("/z", Reply(body=gzip_bytes(page), headers={
         "Content-Type": "text/html", "Content-Encoding": "gzip"}))
-    assert probe(http_server.url("/z"), body_limit=100_000)[0].head == page
+    whole = probe(http_server.url("/z"), body_limit=100_000)[0]
+    assert (whole.head, whole.truncated) == (page, False)
     # a compressed page far over the limit is only read to the limit
     huge = b"a" * 10_000_000
     http_server.route("/bomb", Reply(body=gzip_bytes(huge), headers={

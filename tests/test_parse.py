@@ -778,10 +778,8 @@ ROBOTS = "https://example.com/robots.txt"
             "Sitemap: https://example.com/a.xml\nSitemap: https://example.com/a.xml # again\n",
             ["https://example.com/a.xml"],
         ),
-        (
-            "Sitemap: /sitemaps/a.xml\nSitemap: b.xml\n",
-            ["https://example.com/sitemaps/a.xml", "https://example.com/b.xml"],
-        ),
+        # Google requires a full URL: relative lines are skipped
+        ("Sitemap: /sitemaps/a.xml\nSitemap: b.xml\n", []),
         (
             "Sitemap: https://example.com/robots.txt\nSitemap: /robots.txt\nSitemap: https://example.com/s.xml",
             ["https://example.com/s.xml"],

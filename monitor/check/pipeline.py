@@ -24,6 +24,7 @@ from urllib.parse import urljoin
 
 from sqlalchemy import Connection, Engine
 
+from monitor.check import robotsread
 from monitor.check import robotswatch as robots
 from monitor.codec import changerows, entryset
 from monitor.config import Alerts, Target
@@ -80,6 +81,7 @@ async def run_check(
     max_changes: int = 1000,
     in_transaction: Callable[[Connection], None] | None = None,
     digests: DigestPool | None = None,
+    robots_cache: robotsread.RobotsCache | None = None,
 ) -> CheckResult:
     """Check one target: fetch, parse, validate, diff and store one snapshot; never raises
     for anything the target's server does (a failed check is a value).
@@ -87,19 +89,32 @@ async def run_check(
     ``in_transaction`` runs in the snapshot's transaction just before it commits (the daemon
     gives its lease back there, saving a transaction per check). ``digests`` is where big
     documents are digested: a caller that runs many checks passes one pool to all of them;
-    without one, the check makes its own and stops its workers at the end.
+    without one, the check makes its own and stops its workers at the end. ``robots_cache``:
+    the robots.txt versions this check reads are put in force there (the URL checks' cache).
     """
-    if digests is None:
-        own = DigestPool()
-        try:
-            return await run_check(target, engine=engine, fetcher=fetcher, alerts=alerts,
-                                   now=now, max_changes=max_changes,
-                                   in_transaction=in_transaction, digests=own)
-        finally:
-            await asyncio.to_thread(own.shutdown)
-    clock = now or utcnow
+    pool = digests or DigestPool()
+    try:
+        return await _run(target, engine, fetcher, alerts, now or utcnow, max_changes,
+                          in_transaction, pool, robots_cache)
+    finally:
+        if pool is not digests:
+            await asyncio.to_thread(pool.shutdown)
+
+
+async def _run(
+    target: Target,
+    engine: Engine,
+    fetcher: Fetcher,
+    alerts: Alerts | None,
+    clock: Callable[[], datetime],
+    max_changes: int,
+    in_transaction: Callable[[Connection], None] | None,
+    digests: DigestPool,
+    robots_cache: robotsread.RobotsCache | None,
+) -> CheckResult:
     check = _Check(target, engine, fetcher, alerts, clock(), max_changes, digests)
     check.in_transaction = in_transaction
+    check.robots_cache = robots_cache
     try:
         return await check.run(clock)
     except _PastDeadline:
@@ -198,6 +213,7 @@ class _Check:
         # the robots.txt versions in force: url -> (text, etag, last_modified)
         self.robots_stored: dict[str, tuple[str | None, str | None, str | None]] = {}
         self.root_robots: robots.Answer | None = None  # a site target's root, as read
+        self.robots_cache: robotsread.RobotsCache | None = None
         # Held back to the end of the walk (re-checks only): see the module docstring.
         self.pending_removed: dict[str, EntryState] = {}
         self.pending_added: dict[str, EntryState] = {}
@@ -310,6 +326,8 @@ class _Check:
             for issue in found.issues:
                 self._issue_obj(issue)
             self.result.robots.append(found.as_json(with_text=found.changed))
+            if self.robots_cache is not None and found.outcome != "unreachable":
+                self.robots_cache.offer(url, found.text, self.started)
             # new validators to keep (an answer without any, a 304 of the root, keeps the old)
             moved = (answer.etag or answer.last_modified) is not None and (
                 (answer.etag, answer.last_modified) != (stored.get(url) or (None,) * 3)[1:])
@@ -329,27 +347,11 @@ class _Check:
     async def _robots_answer(self, url: str, stored: tuple[str | None, str | None, str | None]
                              | None) -> robots.Answer:
         etag, modified = (None, None) if stored is None else stored[1:]
-        try:
-            async with self.fetcher.fetch(url, self.settings, etag=etag, last_modified=modified,
-                                          allow_private=self.allow_private) as response:
-                try:
-                    if response.not_modified:
-                        return robots.Answer(response.status, not_modified=True,
-                                             etag=response.etag or etag,
-                                             last_modified=response.last_modified or modified)
-                    data = bytearray()
-                    async for chunk in response.chunks():
-                        data += chunk
-                        if len(data) >= robots.MAX_BYTES:
-                            break
-                    return robots.Answer(
-                        response.status, bytes(data[:robots.MAX_BYTES]).decode(
-                            "utf-8", "replace").lstrip("\ufeff"),
-                        etag=response.etag, last_modified=response.last_modified)
-                finally:
-                    self.result.fetched_bytes += response.wire_bytes
-        except FetchError as exc:
-            return _robots_failed(exc)
+        answer, wire = await robotsread.read(self.fetcher, url, self.settings, etag=etag,
+                                             last_modified=modified,
+                                             allow_private=self.allow_private)
+        self.result.fetched_bytes += wire
+        return answer
 
     def _time_out(self, limit: float, elapsed: float) -> None:
         """The check's outcome when it ran past ``check_timeout``: failed at its root."""
@@ -392,7 +394,7 @@ class _Check:
             return got
         try:
             if site:
-                got.robots = body.read().decode("utf-8", errors="replace")
+                got.robots = body.read()[:robots.MAX_BYTES].decode("utf-8", errors="replace")
                 self.root_robots = robots.Answer(doc.http_status, got.robots.lstrip("\ufeff"),
                                                  etag=doc.etag,
                                                  last_modified=doc.last_modified)
@@ -509,8 +511,12 @@ class _Check:
         self, url: str, text: str, doc: DocumentResult, depth: int, ancestors: frozenset[str],
     ) -> None:
         limit = self.target.limits.max_children
-        children = parse.parse_robots(text, url, limit=limit + 1)
+        relative: list[str] = []
+        children = parse.parse_robots(text, url, limit=limit + 1, relative=relative)
         doc.outcome, doc.kind = "ok", "robots"
+        for value in relative:
+            self._issue("robots-sitemap-relative", f"{url} has a relative Sitemap: line "
+                        f"{value!r}: search engines require a full URL, it is ignored", url)
         if len(children) > limit:
             self._issue("index-too-many", f"{url} lists more than {limit} sitemaps; "
                         f"the first {limit} are read", url)
@@ -1009,11 +1015,8 @@ class _Check:
 
 
 def _robots_failed(exc: FetchError) -> robots.Answer:
-    """A robots.txt fetch that raised: a 4xx is no robots.txt (everything allowed, as Google
-    reads it), anything else no answer."""
-    if exc.kind == "http-status" and exc.status is not None and exc.status < 500:
-        return robots.Answer(exc.status)
-    return robots.Answer(exc.status, error=exc.message)
+    """A site target's robots.txt fetch that raised, read as the watch reads one."""
+    return robotsread.failed(exc)
 
 
 async def _answered(answer: robots.Answer) -> robots.Answer:

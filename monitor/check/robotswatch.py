@@ -4,10 +4,12 @@ A check fetches the robots.txt of every host its sitemaps live on (conditionally
 one is a 304) and hands the answer here with the version stored last time. ``judge`` says what
 it means as search engines read it:
 
-- ``robots-changed`` (warning): the text is not the one stored (an absent robots.txt, a 4xx, is
-  the empty text, as Google reads it); the first fetch is the baseline, as a first check is.
-- ``robots-unreachable`` (error): a 5xx, or no answer at all (timeout, refused). Google then
-  stops crawling the whole site. The stored version stands and nothing is recorded as changed.
+- ``robots-changed`` (warning): the text is not the one stored (an absent robots.txt, a 4xx
+  but 429, or redirects past 5 hops, is no robots.txt, as Google reads it); the first fetch is
+  the baseline, as a first check is.
+- ``robots-unreachable`` (error): a 5xx, a 429, or no answer at all (timeout, refused). Google
+  then stops crawling the whole site and keeps using the last good version: the stored version
+  stands and nothing is recorded as changed.
 - ``sitemap-disallowed`` (error): a sitemap of the target on that host is disallowed to
   Googlebot (Google's matching, ``monitor.read.robotstxt``), so Google cannot read it.
 - ``robots-sitemap-missing`` (warning): a ``url:`` target's sitemap is not named by a
@@ -21,11 +23,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from monitor.model import Issue
-from monitor.read.robotstxt import RobotsRules, parse_robots
+from monitor.read.robotstxt import MAX_BYTES, RobotsRules, parse_robots
 
-__all__ = ["MAX_BYTES", "Answer", "Finding", "Stored", "judge"]
-
-MAX_BYTES = 512 * 1024  # Google reads the first 500 KiB of a robots.txt
+__all__ = ["MAX_BYTES", "Answer", "Finding", "Stored", "judge", "unreachable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,7 @@ def judge(url: str, previous: Stored | None, answer: Answer, *, sitemaps: Sequen
     """The finding for robots.txt ``url``: ``sitemaps`` are the target's documents on its host
     (each must be allowed to Googlebot), ``listed`` the sitemaps that should be named by a
     ``Sitemap:`` line (a ``url:`` target's own)."""
-    if answer.error is not None or (answer.status is not None and answer.status >= 500):
+    if unreachable(answer):
         why = answer.error or f"HTTP {answer.status}"
         found = Finding(url, "unreachable", answer.status,
                         None if previous is None else previous.text)
@@ -108,6 +108,12 @@ def judge(url: str, previous: Stored | None, answer: Answer, *, sitemaps: Sequen
                 found.issues.append(Issue("robots-sitemap-missing", f"{url} has no Sitemap: "
                                           f"line for {sitemap}", sitemap, url))
     return found
+
+
+def unreachable(answer: Answer) -> bool:
+    """No usable answer: Google keeps the last good version (a 5xx, a 429, no answer)."""
+    return answer.error is not None or (answer.status is not None
+                                        and (answer.status >= 500 or answer.status == 429))
 
 
 def _size(text: str | None) -> str:

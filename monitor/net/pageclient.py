@@ -39,6 +39,7 @@ class Answered:
     status: int
     headers: list[tuple[str, str]]
     head: bytes
+    truncated: bool = False  # the body went on past ``body_limit``: ``head`` is its start
 
 
 class _Connection:
@@ -168,7 +169,8 @@ class Pages:
                 drained += len(event.data)
                 if size >= wanted and (body is not None or drained > DRAIN_LIMIT):
                     conn.close()  # the rest is not wanted: not read, the connection goes
-                    return Answered(status, answer_headers, b"".join(parts)[:body_limit])
+                    return Answered(status, answer_headers, b"".join(parts)[:body_limit],
+                                    truncated=body is not None)
         except (h11.ProtocolError, ConnectionError, OSError) as exc:
             conn.close()
             if reused and isinstance(exc, ConnectionError):
@@ -178,7 +180,8 @@ class Pages:
             conn.close()
             raise
         self._keep(conn, key)
-        return Answered(status, answer_headers, b"".join(parts)[:body_limit])
+        return Answered(status, answer_headers, b"".join(parts)[:body_limit],
+                        truncated=bool(wanted) and size >= wanted)
 
     async def _next(self, conn: _Connection, url: str, read_timeout: float, *,
                     reused: bool) -> object:

@@ -154,6 +154,7 @@ class Answer:
     headers: list[tuple[str, str]]  # names in lower case, in order, repeats kept
     # The first ``body_limit`` bytes of the decompressed body of a 2xx answer; b"" otherwise.
     head: bytes
+    truncated: bool = False  # the body went on past ``body_limit``
 
     def header(self, name: str) -> str | None:
         """The first value of a header (``name`` in lower case), or None."""
@@ -265,7 +266,8 @@ class Fetcher:
             except TimeoutError:
                 raise FetchError("timeout", f"fetching {url} took longer than "
                                  f"{settings.timeout:g}s in total") from None
-        return Answer(url=url, status=got.status, headers=got.headers, head=got.head)
+        return Answer(url=url, status=got.status, headers=got.headers, head=got.head,
+                      truncated=got.truncated)
 
     @asynccontextmanager
     async def _slot(self, key: str) -> AsyncIterator[None]:

@@ -7,14 +7,17 @@ wins, ``*`` and ``$`` in paths, Allow wins a tie, the group of the most specific
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from protego import Protego
 
-__all__ = ["GOOGLEBOT", "RobotsRules", "parse_robots", "robots_url"]
+__all__ = ["GOOGLEBOT", "MAX_BYTES", "RobotsRules", "parse_robots", "robots_url"]
 
 GOOGLEBOT = "Googlebot"
 _SITEMAP_KEYS = ("sitemap", "site-map")  # robots.txt keys, matched as prefixes as Google does
+_ABSOLUTE = re.compile(r"https?://[^/?#\s]", re.IGNORECASE)
+MAX_BYTES = 512_000  # Google reads the first 500 KiB of a robots.txt, 500 x 1,000 bytes
 
 
 class RobotsRules:
@@ -26,6 +29,8 @@ class RobotsRules:
         self._rules = None if text is None else Protego.parse(text)
 
     def allows(self, url: str, agent: str = GOOGLEBOT) -> bool:
+        """Whether ``agent`` may crawl ``url``: the most specific group that matches the
+        agent's product token decides, as RFC 9309 and Google read it."""
         return self._rules is None or bool(self._rules.can_fetch(url, agent))
 
 
@@ -35,9 +40,11 @@ def robots_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/robots.txt", "", ""))
 
 
-def parse_robots(text: str, robots_url: str, *, limit: int | None = None) -> list[str]:
+def parse_robots(text: str, robots_url: str, *, limit: int | None = None,
+                 relative: list[str] | None = None) -> list[str]:
     """The ``Sitemap:`` URLs of a robots.txt, absolute, deduplicated, in order; at most
-    ``limit`` of them.
+    ``limit`` of them. A value that is not a full URL is skipped, as Google skips it (it is
+    added to ``relative`` when given).
 
     Lines are read as Google's parser reads them: the key in any case, with spaces around it,
     and ``Site-map:`` (a frequent typo) as well; a comment starts at ``#``; a key and value of
@@ -55,6 +62,10 @@ def parse_robots(text: str, robots_url: str, *, limit: int | None = None) -> lis
             continue
         value = value.strip()
         if not value:
+            continue
+        if not _ABSOLUTE.match(value):
+            if relative is not None:
+                relative.append(value)
             continue
         url = urljoin(robots_url, value)
         if url.split("#")[0] != robots_url.split("#")[0]:

@@ -3,7 +3,8 @@
 ``current`` reads the version in force of each robots.txt a target watches; ``save`` keeps a
 new version (the first fetch, a change) as a row, rewrites the validators of the version in
 force otherwise, and records each change as a ``robots`` change (before/after text, rule
-``robots-changed``).
+``robots-changed``). ``in_force`` reads the same versions with the time each was read, for
+the URL checks, so that a version a check read is in force for them too.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, Engine, func, insert, select, update
 
 from monitor.store.schema import changes, robots_files
 
-__all__ = ["Version", "current", "save"]
+__all__ = ["Version", "current", "in_force", "save"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,17 @@ def current(conn: Connection, target_id: int) -> dict[str, tuple[str | None, str
               .scalar_subquery())
     rows = conn.execute(select(r.url, r.text, r.etag, r.last_modified).where(r.id.in_(newest)))
     return {url: (text, etag, modified) for url, text, etag, modified in rows}
+
+
+def in_force(engine: Engine, target_id: int) -> dict[str, tuple[str | None, datetime]]:
+    """The version in force of each robots.txt the target's checks watch: url -> (text, when
+    it was read last)."""
+    r = robots_files.c
+    newest = (select(func.max(r.id)).where(r.target_id == target_id).group_by(r.url)
+              .scalar_subquery())
+    with engine.connect() as conn:
+        rows = conn.execute(select(r.url, r.text, r.fetched_at).where(r.id.in_(newest)))
+        return {url: (text, fetched_at) for url, text, fetched_at in rows}
 
 
 def save(conn: Connection, target_id: int, snapshot_id: int | None, now: datetime,

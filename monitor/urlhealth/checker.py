@@ -17,26 +17,30 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Engine
 
 from monitor.alerts import rules
+from monitor.check import robotsread
+from monitor.check import robotswatch as robots_judge
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Answer, Fetcher, retry_after_seconds
+from monitor.read.robotstxt import GOOGLEBOT, robots_url
 from monitor.store import outbox
+from monitor.store import robotsfiles as robots_store
 from monitor.store import urlstates as store
 from monitor.store.checkwriter import transaction
 from monitor.urlhealth import verdict as health
 
-__all__ = ["Budget", "Checker", "RobotsCache", "Round", "check_all", "run_round"]
+__all__ = ["Budget", "Checker", "Round", "check_all", "run_round"]
 
-ROBOTS_TTL = 86400.0  # Google caches a robots.txt up to a day
-ROBOTS_LIMIT = 500 * 1024  # and reads its first 500 KiB
+DISALLOWS_MONITOR = "robots.txt disallows this monitor"
 SLOWEST = 16  # a host answering 429 is slowed down to 1/16 of the rate at most
 WORKERS = 32
 
@@ -80,18 +84,6 @@ class Budget:
             self._held.pop(host, None)
 
 
-class RobotsCache:
-    """The robots.txt rules of each host, a day each (the daemon keeps one across rounds)."""
-
-    def __init__(self) -> None:
-        self.fetched: dict[str, tuple[float, asyncio.Task[health.RobotsRules]]] = {}
-
-    def forget(self, now: float) -> None:
-        """Drop the rules past their day."""
-        for url in [u for u, (until, _task) in self.fetched.items() if until < now]:
-            del self.fetched[url]
-
-
 @dataclass(frozen=True, slots=True)
 class Checked:
     """A URL and its verdict; ``retry_after``: the server asked to wait that long."""
@@ -102,30 +94,35 @@ class Checked:
 
 
 class Checker:
-    """Checks one target's URLs: robots.txt first (cached a day per host), then the page."""
+    """Checks one target's URLs: robots.txt first (the version in force, shared with the
+    robots.txt watch), then the page, its redirects followed hop by hop."""
 
     def __init__(self, target: Target, fetcher: Fetcher, budget: Budget,
-                 robots: RobotsCache | None = None) -> None:
+                 robots: robotsread.RobotsCache | None = None,
+                 now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self._target = target
         self._fetcher = fetcher
         self._budget = budget
-        self._robots = RobotsCache() if robots is None else robots
+        self._robots = robotsread.RobotsCache() if robots is None else robots
+        self._now = now
         self._agent = target.settings.user_agent
         self.allow_private = target.settings.allow_private  # or the target's URL is private
 
     async def check(self, url: str, *, server_errors: int = 0) -> Checked:
         """One URL's verdict; ``server_errors``: its 5xx answers in a row before this one."""
-        try:
-            rules = await self._rules(url)
-        except FetchError as exc:
-            return Checked(url, health.failed(url, exc.kind, str(exc)))
-        if not rules.allows(url, self._agent):
+        held, why = await self._rules(url)
+        if held is None:
+            return Checked(url, health.failed(url, "robots", why))
+        rules = held.rules
+        if not rules.allows(url, GOOGLEBOT):
             return Checked(url, health.Verdict(
-                "disallowed", detail=f"robots.txt disallows it for {self._agent.split('/')[0]}"))
+                "disallowed", detail="robots.txt disallows it to Googlebot"))
+        if not rules.allows(url, self._agent):
+            # Not a search fact: Google may crawl it, only this monitor may not ask for it.
+            return Checked(url, health.Verdict("unknown", detail=DISALLOWS_MONITOR))
         answers: list[health.Answered] = []
         seen = {url}
         current = url
-        limit = self._target.settings.max_redirects
         while True:
             try:
                 answer = await self._get(current, self._target.settings.url_checks.body_limit)
@@ -137,9 +134,10 @@ class Checker:
             nxt = answer.location
             if nxt is None:
                 errors = server_errors + 1 if answer.status >= 500 else 0
-                verdict = health.judge(answers, listed_url=url, server_errors=errors)
+                verdict = health.judge(answers, listed_url=url, server_errors=errors,
+                                       now=self._now())
                 return Checked(url, verdict, retry_after)
-            if nxt in seen or len(answers) > limit:
+            if nxt in seen or len(answers) > health.MAX_HOPS:
                 return Checked(url, health.judge(answers, listed_url=url, loop=True))
             seen.add(nxt)
             current = nxt
@@ -162,28 +160,42 @@ class Checker:
             self._budget.slow_down(urlsplit(answer.url).netloc, hold)
         return retry_after
 
-    async def _rules(self, url: str) -> health.RobotsRules:
-        """The robots.txt rules of ``url``'s host, fetched once a day (one fetch at a time)."""
-        robots = health.robots_url(url)
-        now = time.monotonic()
-        cached = self._robots.fetched.get(robots)
-        if cached is None or cached[0] < now or (cached[1].done() and cached[1].exception()):
-            cached = (now + ROBOTS_TTL, asyncio.ensure_future(self._fetch_robots(robots)))
-            self._robots.fetched[robots] = cached
-        return await asyncio.shield(cached[1])
+    async def _rules(self, url: str) -> tuple[robotsread.Held | None, str]:
+        """The robots.txt version in force for ``url``'s host (read when none was read within
+        a day, one read at a time), or None and why."""
+        robots = robots_url(url)
+        cache = self._robots
+        held = cache.fresh(robots, self._now())
+        if held is not None:
+            return held, ""
+        task = cache.pending.get(robots)
+        if task is None or task.done():
+            task = asyncio.ensure_future(self._read_robots(robots))
+            cache.pending[robots] = task
+            task.add_done_callback(partial(_done_reading, cache.pending, robots))
+        return await asyncio.shield(task)
 
-    async def _fetch_robots(self, robots: str) -> health.RobotsRules:
-        current = robots
-        for _ in range(self._target.settings.max_redirects + 1):
-            answer = await self._get(current, ROBOTS_LIMIT)
-            if answer.location is None:
-                return health.robots_rules(answer.status, answer.head)
-            current = answer.location
-        return health.robots_rules(None, b"")
+    async def _read_robots(self, robots: str) -> tuple[robotsread.Held | None, str]:
+        await self._budget.take(urlsplit(robots).netloc, self._target.settings.url_checks.rate)
+        answer, _wire = await robotsread.read(self._fetcher, robots, self._target.settings,
+                                              allow_private=self.allow_private)
+        if robots_judge.unreachable(answer):
+            # Google keeps the last good version while a robots.txt cannot be read.
+            why = answer.error or f"HTTP {answer.status}"
+            return self._robots.last(robots), f"{robots} cannot be read ({why})"
+        ok = answer.status is not None and 200 <= answer.status < 300
+        self._robots.offer(robots, answer.text if ok else None, self._now())
+        return self._robots.last(robots), ""
+
+
+def _done_reading(pending: dict[str, Any], robots: str, task: asyncio.Task[Any]) -> None:
+    if pending.get(robots) is task:
+        del pending[robots]
 
 
 def _answered(answer: Answer) -> health.Answered:
-    return health.Answered(answer.url, answer.status, answer.headers, answer.head)
+    return health.Answered(answer.url, answer.status, answer.headers, answer.head,
+                           answer.truncated)
 
 
 async def check_all(checker: Checker, urls: Iterable[tuple[str, int]],
@@ -327,7 +339,7 @@ def _server_error(checked: Checked) -> bool:
 async def run_round(
     target: Target, *, engine: Engine, fetcher: Fetcher, budget: Budget,
     now: Callable[[], datetime], limit: int | None = None, alerts: Alerts | None = None,
-    robots: RobotsCache | None = None,
+    robots: robotsread.RobotsCache | None = None,
 ) -> Round | None:
     """One round of URL checks of ``target``: the ``limit`` URLs that are due, or with
     ``limit`` None every URL it lists now, each 5xx tried again up to three times in a row
@@ -338,7 +350,12 @@ async def run_round(
         return None
     target_id, snapshot_id = synced
     result = Round()
-    checker = Checker(target, fetcher, budget, robots)
+    cache = robotsread.RobotsCache() if robots is None else robots
+    # The versions the target's checks read are in force here too, the newer one winning.
+    for url, (text, read_at) in (await asyncio.to_thread(robots_store.in_force, engine,
+                                                         target_id)).items():
+        cache.offer(url, text, read_at)
+    checker = Checker(target, fetcher, budget, cache, now)
     checker.allow_private = checker.allow_private or await is_private_target(target.url)
     recheck = target.settings.url_checks.recheck
     saver = _Saver(engine, target_id, snapshot_id, recheck, now, result, final=limit is None)

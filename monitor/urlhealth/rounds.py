@@ -24,6 +24,7 @@ import structlog
 from sqlalchemy import Engine
 
 from monitor import config
+from monitor.check import robotsread
 from monitor.errors import MonitorError
 from monitor.metrics import Metrics
 from monitor.model import utcnow
@@ -50,7 +51,7 @@ class UrlChecks:
 
     def __init__(self, *, engine: Engine, fetcher: Fetcher, metrics: Metrics, owner: str,
                  lease: float, concurrency: int = 4, alerts: config.Alerts | None = None,
-                 ) -> None:
+                 robots: robotsread.RobotsCache | None = None) -> None:
         self._engine = engine
         self._fetcher = fetcher
         self._metrics = metrics
@@ -62,8 +63,9 @@ class UrlChecks:
         # one for every target: two targets on one host share its rate (the slower one's
         # turns are the longer ones)
         self._budget = urlcheck.Budget()
-        # robots.txt read once a day per host, not once a round
-        self._robots = urlcheck.RobotsCache()
+        # robots.txt read once a day per host, not once a round, unless a check reads a newer
+        # one (the daemon's checks share this cache)
+        self._robots = robotsread.RobotsCache() if robots is None else robots
         self._next: dict[str, float] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.Task[None] | None = None
@@ -102,7 +104,7 @@ class UrlChecks:
                 self._running[name] = task
                 task.add_done_callback(partial(self._done, name))
             self._budget.forget(time.monotonic() - 3600)
-            self._robots.forget(time.monotonic())
+            self._robots.forget(utcnow())
             await asyncio.sleep(TICK)
 
     def _done(self, name: str, _task: asyncio.Task[None]) -> None:

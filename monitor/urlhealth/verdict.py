@@ -2,7 +2,7 @@
 
 The URL checks (``monitor.urlhealth.checker``) fetch a page hop by hop and hand the answers here:
 ``judge`` turns them into a ``Verdict`` the way Search Console's page indexing report does
-(404, redirect, ``noindex``, canonical elsewhere, disallowed by robots.txt), and
+(404, redirect, ``noindex``, canonical elsewhere, soft 404, disallowed by robots.txt), and
 ``removal_reason`` says what became of a URL a sitemap dropped. Nothing here does I/O.
 
 States whose answer cannot be trusted to last (408, 429, 503, timeouts, refused connections,
@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Literal
 from urllib.parse import urljoin, urlsplit
 
@@ -24,24 +26,40 @@ from monitor.model import REMOVAL_REASONS, URL_REDIRECT_LOOP, URL_STATES, Severi
 from monitor.read.robotstxt import RobotsRules, robots_url
 
 __all__ = [
-    "REASONS", "SERVER_ERROR_ATTEMPTS", "STATES", "Answered", "RobotsRules", "Verdict",
+    "GOOGLEBOT_BYTES", "MAX_HOPS", "REASONS", "SERVER_ERROR_ATTEMPTS", "STATES", "Answered",
+    "RobotsRules", "Verdict",
     "canonical_of", "failed", "judge", "noindex_of", "removal_reason", "robots_rules",
     "robots_url",
 ]
 
 State = Literal[
     "ok", "redirect", "not-found", "gone", "forbidden", "client-error", "server-error",
-    "noindex", "canonicalized", "disallowed", "unknown",
+    "noindex", "canonicalized", "soft-404", "disallowed", "unknown",
 ]
 STATES = URL_STATES
 REASONS = REMOVAL_REASONS
 SERVER_ERROR_ATTEMPTS = 3  # a 5xx is a server-error on its third time in a row
+MAX_HOPS = 10  # Googlebot follows up to 10 redirect hops
+GOOGLEBOT_BYTES = 2 * 2**20  # Googlebot reads the first 2 MiB of an HTML page
 _TRANSIENT_STATUSES = frozenset({408, 429})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
-_HEAD_END = re.compile(rb"</head\s*>|<body[\s>]", re.IGNORECASE)
 _LINK = re.compile(r'<\s*([^>]*)>\s*((?:;\s*[^,;]*)*)')
 _REL = re.compile(r';\s*rel\s*=\s*"?([^";,]*)"?', re.IGNORECASE)
+# The elements a <head> may hold; any other element ends the head, as Google reads it.
+_HEAD_TAGS = frozenset({"html", "head", "title", "meta", "link", "script", "style", "base",
+                        "noscript", "template"})
+_RAW_TEXT = frozenset({"script", "style", "noscript", "template", "title"})
+_TAG = re.compile(rb"<!--.*?-->|<(/?)([A-Za-z][A-Za-z0-9-]*)[^>]*>", re.DOTALL)
+_AGENTS = (None, "googlebot")  # the directives that bind Googlebot: for all crawlers, or its own
+_VALUED = frozenset({"unavailable_after", "max-snippet", "max-image-preview",
+                     "max-video-preview"})
+_UNAVAILABLE = re.compile(r"unavailable_after\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
+_NOT_FOUND = re.compile(
+    r"\bnot\s+found\b|^\W*404\b|\berror\s*404\b|\b404\s*error\b|\bpage\s+(?:does\s+not|doesn't)"
+    r"\s+exist|\bno\s+longer\s+(?:exists|available)\b", re.IGNORECASE)
+_MEDIA = ("img", "video", "audio", "iframe", "object", "embed", "canvas", "svg", "picture",
+          "script")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +70,7 @@ class Answered:
     status: int
     headers: Sequence[tuple[str, str]]  # lower-case names, in order, repeats kept
     head: bytes = b""  # the first bytes of a 2xx body
+    truncated: bool = False  # the body went on past ``head``
 
     def header(self, name: str) -> list[str]:
         return [value for key, value in self.headers if key == name]
@@ -97,21 +116,36 @@ def failed(url: str, kind: str, message: str, *, hops: int = 0) -> Verdict:
 
 
 def judge(answers: Sequence[Answered], *, listed_url: str, loop: bool = False,
-          server_errors: int = 1) -> Verdict:
+          server_errors: int = 1, now: datetime | None = None) -> Verdict:
     """The state of ``listed_url`` from its answers, first hop first (redirects followed).
 
-    ``loop``: the last answer redirects to a URL already visited, or past the hop limit.
+    ``loop``: the last answer redirects to a URL already visited, or past ``MAX_HOPS``.
     ``server_errors``: how many checks in a row (this one included) answered 5xx.
+    ``now``: the time an ``unavailable_after`` date is compared with (default: the clock).
+    A chain of redirects is judged by where it ends, as Search Console reports it: ending in
+    an ``ok`` page it is a ``redirect``, ending anywhere else it takes that state, the hops
+    and the final URL kept either way.
     """
     last = answers[-1]
     hops = len(answers) - 1
-    final = last.url if hops else None
     if loop:
         return Verdict("redirect", last.status, last.url, hops + 1, loop=True,
                        detail=f"redirect loop after {hops + 1} hops at {last.url}")
-    if hops:
-        return Verdict("redirect", last.status, final, hops,
-                       detail=f"redirects ({hops} hops) to {final} ({last.status})")
+    end = _judge_page(last, listed_url=last.url if hops else listed_url,
+                      server_errors=server_errors, now=now or datetime.now(UTC))
+    if not hops:
+        return end
+    via = f"redirects ({hops} hops) to {last.url}"
+    if end.state == "ok":
+        detail = f"{via} ({last.status})" + (f"; {end.detail}" if end.detail else "")
+        return Verdict("redirect", last.status, last.url, hops, detail=detail)
+    final = end.final_url if end.state == "canonicalized" else last.url
+    return replace(end, final_url=final, hops=hops, detail=f"{via}: {end.detail}")
+
+
+def _judge_page(last: Answered, *, listed_url: str, server_errors: int,
+                now: datetime) -> Verdict:
+    """The state of one answer, no redirect followed."""
     status = last.status
     if status in _REDIRECTS:  # a 3xx without a Location to follow
         return Verdict("redirect", status, detail=f"HTTP {status} without a Location")
@@ -135,26 +169,45 @@ def judge(answers: Sequence[Answered], *, listed_url: str, loop: bool = False,
         return Verdict("client-error", status, detail=f"HTTP {status}")
     if status < 200 or status >= 300:
         return Verdict("unknown", status, detail=f"HTTP {status}", transient=True)
-    html = _html_head(last)
-    robots = noindex_of(last.header("x-robots-tag"), html)
+    if status == 204:
+        return Verdict("soft-404", status, detail="HTTP 204 No Content: a page without content")
+    html = _html(last)
+    cut = ""
+    if last.truncated:
+        cut = f"cut at body_limit ({len(last.head):,} bytes)"
+    robots = noindex_of(last.header("x-robots-tag"), html, now)
     if robots:
-        return Verdict("noindex", status, detail=robots)
-    canonical = canonical_of(last.header("link"), html, last.url)
+        return Verdict("noindex", status, detail=robots + (f"; {cut}" if cut else ""))
+    if last.truncated and len(last.head) < GOOGLEBOT_BYTES:
+        # Googlebot reads 2 MiB: a noindex in the part not read would still count.
+        return Verdict("unknown", status, detail=f"{cut}, before its end: a noindex in the "
+                       f"rest, which Googlebot reads up to {GOOGLEBOT_BYTES:,} bytes, cannot be "
+                       "ruled out (raise url_checks.body_limit)")
+    soft = _soft_404(last, html)
+    if soft:
+        return Verdict("soft-404", status, detail=soft)
+    notes = [f"{cut} (as Googlebot stops there)"] if cut else []
+    canonical, ignored = canonical_of(last.header("link"), _html(last, head_only=True),
+                                      last.url)
+    if ignored:
+        notes.append(ignored)
     if canonical is not None and _same_page(canonical) != _same_page(listed_url):
         return Verdict("canonicalized", status, final_url=canonical,
-                       detail=f"rel=canonical names {canonical}")
-    return Verdict("ok", status)
+                       detail="; ".join([f"rel=canonical names {canonical}", *notes]))
+    return Verdict("ok", status, detail="; ".join(notes))
 
 
-def _html_head(answer: Answered) -> etree._Element | None:
-    """The parsed ``<head>`` of an HTML answer (lxml's HTML parser), or None."""
+def _is_html(answer: Answered) -> bool:
     content_type = ",".join(answer.header("content-type")).lower()
-    if not answer.head or (content_type and not any(t in content_type for t in _HTML_TYPES)):
+    return not content_type or any(t in content_type for t in _HTML_TYPES)
+
+
+def _html(answer: Answered, *, head_only: bool = False) -> etree._Element | None:
+    """The parsed HTML of an answer (lxml's HTML parser), or None; ``head_only``: only its
+    ``<head>`` up to the first element that ends a head."""
+    if not answer.head or not _is_html(answer):
         return None
-    data = answer.head
-    end = _HEAD_END.search(data)
-    if end is not None:
-        data = data[:end.start()]
+    data = _head_part(answer.head) if head_only else answer.head
     try:
         parser = etree.HTMLParser(recover=True, no_network=True, remove_comments=True,
                                   remove_pis=True)
@@ -164,50 +217,146 @@ def _html_head(answer: Answered) -> etree._Element | None:
     return root
 
 
-def noindex_of(robots_headers: Iterable[str], html: etree._Element | None) -> str | None:
-    """Why the page says ``noindex`` (``X-Robots-Tag`` or a robots/googlebot meta), or None.
+def _head_part(data: bytes) -> bytes:
+    """The start of an HTML page up to the end of its head: ``</head>``, ``<body>`` or the
+    first element a head cannot hold (an ``<img>``, a ``<div>``), where Google stops reading
+    head-only tags such as ``rel=canonical``."""
+    pos = 0
+    while (match := _TAG.search(data, pos)) is not None:
+        pos = match.end()
+        if match.group(2) is None:
+            continue  # a comment
+        name = match.group(2).decode("ascii").lower()
+        if match.group(1):  # an end tag
+            if name in ("head", "body", "html"):
+                return data[:match.start()]
+            continue
+        if name not in _HEAD_TAGS:
+            return data[:match.start()]
+        if name in _RAW_TEXT:  # its content is text, not tags
+            close = re.compile(rb"</" + name.encode() + rb"\s*>", re.IGNORECASE)
+            end = close.search(data, pos)
+            pos = len(data) if end is None else end.end()
+    return data
+
+
+def noindex_of(robots_headers: Iterable[str], html: etree._Element | None,
+               now: datetime | None = None) -> str | None:
+    """Why the page says ``noindex`` to Googlebot, or None: ``noindex`` or ``none``, or an
+    ``unavailable_after`` date before ``now``, in an ``X-Robots-Tag`` header or in a robots or
+    googlebot ``<meta>`` anywhere in the page (head or body: Google reads both).
 
     A header's directives may name a user agent (``googlebot: noindex``); those that name
     another crawler do not count."""
+    when = now or datetime.now(UTC)
     for value in robots_headers:
         agent = None
         for part in value.split(","):
             words = part.strip().lower()
-            if ":" in words:
-                head, _, rest = words.partition(":")
-                if head.strip() not in ("unavailable_after",):
-                    agent, words = head.strip(), rest.strip()
-            if words in ("noindex", "none") and agent in (None, "googlebot"):
+            head, colon, rest = words.partition(":")
+            if colon and head.strip() not in _VALUED:
+                agent, words = head.strip(), rest.strip()
+            if agent in _AGENTS and words in ("noindex", "none"):
                 return f"X-Robots-Tag: {value.strip()}"
+        expired = _expired(value, when)
+        if expired and _agent_of(value) in _AGENTS:
+            return f"X-Robots-Tag: {value.strip()} ({expired})"
     if html is None:
         return None
     for meta in html.iter("meta"):
         name = (meta.get("name") or "").strip().lower()
         if name not in ("robots", "googlebot"):
             continue
-        content = (meta.get("content") or "").lower()
-        if any(word.strip() in ("noindex", "none") for word in content.split(",")):
-            return f'<meta name="{name}" content="{meta.get("content")}">'
+        content = meta.get("content") or ""
+        found = f'<meta name="{name}" content="{content}">'
+        if any(word.strip().lower() in ("noindex", "none") for word in content.split(",")):
+            return found
+        expired = _expired(content, when)
+        if expired:
+            return f"{found} ({expired})"
     return None
 
 
+def _agent_of(value: str) -> str | None:
+    """The user agent an ``X-Robots-Tag`` value names before its directives, or None."""
+    head, colon, _rest = value.partition(":")
+    name = head.strip().lower()
+    return name if colon and name not in _VALUED else None
+
+
+def _expired(value: str, now: datetime) -> str | None:
+    """``unavailable_after: DATE`` in ``value`` with a DATE before ``now``: the date, else
+    None. The date is RFC 822 or ISO 8601, as Google accepts; it may hold a comma."""
+    match = _UNAVAILABLE.search(value)
+    if match is None:
+        return None
+    text = match.group(1)
+    pieces = text.split(",")
+    for count in range(min(len(pieces), 3), 0, -1):  # the longest prefix that is a date
+        candidate = ",".join(pieces[:count]).strip()
+        date = _date(candidate)
+        if date is not None:
+            return f"unavailable after {candidate}, which has passed" if date < now else None
+    return None
+
+
+def _date(text: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            parsed = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _soft_404(answer: Answered, html: etree._Element | None) -> str | None:
+    """Why a 2xx page is a soft 404 (no content, or a title or heading that says the page is
+    not found), or None."""
+    if not answer.head.strip():
+        return "an empty page (HTTP 200 without content)"
+    if html is None:
+        return None
+    title = " ".join(_text(t) for t in html.iter("title")).strip()
+    heading = next((_text(h).strip() for h in html.iter("h1")), "")
+    for where, text in (("title", title), ("heading", heading)):
+        if text and _NOT_FOUND.search(text):
+            return f"its {where} says it is not found: {text[:120]!r}"
+    body = next(html.iter("body"), None)
+    if body is None:
+        return None
+    if any(True for _ in body.iter(*_MEDIA)):
+        return None
+    return None if _text(body).strip() else "a page whose body has no content"
+
+
+def _text(element: etree._Element) -> str:
+    return "".join(str(t) for t in element.itertext())
+
+
 def canonical_of(link_headers: Iterable[str], html: etree._Element | None,
-                 base: str) -> str | None:
+                 base: str) -> tuple[str | None, str | None]:
     """The canonical URL a page names (``Link: <...>; rel=canonical`` first, then
-    ``<link rel="canonical">``), absolute, or None."""
+    ``<link rel="canonical">`` in ``html``, its head), absolute, or None; and, when several
+    disagree, why none counts (Google ignores them all)."""
+    named: dict[str, None] = {}
     for value in link_headers:
         for match in _LINK.finditer(value):
             rels = _REL.findall(match.group(2))
             if any("canonical" in rel.lower().split() for rel in rels):
-                return urljoin(base, str(match.group(1)).strip())
-    if html is None:
-        return None
-    for link in html.iter("link"):
-        rel = (link.get("rel") or "").lower().split()
-        href = (link.get("href") or "").strip()
-        if "canonical" in rel and href:
-            return urljoin(base, href)
-    return None
+                named[urljoin(base, str(match.group(1)).strip())] = None
+    if html is not None:
+        for link in html.iter("link"):
+            rel = (link.get("rel") or "").lower().split()
+            href = (link.get("href") or "").strip()
+            if "canonical" in rel and href:
+                named[urljoin(base, href)] = None
+    pages = {_same_page(url) for url in named}
+    if len(pages) > 1:
+        return None, (f"{len(named)} rel=canonical that disagree ({', '.join(named)}): "
+                      "ignored, as Google ignores them")
+    return next(iter(named), None), None
 
 
 def _same_page(url: str) -> tuple[str, str, str, str]:
