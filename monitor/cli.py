@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monitor import __version__
+from monitor import __version__, failon
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound
-from monitor.model import CHANGE_KINDS, CHANGE_RULES, URL_RULES, CheckResult, Issue
+from monitor.model import CHANGE_KINDS, CHANGE_RULES, CheckResult, Issue
 
 if TYPE_CHECKING:  # validate is imported by the commands that use it (start-up time)
     from monitor.read.validate import ValidatedDocument
@@ -62,8 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     with_db(check)
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument("--fail-on", default="", metavar="KINDS",
-                       help="exit 3 when any of these change kinds occurred, e.g. removed,invalid;"
-                            " with --urls also URL rule ids, e.g. url-not-found,url-noindex")
+                       help="exit 3 when any of these held: change kinds (added, removed, "
+                            "changed, invalid, health, robots), partial (a document failed), "
+                            "rule ids with current issues (e.g. child-fetch-failed,"
+                            "lastmod-invalid); with --urls also URL rule ids (url-not-found)")
     check.add_argument("--urls", action="store_true",
                        help="then check every listed URL now, at the target's"
                             " url_checks.rate")
@@ -382,14 +384,7 @@ def _open_engine(url: str) -> Any:
 def _check(args: argparse.Namespace) -> int:
     cfg = _config(args)
     target = _target(args.target, cfg, args)
-    kinds = {k.strip() for k in args.fail_on.split(",") if k.strip()}
-    url_rules = URL_RULES if args.urls else ()
-    unknown = kinds - set(CHANGE_KINDS) - set(url_rules)
-    if unknown:
-        bad = sorted(unknown)[0]
-        more = (" (URL rule ids need --urls)" if bad in URL_RULES
-                else f" (use {', '.join(CHANGE_KINDS + url_rules)})")
-        raise ConfigError(f"--fail-on: unknown kind {bad!r}{more}")
+    kinds = failon.parse(args.fail_on, urls=args.urls)
     engine = _open_engine(_database_url(args, cfg))
     from monitor.read import process
     from monitor.read.workers import DigestPool
@@ -419,9 +414,11 @@ def _check(args: argparse.Namespace) -> int:
         digests.shutdown()  # after the output: a reader has it while the workers end
     if result.outcome == "failed":
         return EXIT_FAILED
-    counts = result.change_counts()
-    broken = {} if urls is None else urls.rules
-    return EXIT_FAIL_ON if any(counts.get(k) or broken.get(k) for k in kinds) else EXIT_OK
+    held = failon.held(kinds, result, None if urls is None else urls.rules,
+                       None if urls is None else urls.transitions)
+    if held and not args.json:
+        _out(f"  (--fail-on: {', '.join(held)})")
+    return EXIT_FAIL_ON if held else EXIT_OK
 
 
 def _database_refusal(engine: Any, exc: Exception) -> MonitorError | None:
@@ -477,6 +474,13 @@ def _print_result(result: CheckResult, urls: Any = None, *, as_json: bool) -> No
           f"snapshot {result.snapshot_id})")
     if result.error_kind:
         _out(f"  error: {result.error_kind}: {result.error_message}")
+    if result.outcome == "partial":
+        failed = result.failed_documents
+        _out(f"  partial: {len(failed)} document(s) could not be read; their URLs stay as the "
+             "last check read them:")
+        for d in failed:
+            status = f"HTTP {d.http_status}: " if d.http_status else ""
+            _out(f"    {d.url} ({status}{d.error or 'failed'})")
     _table(["DOCUMENT", "OUTCOME", "HTTP", "URLS", "ERROR"],
            [[d.url, d.outcome, d.http_status or "", d.urls, d.error or ""]
             for d in result.documents])
@@ -633,9 +637,20 @@ def _history(args: argparse.Namespace) -> int:
     _table(["SNAPSHOT", "FINISHED", "OUTCOME", "URLS", "INVALID", "ADDED", "REMOVED",
             "CHANGED", "ERROR"],
            [[r["id"], r["finished_at"], r["outcome"], r["urls"], r["invalid"],
-             r["added"], r["removed"], r["changed"],
-             (r["error"] or {}).get("message", "")] for r in rows])
+             r["added"], r["removed"], r["changed"], _snapshot_error(r)] for r in rows])
     return EXIT_OK
+
+
+def _snapshot_error(row: dict[str, Any]) -> str:
+    """What went wrong in a snapshot, in one cell: its error, or the documents it could not
+    read (a partial check)."""
+    if row.get("error"):
+        return str(row["error"].get("message") or row["error"].get("kind"))
+    failed = row.get("failed_documents") or []
+    named = [f"{d['url']} (" + (f"HTTP {d['http_status']}" if d.get("http_status")
+                                else d.get("error") or "failed") + ")" for d in failed]
+    more = row.get("documents_failed", 0) - len(named)
+    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
 
 
 def _list(args: argparse.Namespace) -> int:

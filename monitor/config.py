@@ -232,8 +232,8 @@ def adhoc_target(url: str, defaults: Defaults | None = None) -> Target:
 
 ChannelType = Literal["webhook", "slack", "alertmanager", "email"]
 RuleWhen = Literal[
-    "added", "removed", "changed", "invalid", "issues", "check_failed", "recovered", "stale",
-    "url_count_below", "url_health", "robots_changed",
+    "added", "removed", "changed", "invalid", "issues", "check_failed", "partial", "recovered",
+    "stale", "url_count_below", "url_health", "robots_changed",
 ]
 
 

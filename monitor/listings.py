@@ -89,6 +89,8 @@ class Listing:
     rows: Rows
     where: tuple[str, list[Any]]
     table: tuple[str, ...] = ()  # the columns a table shows (default: all)
+    # a row key whose ``text`` a table prints under its row, indented (a robots.txt diff)
+    below: str | None = None
     # Set by ``render``: the rows written, and where a limit stopped it, the cursor that
     # continues and the rows left.
     count: int = 0
@@ -365,29 +367,34 @@ class _Table:
     def __init__(self, listing: Listing, out: Callable[[str], None]) -> None:
         self._out = out
         self._columns = listing.table or listing.columns
-        self._held: list[list[str]] = [[c.upper() for c in self._columns]]
+        self._below = listing.below
+        self._held: list[tuple[list[str], str]] = [([c.upper() for c in self._columns], "")]
         self._widths: list[int] | None = None
 
     def row(self, row: Mapping[str, Any]) -> None:
         cells = [_cell(row.get(c)) for c in self._columns]
+        below = row.get(self._below) if self._below else None
+        text = str(below.get("text") or "") if isinstance(below, Mapping) else ""
         if self._widths is None:
-            self._held.append(cells)
+            self._held.append((cells, text))
             if len(self._held) > self._SAMPLE:
                 self._flush()
         else:
-            self._line(cells)
+            self._line(cells, text)
 
     def _flush(self) -> None:
-        self._widths = [min(max(len(r[i]) for r in self._held), 80)
+        self._widths = [min(max(len(r[0][i]) for r in self._held), 80)
                         for i in range(len(self._columns))]
-        for cells in self._held:
-            self._line(cells)
+        for cells, text in self._held:
+            self._line(cells, text)
         self._held = []
 
-    def _line(self, cells: list[str]) -> None:
+    def _line(self, cells: list[str], below: str = "") -> None:
         assert self._widths is not None
         padded = "  ".join(c.ljust(w) for c, w in zip(cells, self._widths, strict=True))
         self._out("  " + padded.rstrip() + "\n")
+        if below:
+            self._out("".join(f"      {line}\n" for line in below.splitlines()))
 
     def end(self, next_cursor: str | None, _link: str | None) -> None:
         if self._widths is None:

@@ -11,10 +11,11 @@ Severity = Literal["error", "warning"]
 ChangeKind = Literal["added", "removed", "changed", "invalid"]
 DocumentKind = Literal["urlset", "sitemapindex", "text", "rss", "atom", "robots"]
 DocumentOutcome = Literal["ok", "not_modified", "unchanged", "failed"]
-CheckOutcome = Literal["ok", "unchanged", "failed"]
+# partial: at least one document failed while others were read (their entries stay current)
+CheckOutcome = Literal["ok", "unchanged", "partial", "failed"]
 
 CHANGE_KINDS: tuple[ChangeKind, ...] = ("added", "removed", "changed", "invalid")
-CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "failed")
+CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "partial", "failed")
 
 # The states of a listed URL, each with its rule id and severity (ok and unknown have
 # none); a redirect that loops is the rule ``url-redirect-loop``.
@@ -344,6 +345,9 @@ class CheckResult:
     # rule id -> count of the target's current issues after this check (what the gauges show)
     issue_counts: dict[str, int] = field(default_factory=dict)
     baseline: bool = False  # the target's first stored URL set: no change rows were written
+    # documents that a completely read index no longer lists, with the URLs each held: the
+    # reason of their removals
+    dropped_documents: dict[str, int] = field(default_factory=dict)
     started_at: datetime | None = None
     # entries listed before and after this re-check with a valid lastmod on both
     # sides, and those of them whose lastmod changed; None when the check compared nothing
@@ -357,6 +361,11 @@ class CheckResult:
         if self.lastmod_compared is None or self.lastmod_changed is None:
             return None
         return self.lastmod_changed / self.lastmod_compared if self.lastmod_compared else 0.0
+
+    @property
+    def failed_documents(self) -> list[DocumentResult]:
+        """The documents this check could not read (a ``partial`` check names them)."""
+        return [d for d in self.documents if d.outcome == "failed"]
 
     def change_counts(self) -> dict[str, int]:
         """The changes this check found, by kind (``invalid``: entries newly invalid)."""

@@ -44,7 +44,10 @@ def alerts(notification: Notification, channel: Channel, now: datetime) -> list[
     link = payload.get("link")
     if link:
         annotations["api"] = str(link)
-        alert["generatorURL"] = str(link)
+    if payload.get("page"):
+        annotations["page"] = str(payload["page"])
+    if link or payload.get("page"):
+        alert["generatorURL"] = str(link or payload["page"])
     starts = str(payload.get("since") or iso(now))
     alert["startsAt"] = starts
     if notification.state == "resolved":

@@ -64,8 +64,8 @@ def target_link(api_base_url: str | None, target: str, listing: str,
     if not api_base_url:
         return None
     root = "" if page else "/api/v1"
-    return (f"{api_base_url.rstrip('/')}{root}/targets/{quote(target, safe='')}/{listing}?"
-            f"{urlencode(query)}")
+    tail = f"?{urlencode(query)}" if query else ""
+    return f"{api_base_url.rstrip('/')}{root}/targets/{quote(target, safe='')}/{listing}{tail}"
 
 
 def _since(since: datetime, kind: str | None) -> dict[str, str]:
@@ -124,12 +124,28 @@ def text_lines(payload: dict[str, Any]) -> list[str]:
     error = payload.get("error")
     if error:
         lines.append(f"Error:    {error.get('kind')}: {error.get('message')}")
+    for doc in payload.get("documents") or []:
+        lines.append(f"Failed:   {doc.get('url')}: {doc.get('error') or doc.get('http_status')}")
+    for doc in payload.get("dropped_documents") or []:
+        lines.append(f"Dropped:  {doc.get('url')} ({doc.get('urls')} URLs): no longer in the "
+                     "index")
+    for issue in payload.get("issues") or []:
+        lines.append(f"Issue:    {issue.get('rule')}: {issue.get('loc') or issue.get('document')}"
+                     f": {issue.get('message')}")
+    for robots in payload.get("robots") or []:
+        lines.extend(["", f"{robots.get('url')} (HTTP {robots.get('http_status')}):"])
+        lines.extend(f"  {line}" for line in str(robots.get("diff") or "").splitlines())
+    pages = payload.get("pages") or {}
     for kind, urls in (payload.get("examples") or {}).items():
         lines.append("")
         lines.append(f"{kind} (examples):")
         lines.extend(f"  {u}" for u in urls)
+        if pages.get(kind):
+            lines.append(f"  every {kind} URL: {pages[kind]}")
     if payload.get("examples_truncated"):
         lines.append("  (more not shown)")
     if payload.get("link"):
         lines.extend(["", f"Full list: {payload['link']}"])
+    if payload.get("page"):
+        lines.append(f"Page:      {payload['page']}")
     return lines

@@ -6,8 +6,8 @@ nothing to resolve (Alertmanager, which needs an end, gets ``endsAt`` the channe
 ``alert_ttl`` ahead). ``issues`` is an event when it starts to hold: the count of current
 issues of its ``rule:`` globs reaches its threshold (or ratio of ``urls``) where at the previous
 check it did not, so "the CMS started writing bad dates" is one alert, not one a check.
-``check_failed``, ``stale`` and ``url_count_below`` are states, kept in ``alert_states`` by
-the store:
+``check_failed``, ``partial`` (a document failed while others were read), ``stale`` and
+``url_count_below`` are states, kept in ``alert_states`` by the store:
 
 - a state notifies every channel once when it starts firing;
 - while it keeps firing, only Alertmanager channels get the alert again (on every check, so
@@ -28,19 +28,17 @@ neither set means "at least one".
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any
 
+from monitor.alerts import details
 from monitor.alerts.payload import (
     PAYLOAD_VERSION,
-    changes_link,
     describe_duration,
     idempotency_key,
     iso,
-    page_link,
-    target_link,
 )
 from monitor.config import Alerts, Channel, Delivery, Rule
 from monitor.model import (
@@ -88,13 +86,20 @@ def judge(rule: Rule, result: CheckResult, context: RuleContext, now: datetime) 
         count = result.change_counts()[when]
         if when == "removed":
             count -= result.removed_invalid  # of valid URLs only: a cleanup is no removal
-        return _counted(rule, count, context, failed=failed)
+        return _counted(rule, count, result, context, failed=failed)
     if when == "issues":
         return _issues(rule, result, context, failed=failed)
     if when == "robots_changed":
         changed = [r["url"] for r in result.robots if r.get("changed")]
         return Verdict(bool(changed), f"robots.txt changed: {', '.join(changed)}" if changed
                        else "no robots.txt changed")
+    if when == "partial":
+        if failed:
+            return Verdict(None, "the check failed")
+        found = result.failed_documents
+        return Verdict(bool(found), f"{len(found)} document(s) could not be read: "
+                                    f"{details.documents_text(details.documents(result))}"
+                       if found else "every document was read")
     if when == "check_failed":
         streak = context.consecutive_failures + 1 if failed else 0
         parts = [p for p in (result.error_kind, result.error_message) if p]
@@ -124,13 +129,16 @@ def judge(rule: Rule, result: CheckResult, context: RuleContext, now: datetime) 
                    f"(limit {describe_duration(rule.duration)})")
 
 
-def _counted(rule: Rule, count: int, context: RuleContext, *, failed: bool) -> Verdict:
+def _counted(rule: Rule, count: int, result: CheckResult, context: RuleContext, *,
+             failed: bool) -> Verdict:
     if failed:
         return Verdict(None, "the check failed")
     words = _KIND_WORDS[rule.when]
     previous = context.previous_urls
     share = f" ({count / previous:.1%} of {previous})" if previous else ""
     detail = f"{count} {words}{share}"
+    if rule.when == "removed":  # a child the index dropped explains a mass removal
+        detail += details.dropped_text(result.dropped_documents)
     if rule.when == "added" and previous is None and context.first_check_at is None:
         return Verdict(False, f"{detail} on the first check")
     holds = count >= (rule.threshold or 1)
@@ -160,6 +168,10 @@ def _issues(rule: Rule, result: CheckResult, context: RuleContext, *, failed: bo
     before = count(context.previous_issue_counts)
     share = f" ({now / result.urls:.1%} of {result.urls} URLs)" if result.urls else ""
     detail = f"{now} current issues of {', '.join(patterns)}{share} (previous check: {before})"
+    named = details.issues(rule, result, 3)
+    if named:  # the documents and errors behind the count
+        detail += ": " + "; ".join(f"{i['loc'] or i['document']}: {i['message']}"
+                                   for i in named)
     return Verdict(reached(now, result.urls) and not reached(before, context.previous_urls),
                    detail)
 
@@ -226,9 +238,26 @@ def _payload(delivery: Delivery, rule: Rule, target_name: str, result: CheckResu
     if state == "resolved":
         summary = f"{target_name}: {rule.name} resolved: {verdict.detail}"
     started = now - timedelta(seconds=result.duration_seconds)
-    kind = rule.when if rule.when in _KIND_WORDS else None
+    link, page = details.check_links(delivery.api_base_url, target_name, rule, started)
     examples, truncated = ({}, False) if state == "resolved" else _examples(result,
                                                                            delivery.examples)
+    extra: dict[str, Any] = {}
+    if rule.when == "robots_changed":  # the diff says it all; URL changes are another matter
+        examples, truncated = {}, False
+        extra["robots"] = [{**_robots_change(r), **d} for r, d in zip(
+            [r for r in result.robots if r.get("changed")], details.robots(result),
+            strict=True)]
+    elif rule.when == "issues" and state != "resolved":
+        extra["issues"] = details.issues(rule, result, delivery.examples)
+        examples, truncated = {}, False
+        for item in extra["issues"]:
+            if item["loc"] or item["document"]:
+                examples.setdefault(item["rule"], []).append(item["loc"] or item["document"])
+    elif rule.when in ("partial", "check_failed"):
+        extra["documents"] = details.documents(result)
+    if rule.when == "removed" and result.dropped_documents:
+        extra["dropped_documents"] = [{"url": url, "urls": n}
+                                      for url, n in result.dropped_documents.items()]
     return {
         "version": PAYLOAD_VERSION,
         "target": target_name,
@@ -255,10 +284,9 @@ def _payload(delivery: Delivery, rule: Rule, target_name: str, result: CheckResu
         "examples_truncated": truncated,
         "error": (None if result.error_kind is None
                   else {"kind": result.error_kind, "message": result.error_message}),
-        "link": changes_link(delivery.api_base_url, target_name, started, kind),
-        "page": page_link(delivery.api_base_url, target_name, started, kind),
-        **({"robots": [_robots_change(r) for r in result.robots if r.get("changed")]}
-           if rule.when == "robots_changed" else {}),
+        "link": link,
+        "page": page,
+        **extra,
     }
 
 
@@ -286,7 +314,9 @@ def _examples(result: CheckResult, limit: int) -> tuple[dict[str, list[str]], bo
 
 # ---- the URL checks' rules ---------------------------------------------------------
 
-_BROKEN_STATES = tuple(state for state, rule in URL_STATES.items() if rule is not None)
+# "Broken" is an error: a redirect or a canonical elsewhere is a warning, not a broken page.
+BROKEN_STATES = tuple(state for state, rule in URL_STATES.items()
+                      if rule is not None and rule[1] == "error")
 
 
 def for_url_checks(rule: Rule) -> bool:
@@ -304,16 +334,29 @@ class UrlRound:
     listed: int
     states: Mapping[str, int]  # listed URLs per state, after the round
     reasons: Mapping[str, int]  # removals given each reason in this round
-    examples: Mapping[str, list[str]]  # URLs per state (and "removed:<reason>") found in it
+    # URLs that turned to each state in this round, and "removed:<reason>": the first few
+    examples: Mapping[str, list[str]]
     at: datetime
+    new: Mapping[str, int] = field(default_factory=dict)  # listed URLs that turned to a state
+    # whether every URL the target listed has been checked once (before, no count is told)
+    complete: bool = True
+    unchecked: int = 0  # listed URLs not checked yet
+    current: Mapping[str, list[str]] = field(default_factory=dict)  # URLs in each state now
 
 
 def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
                   firing: Mapping[str, datetime], now: datetime) -> list[Notification]:
-    """The notifications a round of URL checks raises: ``url_health`` is a state (fires once,
-    resolves once, Alertmanager re-sent while firing), a ``removed`` rule with ``reason`` an
-    event of the removals the round gave those reasons."""
+    """The notifications a round of URL checks raises.
+
+    ``url_health`` is a state that gets worse: it fires to every channel once the target's
+    first complete round finds its states, then tells every channel again for each round
+    that finds newly broken URLs (those URLs as examples, the total beside), re-sends to
+    Alertmanager while firing, and resolves once the count is below the rule's. A ``removed``
+    rule with ``reason`` is an event of the removals the round gave those reasons.
+    """
     channels = {c.name: c for c in alerts_cfg.channels}
+    limit = alerts_cfg.delivery.examples
+    base = alerts_cfg.delivery.api_base_url
     out: list[Notification] = []
     for rule in alerts_cfg.rules:
         if not matches(rule, target_name) or not for_url_checks(rule):
@@ -321,35 +364,57 @@ def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
         targets = [channels[name] for name in rule.channels if name in channels]
         started = firing.get(rule.name)
         state: NotificationState
+        counts: dict[str, Any] = {"urls": found.listed, "url_health": dict(found.states),
+                                  "reasons": dict(found.reasons)}
         if rule.when == "url_health":
-            states: list[str] = list(rule.state or _BROKEN_STATES)
+            if not found.complete and started is None:
+                continue  # a count before every URL was checked once would be wrong
+            states: list[str] = list(rule.state or BROKEN_STATES)
             count = sum(found.states.get(s, 0) for s in states)
+            new = sum(found.new.get(s, 0) for s in states)
             holds = count >= (rule.threshold or 1)
             if rule.ratio is not None:
                 holds = holds and found.listed > 0 and count / found.listed >= rule.ratio
             share = f" ({count / found.listed:.1%} of {found.listed})" if found.listed else ""
-            detail = f"{count} listed URLs {'/'.join(states)}{share}"
+            by_state = ", ".join(f"{s} {found.states[s]}" for s in states if found.states.get(s))
+            total = f"{count} listed URLs {'/'.join(states)}{share}"
+            detail = f"{total}: {by_state}" if by_state else total
+            news = holds and started is not None and new > 0
+            if news:
+                new_by_state = ", ".join(f"{s} {found.new[s]}" for s in states
+                                         if found.new.get(s))
+                detail = f"{new} more listed URLs broke ({new_by_state}); {detail}"
+            if found.unchecked:
+                detail += f"; {found.unchecked} not checked yet"
+            pool = found.examples if news else found.current
             examples: dict[str, list[str]] = {
-                s: list(found.examples.get(s, []))[:alerts_cfg.delivery.examples]
-                        for s in states if found.examples.get(s)}
+                s: list(pool.get(s, []))[:limit] for s in states if pool.get(s)}
+            counts.update(broken=count, new=new, unchecked=found.unchecked)
+            totals = found.new if news else found.states
+            truncated = any(len(v) < totals.get(k, 0) for k, v in examples.items())
             if holds:
                 state, since = "firing", started or now
-                to = targets if started is None else [
+                to = targets if started is None or news else [
                     c for c in targets if c.type == "alertmanager"]
             elif started is not None:
                 state, since, to, examples = "resolved", started, targets, {}
             else:
                 continue
+            shown = [s for s in states if examples.get(s)] or [
+                s for s in states if found.states.get(s)] or states[:1]
+            pages = details.state_links(base, target_name, shown)
+            link, page = None, pages[shown[0]]
         else:
             reasons = rule.reason or []
             count = sum(found.reasons.get(r, 0) for r in reasons)
             if count < (rule.threshold or 1):
                 continue
             detail = f"{count} removed URLs found {'/'.join(reasons)}"
-            examples = {f"removed:{r}": list(found.examples.get(f"removed:{r}", []))[
-                :alerts_cfg.delivery.examples] for r in reasons
-                if found.examples.get(f"removed:{r}")}
+            examples = {f"removed:{r}": list(found.examples.get(f"removed:{r}", []))[:limit]
+                        for r in reasons if found.examples.get(f"removed:{r}")}
             state, since, to = "firing", now, targets
+            link, page = details.removal_links(base, target_name, reasons)
+            pages, truncated = {}, False
         payload = {
             "version": PAYLOAD_VERSION, "target": target_name, "url": found.url,
             "rule": rule.name, "when": rule.when, "severity": rule.severity, "state": state,
@@ -357,10 +422,11 @@ def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
             "checked_at": iso(now), "since": iso(since),
             "summary": (f"{target_name}: {detail}" if state == "firing"
                         else f"{target_name}: {rule.name} resolved: {detail}"),
-            "counts": {"urls": found.listed, "url_health": dict(found.states),
-                       "reasons": dict(found.reasons)},
-            "examples": examples, "examples_truncated": False, "error": None,
-            "link": None, "page": _health_page(alerts_cfg.delivery, target_name, rule),
+            "counts": counts,
+            "examples": examples,
+            "examples_truncated": truncated,
+            "error": None, "link": link, "page": page,
+            **({"pages": pages} if pages else {}),
         }
         round_key = f"{found.snapshot_id}@{iso(found.at)}"
         out.extend(Notification(
@@ -371,14 +437,3 @@ def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
             payload=payload, send=state != "resolved" or channel.send_resolved,
         ) for channel in to)
     return out
-
-
-def _health_page(delivery: Delivery, target_name: str, rule: Rule) -> str | None:
-    """The page that lists what a URL-check rule counted: the URLs of its (first) state, or
-    the target's removals."""
-    if rule.when == "url_health":
-        states: list[str] = list(rule.state or _BROKEN_STATES)
-        return target_link(delivery.api_base_url, target_name, "urls", {"status": states[0]},
-                           page=True)
-    return target_link(delivery.api_base_url, target_name, "changes", {"kind": "removed"},
-                       page=True)

@@ -43,8 +43,18 @@ def message(payload: dict[str, Any]) -> dict[str, Any]:
         blocks.append({"type": "section", "text": {
             "type": "mrkdwn", "text": f"*Error* `{error.get('kind')}`: {error.get('message')}"
         }})
+    for doc in (payload.get("documents") or [])[:5]:
+        blocks.append(_section(f"*Failed* {doc.get('url')}: "
+                               f"{doc.get('error') or doc.get('http_status')}"))
+    for doc in (payload.get("dropped_documents") or [])[:5]:
+        blocks.append(_section(f"*No longer in the index* {doc.get('url')} "
+                               f"({doc.get('urls')} URLs)"))
+    for robots in (payload.get("robots") or [])[:5]:
+        blocks.append(_section(f"*{robots.get('url')}*\n```{robots.get('diff') or ''}```"))
+    pages = payload.get("pages") or {}
     for kind, urls in (payload.get("examples") or {}).items():
-        text = f"*{kind}* (examples)\n" + "\n".join(f"• {u}" for u in urls)
+        more = f"\n<{pages[kind]}|every {kind} URL>" if pages.get(kind) else ""
+        text = f"*{kind}* (examples){more}\n" + "\n".join(f"• {u}" for u in urls)
         if len(text) > _BLOCK_TEXT:
             text = text[:_BLOCK_TEXT].rsplit("\n", 1)[0] + "\n…"
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
@@ -56,6 +66,13 @@ def message(payload: dict[str, Any]) -> dict[str, Any]:
     blocks.append({"type": "context",
                    "elements": [{"type": "mrkdwn", "text": " · ".join(context)}]})
     return {"text": f"{headline}: {payload.get('summary', '')}", "blocks": blocks}
+
+
+def _section(text: str) -> dict[str, Any]:
+    """A text block, cut to what Slack takes (a long diff ends with an ellipsis)."""
+    if len(text) > _BLOCK_TEXT:
+        text = text[:_BLOCK_TEXT].rsplit("\n", 1)[0] + ("\n…```" if "```" in text else "\n…")
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 
 class SlackNotifier:

@@ -987,6 +987,10 @@ class _Check:
             d.outcome in ("not_modified", "unchanged") for d in r.documents
         ) and not any(found["changed"] for found in r.robots):  # a new robots.txt is news
             r.outcome = "unchanged"
+        if r.outcome != "failed" and r.failed_documents:
+            r.outcome = "partial"  # a document went unread: never shown as a success
+        r.dropped_documents = {url: self.state.documents[url].urls for url in self.dropped
+                               if url in self.state.documents}
         r.duration_seconds = time.monotonic() - t0
         issues = _snapshot_issues(self.check_issues, current_docs.values())
         await self._db(self._end, dict(issue_counts), issues, clock())

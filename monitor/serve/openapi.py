@@ -63,7 +63,14 @@ _SCHEMAS: dict[str, Any] = {
             "id": {"type": "integer"},
             "started_at": _TIME,
             "finished_at": _TIME_OR_NULL,
-            "outcome": {"type": "string"},
+            "outcome": {"type": "string", "enum": ["ok", "unchanged", "partial", "failed"],
+                        "description": "partial: some documents failed while others were "
+                                       "read (failed_documents names them)."},
+            "failed_documents": {
+                "type": "array", "description": "The documents the check could not read.",
+                "items": {"type": "object", "required": ["url"], "properties": {
+                    "url": {"type": "string"}, "http_status": _nullable("integer"),
+                    "error": _nullable("string")}}},
             **{key: _nullable("integer") for key in (
                 "urls", "invalid", "duplicates", "added", "removed", "changed", "invalid_new",
                 "documents_ok", "documents_failed", "fetched_bytes")},

@@ -226,7 +226,9 @@ def _change_detail(row: dict[str, Any]) -> str:
     """One line for a change: what moved (a lastmod, a health state)."""
     before, after = row.get("before") or {}, row.get("after") or {}
     if row.get("kind") == "robots":
-        return f"robots.txt: {_lines(before.get('text'))} -> {_lines(after.get('text'))}"
+        diff = row.get("diff") or {}
+        return (f"robots.txt: {_lines(before.get('text'))} -> {_lines(after.get('text'))}, "
+                f"{diff.get('added', 0)} added, {diff.get('removed', 0)} removed")
     if row.get("kind") == "health":
         return f"{before.get('state')} -> {after.get('state')}" + (
             f" ({after.get('http_status')})" if after.get("http_status") else "")

@@ -42,6 +42,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import aliased
 
+from monitor import robotsdiff
 from monitor.codec import changepacks, entryset
 from monitor.errors import StoreError
 from monitor.listings import (
@@ -609,7 +610,7 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
     rows = _pinned(_change_rows(engine, target_id, floor, kinds, position, reasons, rules),
                    floor)
     return Listing({"target": name}, "changes", CHANGES_COLUMNS, rows, ("changes", query),
-                   table=("snapshot_id", "at", "kind", "loc"))
+                   table=("snapshot_id", "at", "kind", "loc"), below="diff")
 
 
 def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str],
@@ -663,9 +664,12 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
                 places = reversed(range(left if (snapshot_id, change_id) == at else members))
             for j in places:
                 loc, before_text, after_text = found[j]
-                yield ({"id": change_id, "snapshot_id": snapshot_id, "at": times[snapshot_id],
-                        "kind": kind, "loc": loc,
-                        "before": None if before_text is None else loads(before_text),
-                        "after": None if after_text is None else loads(after_text),
-                        "reason": reason, "rule": rule},
-                       (snapshot_id, change_id, j))
+                row = {"id": change_id, "snapshot_id": snapshot_id, "at": times[snapshot_id],
+                       "kind": kind, "loc": loc,
+                       "before": None if before_text is None else loads(before_text),
+                       "after": None if after_text is None else loads(after_text),
+                       "reason": reason, "rule": rule}
+                if kind == "robots":  # the lines that moved, not two whole files to compare
+                    row["diff"] = robotsdiff.of_change(row["before"], row["after"],
+                                                       loc).as_json()
+                yield row, (snapshot_id, change_id, j)

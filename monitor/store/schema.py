@@ -248,6 +248,9 @@ url_checks = Table(
     Column("synced_snapshot_id", Id, nullable=True),
     Column("lease_owner", String(200), nullable=True),
     Column("lease_until", UTC, nullable=True),
+    # When every URL the target listed had been checked once: before, the URL-health alerts
+    # tell no count (migration 0016).
+    Column("first_round_at", UTC, nullable=True),
 )
 
 # The durable outbox: written in the snapshot's transaction, delivered later.

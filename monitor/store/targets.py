@@ -369,6 +369,27 @@ def _snapshot_json(row: Any) -> dict[str, Any]:
     }
 
 
+FAILED_DOCUMENTS_SHOWN = 20  # of one snapshot; ``documents_failed`` counts them all
+
+
+def _with_failed_documents(conn: Connection, found: Sequence[dict[str, Any]]) -> None:
+    """Name the documents each snapshot could not read (``failed_documents``: url,
+    http_status, error), so a partial check says which ones, wherever it is shown."""
+    for snapshot in found:
+        snapshot["failed_documents"] = []
+    ids = {s["id"]: s for s in found if s["documents_failed"]}
+    if not ids:
+        return
+    d = documents.c
+    rows = conn.execute(select(d.snapshot_id, d.url, d.http_status, d.error)
+                        .where(d.snapshot_id.in_(list(ids)), d.outcome == "failed")
+                        .order_by(d.snapshot_id, d.id))
+    for snapshot_id, url, status, error in rows:
+        shown = ids[snapshot_id]["failed_documents"]
+        if len(shown) < FAILED_DOCUMENTS_SHOWN:
+            shown.append({"url": url, "http_status": status, "error": error})
+
+
 def _targets_json(conn: Connection, name: str | None, *, after: str | None = None,
                   limit: int | None = None) -> list[dict[str, Any]]:
     t, s = targets.c, snapshots.c
@@ -396,6 +417,7 @@ def _targets_json(conn: Connection, name: str | None, *, after: str | None = Non
         chunk = ids[start : start + 500]
         for srow in conn.execute(select(snapshots).where(s.id.in_(chunk))):
             snaps[srow.id] = _snapshot_json(srow)
+    _with_failed_documents(conn, list(snaps.values()))
     return [
         {
             "name": r.name,
@@ -452,7 +474,9 @@ def list_snapshots(
         if before is not None:
             query = query.where(snapshots.c.id < before)
         rows = conn.execute(query.order_by(snapshots.c.id.desc()).limit(limit))
-        return [_snapshot_json(row) for row in rows]
+        found = [_snapshot_json(row) for row in rows]
+        _with_failed_documents(conn, found)
+        return found
 
     return transaction(engine, work)
 

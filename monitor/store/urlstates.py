@@ -34,8 +34,8 @@ from monitor.store.schema import (
 from monitor.store.targets import _target_id
 
 __all__ = [
-    "Due", "Saved", "claim", "counts", "due", "every", "listed", "release", "save", "sync",
-    "target_id",
+    "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "listed",
+    "release", "save", "sync", "target_id",
 ]
 
 _BATCH = 5000
@@ -365,6 +365,45 @@ def counts(engine: Engine, target_id: int, now: datetime, recheck: float,
         covered = conn.execute(select(func.count()).where(
             u.target_id == target_id, u.listed.is_(True), u.checked_at >= since)).scalar() or 0
         return by_state, by_rule, sum(by_state.values()), int(covered)
+
+    return transaction(engine, read)
+
+
+def first_round(engine: Engine, target_id: int, now: datetime) -> tuple[bool, int]:
+    """Whether every URL the target listed has been checked once (its first complete round,
+    kept as ``url_checks.first_round_at`` the first time it holds), and how many listed URLs
+    were never checked (none tried, not even without an answer)."""
+    u, k = url_states.c, url_checks.c
+
+    def read(conn: Connection) -> tuple[bool, int]:
+        done = conn.execute(select(k.first_round_at).where(k.target_id == target_id)
+                            ).scalar() is not None
+        unchecked = int(conn.execute(select(func.count()).where(
+            u.target_id == target_id, u.listed.is_(True), u.checked_at.is_(None),
+            u.attempts == 0)).scalar() or 0)
+        if not done and unchecked == 0:
+            conn.execute(update(url_checks).where(k.target_id == target_id)
+                         .values(first_round_at=now))
+            done = True
+        return done, unchecked
+
+    return transaction(engine, read)
+
+
+def examples(engine: Engine, target_id: int, states: Sequence[str], limit: int,
+             ) -> dict[str, list[str]]:
+    """Up to ``limit`` listed URLs in each of these states, by loc (an alert's examples)."""
+    u = url_states.c
+
+    def read(conn: Connection) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for state in states:
+            locs = conn.execute(select(u.loc).where(
+                u.target_id == target_id, u.listed.is_(True), u.state == state)
+                .order_by(u.loc).limit(limit)).scalars().all()
+            if locs:
+                found[state] = list(locs)
+        return found
 
     return transaction(engine, read)
 

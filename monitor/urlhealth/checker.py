@@ -247,8 +247,10 @@ class Round:
     covered: int = 0  # listed URLs checked within ``recheck``
     broken: list[dict[str, Any]] = field(default_factory=list)  # the first problems found
     reasons: dict[str, int] = field(default_factory=dict)  # removals given each reason
-    # URLs per state found (and "removed:<reason>"), the first few: the alerts' examples
+    # listed URLs that turned to each broken state in this round (and "removed:<reason>"),
+    # the first few: the alerts' examples; ``new`` counts them all
     examples: dict[str, list[str]] = field(default_factory=dict)
+    new: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
@@ -277,8 +279,9 @@ class _Saver:
         r.outcomes[verdict.state] = r.outcomes.get(verdict.state, 0) + 1
         if due.listed and verdict.broken and len(r.broken) < EXAMPLES:
             r.broken.append(_example(due.loc, verdict))
-        if due.listed and verdict.broken:
+        if due.listed and verdict.broken and verdict.state != due.state:  # newly broken
             _keep(r.examples, verdict.state, due.loc)
+            r.new[verdict.state] = r.new.get(verdict.state, 0) + 1
         self._pending.append((due, checked))
         if len(self._pending) >= SAVE_BATCH:
             await self.flush()
@@ -391,16 +394,23 @@ async def run_round(
     result.seconds = time.monotonic() - started
     if alerts is not None and any(rules.for_url_checks(r) and rules.matches(r, target.name)
                                   for r in alerts.rules):
-        await asyncio.to_thread(_raise_alerts, engine, alerts, target, snapshot_id, result,
-                                now())
+        await asyncio.to_thread(_raise_alerts, engine, alerts, target, (target_id, snapshot_id),
+                                result, now())
     return result
 
 
-def _raise_alerts(engine: Engine, alerts: Alerts, target: Target, snapshot_id: int,
+def _raise_alerts(engine: Engine, alerts: Alerts, target: Target, ids: tuple[int, int],
                   found: Round, now: datetime) -> None:
     """The URL checks' alert rules on this round, written to the outbox in one transaction."""
+    target_id, snapshot_id = ids
+    complete, unchecked = store.first_round(engine, target_id, now)
+    current = store.examples(engine, target_id,
+                             [s for s in found.states if s in health.STATES
+                              and health.STATES[s] is not None],
+                             alerts.delivery.examples)
     summary = rules.UrlRound(target.url, snapshot_id, found.listed, found.states,
-                             found.reasons, found.examples, now)
+                             found.reasons, found.examples, now, new=found.new,
+                             complete=complete, unchecked=unchecked, current=current)
 
     def write(conn: Connection) -> None:
         notifications = rules.evaluate_urls(alerts, target.name, summary,

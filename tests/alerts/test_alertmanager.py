@@ -98,8 +98,9 @@ def test_fire_re_send_and_resolve(alertmanager: str, sqlite_engine: Engine) -> N
     assert alert["labels"] == {"alertname": "down", "target": "shop", "rule": "down",
                                "severity": "critical"}
     assert "timeout" in alert["annotations"]["summary"]
-    assert alert["annotations"]["api"].startswith(
-        "https://monitor.example/api/v1/targets/shop/changes?since=")
+    # a failed check links to the target's snapshots, which say what failed
+    assert alert["annotations"]["api"] == "https://monitor.example/api/v1/targets/shop/snapshots"
+    assert alert["annotations"]["page"] == "https://monitor.example/targets/shop/snapshots"
     started = alert["startsAt"]
     ends = datetime.fromisoformat(alert["endsAt"].replace("Z", "+00:00"))
     assert ends > now + timedelta(minutes=50)  # alert_ttl ahead, not Alertmanager's 5m default

@@ -130,6 +130,16 @@ def test_robots_txt_is_watched_with_each_check(
         ("robots", "robots-changed", site.url("/robots.txt"))]
     assert listed[0]["before"]["text"] == f"User-agent: *\nAllow: /\nSitemap: {sitemap}\n"
     assert listed[0]["after"]["text"] == "User-agent: *\nDisallow: /sitemap\n"
+    assert listed[0]["diff"]["text"].splitlines()[3:] == [
+        " User-agent: *", "-Allow: /", f"-Sitemap: {sitemap}", "+Disallow: /sitemap"]
+    # the table shows the lines that moved under the change, not two sizes to compare
+    assert main(["changes", "t", "--kind", "robots", "--database-url", db]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[1].split()[-2:] == ["robots", site.url("/robots.txt")]
+    assert table[2:] == [f"      --- {site.url('/robots.txt')} (before)",
+                         f"      +++ {site.url('/robots.txt')} (after)",
+                         "      @@ -1,3 +1,2 @@", "       User-agent: *", "      -Allow: /",
+                         f"      -Sitemap: {sitemap}", "      +Disallow: /sitemap"]
     code = main(["diff", "t", "--from", "1", "--database-url", db, "--json"])
     assert json.loads(capsys.readouterr().out)["changes"] == []  # a diff is of URL sets
 
@@ -185,7 +195,11 @@ def test_a_robots_change_raises_one_alert_with_both_texts(
     check(capsys, str(cfg), db)
     [alert] = sent()
     assert (alert["rule"], alert["when"], alert["event"]) == ("robots", "robots_changed", True)
+    diff = (f"--- {site.url('/robots.txt')} (before)\n+++ {site.url('/robots.txt')} (after)\n"
+            "@@ -1,2 +1,2 @@\n User-agent: *\n-Allow: /\n+Disallow: /")
     assert alert["robots"] == [{"url": site.url("/robots.txt"), "http_status": 200,
                                 "before": "User-agent: *\nAllow: /\n",
-                                "after": "User-agent: *\nDisallow: /\n", "truncated": False}]
+                                "after": "User-agent: *\nDisallow: /\n", "truncated": False,
+                                "diff": diff, "added": 1, "removed": 1}]
+    assert alert["examples"] == {}  # the sitemap's URLs are another matter
     assert "robots.txt changed" in alert["summary"]
