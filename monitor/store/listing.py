@@ -690,9 +690,9 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
                     continue
                 after_value = None if after_text is None else loads(after_text)
                 # A health transition is timed when its check found it, not by its snapshot.
-                at = ((after_value or {}).get("checked_at") if kind == "health" else None
-                      ) or times[snapshot_id]
-                yield ({"id": change_id, "snapshot_id": snapshot_id, "at": at,
+                found_at = ((after_value or {}).get("checked_at") if kind == "health"
+                            else None) or times[snapshot_id]
+                yield ({"id": change_id, "snapshot_id": snapshot_id, "at": found_at,
                         "kind": kind, "loc": loc,
                         "before": None if before_text is None else loads(before_text),
                         "after": after_value, "reason": reason, "rule": rule},

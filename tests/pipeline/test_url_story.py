@@ -53,7 +53,7 @@ def story(site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str
     serve_pages(site.server, locs, shoe)
     cfg = config(tmp_path, site)
     site.set("/s.xml", urlset(dict.fromkeys(locs, "2024-01-01")))
-    code, out, err = run(capsys, "check", "t", "--config", cfg, "--database-url", db, "--urls")
+    code, _out, err = run(capsys, "check", "t", "--config", cfg, "--database-url", db, "--urls")
     assert code == 0, err
     site.set("/s.xml", urlset({loc: "2024-05-05" if loc == shoe else "2024-01-01"
                                for loc in locs}))
@@ -106,7 +106,7 @@ def site_document(out: str) -> bool:
 
 def test_a_search_of_the_locs_in_urls_and_changes(
         story: tuple[str, str, list[str]], db: str, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg, shoe, locs = story
+    _cfg, _shoe, locs = story
     code, out, _ = run(capsys, "urls", "t", "--loc", "SHOES-1", "--format", "json",
                        "--database-url", db)
     assert code == 0
@@ -120,7 +120,8 @@ def test_a_search_of_the_locs_in_urls_and_changes(
     code, out, err = run(capsys, "urls", "t", "--loc", "shoes", "--limit", "3", "--database-url",
                          db)
     assert code == 0
-    assert "--loc shoes" in err and "--cursor" in err
+    assert "--loc shoes" in err
+    assert "--cursor" in err
 
 
 def test_the_changes_table_says_why(story: tuple[str, str, list[str]], db: str,
@@ -157,13 +158,15 @@ def test_history_is_an_object_paged_and_its_limit_bounded(
     code, out, _ = run(capsys, "history", "t", "--json", "--cursor", page["next_cursor"],
                        "--database-url", db)
     rest = json.loads(out)
-    assert len(rest["snapshots"]) == 1 and rest["next_cursor"] is None
+    assert len(rest["snapshots"]) == 1
+    assert rest["next_cursor"] is None
     assert rest["snapshots"][0]["id"] < page["snapshots"][-1]["id"]
     for command in (["history", "t"], ["urls", "t"], ["changes", "t"]):
         for bad in ("-3", "0"):
             code, _, err = run(capsys, *command, "--limit", bad, "--database-url", db)
             assert code == 2, (command, bad)
-            assert len(err.strip().splitlines()) == 1 and "--limit" in err
+            assert len(err.strip().splitlines()) == 1
+            assert "--limit" in err
 
 
 def test_read_only_commands_need_no_alert_secret(
@@ -176,7 +179,8 @@ def test_read_only_commands_need_no_alert_secret(
         code, _, err = run(capsys, *argv, "--config", cfg, "--database-url", db)
         assert code == 0, (argv, err)
     code, _, err = run(capsys, "check", "t", "--config", cfg, "--database-url", db)
-    assert code == 2 and "UNSET_HOOK_SECRET_FOR_TEST" in err  # a check may alert: it needs it
+    assert code == 2
+    assert "UNSET_HOOK_SECRET_FOR_TEST" in err
 
 
 def test_a_first_check_prints_a_summary_not_every_url(
