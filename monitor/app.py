@@ -450,7 +450,7 @@ async def _serve(
     logger.info(
         "started", version=__version__, replica=owner, targets=len(targets),
         database=db.redact(url), listen=f"{host}:{port}",
-        metrics=f"{base}/metrics", api=f"{base}/api/v1/targets",
+        pages=f"{base}/", metrics=f"{base}/metrics", api=f"{base}/api/v1/targets",
     )
     stopped_by = asyncio.create_task(stop.wait())
     await asyncio.wait({stopped_by, serving}, return_when=asyncio.FIRST_COMPLETED)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from monitor import __version__, failon
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound
-from monitor.model import CHANGE_KINDS, CHANGE_RULES, CheckResult, Issue
+from monitor.model import CHANGE_RULES, CheckResult, Issue
 
 if TYPE_CHECKING:  # validate is imported by the commands that use it (start-up time)
     from monitor.read.validate import ValidatedDocument
@@ -69,8 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--urls", action="store_true",
                        help="then check every listed URL now, at the target's"
                             " url_checks.rate")
-    check.add_argument("--max-changes", type=int, default=1000, metavar="N",
+    check.add_argument("--max-changes", type=_non_negative, default=1000, metavar="N",
                        help="list at most N changes and N issues (default 1000)")
+    check.add_argument("--rate", type=_rate, metavar="PER_SECOND",
+                       help="with --urls: requests per second per host (default: the target's"
+                            " url_checks.rate)")
 
     validate = commands.add_parser("validate", help="lint a sitemap URL or file; stores nothing")
     validate.add_argument("source", metavar="URL_OR_FILE")
@@ -81,7 +84,9 @@ def _parser() -> argparse.ArgumentParser:
 
     history = commands.add_parser("history", help="a target's snapshots, newest first")
     history.add_argument("target")
-    history.add_argument("--limit", type=int, default=20)
+    history.add_argument("--limit", type=_positive, default=20, metavar="N",
+                         help="at most N snapshots (default 20)")
+    history.add_argument("--cursor", help="go on where a listing cut by --limit stopped")
     history.add_argument("--json", action="store_true")
     with_config(history)
     with_db(history)
@@ -123,8 +128,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None]) -> None:
-    """The listings : every count, row by row."""
-    from monitor.listings import FORMATS, STATUSES
+    """The listings: every count, row by row."""
+    from monitor.listings import FORMATS, KINDS, STATUSES
 
     def listing(name: str, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
@@ -141,6 +146,7 @@ def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None])
 
     urls = listing("urls", "the URL set now or at a past snapshot, with its fields")
     urls.add_argument("--at", help="a snapshot id, an ISO time or a duration ago (e.g. 24h)")
+    urls.add_argument("--loc", metavar="TEXT", help="only the locs that hold TEXT (case aside)")
     urls.add_argument("--status", choices=STATUSES)
     issues = listing("issues", "the current issues (or at a past snapshot), each with its loc")
     issues.add_argument("--rule", action="append", default=[], metavar="RULES",
@@ -158,7 +164,17 @@ def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None])
                          help="changes about these rule ids or globs, comma-separated "
                               "(url-*, loc-not-absolute)")
     changes.add_argument("--kind", action="append", default=[], metavar="KINDS",
-                         help=f"comma-separated: {', '.join(CHANGE_KINDS)}")
+                         help=f"comma-separated: {', '.join(KINDS)}")
+    changes.add_argument("--loc", metavar="TEXT", help="only the locs that hold TEXT (case aside)")
+    url = commands.add_parser("url", help="one URL's whole story: listed where, its fields, "
+                                          "its health, every change")
+    url.add_argument("target")
+    url.add_argument("loc", metavar="LOC")
+    for add in common:
+        add(url)
+    url.add_argument("--format", choices=("table", "json"), default=None,
+                     help="table (default) or json")
+    url.add_argument("--json", action="store_true", help="the same as --format json")
 
 
 def _positive(raw: str) -> int:
@@ -168,6 +184,26 @@ def _positive(raw: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more: {raw!r}")
+    return value
+
+
+def _non_negative(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {raw!r}")
+    return value
+
+
+def _rate(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
+    if not 0 < value <= 10_000:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 10000: {raw!r}")
     return value
 
 
@@ -241,6 +277,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _history(args)
     if command in ("urls", "issues", "diff", "changes"):
         return _list(args)
+    if command == "url":
+        return _story(args)
     if command == "db" and args.db_command == "prune":
         return _prune(args)
     if command == "db" and args.db_command == "vacuum":
@@ -342,9 +380,13 @@ def _config_path(args: argparse.Namespace) -> str | None:
     return getattr(args, "config", None) or os.environ.get("SITEMAP_MONITOR_CONFIG") or None
 
 
-def _config(args: argparse.Namespace) -> Config:
+def _config(args: argparse.Namespace, *, read_only: bool = False) -> Config:
+    """The configuration; a command that only reads the database leaves out the sections it
+    has no use for (alert channels, web access), so their secrets need not be set."""
     path = _config_path(args)
-    return load(path) if path else Config()
+    if not path:
+        return Config()
+    return load(path, without=("alerts", "web") if read_only else ())
 
 
 def _database_url(args: argparse.Namespace, cfg: Config) -> str:
@@ -397,8 +439,11 @@ def _check(args: argparse.Namespace) -> int:
     gc.disable()
     digests = DigestPool()
     try:
+        if args.rate is not None:
+            target = _with_rate(target, args.rate)
         result, urls = asyncio.run(_run_check(target, engine, cfg, args.max_changes,
-                                              urls=args.urls, digests=digests))
+                                              urls=args.urls, digests=digests,
+                                              progress=_progress()))
     except Exception as exc:
         refusal = _database_refusal(engine, exc)
         if refusal is None:
@@ -437,8 +482,38 @@ def _database_refusal(engine: Any, exc: Exception) -> MonitorError | None:
     return None
 
 
+def _with_rate(target: Target, rate: float) -> Target:
+    """The target with its URL checks at ``rate`` requests a second per host (``--rate``)."""
+    checks = target.settings.url_checks.model_copy(update={"rate": rate})
+    settings = target.settings.model_copy(update={"url_checks": checks})
+    return target.model_copy(update={"settings": settings})
+
+
+def _progress() -> Callable[[int], None] | None:
+    """On a terminal, a progress line that ``check --urls`` rewrites as URLs are checked."""
+    if not sys.stderr.isatty():
+        return None
+    import time
+
+    started = time.monotonic()
+    shown = [0.0]
+
+    def tick(done: int) -> None:
+        now = time.monotonic()
+        if now - shown[0] < 0.2:
+            return
+        shown[0] = now
+        rate = done / max(now - started, 1e-6)
+        sys.stderr.write(f"\rurl checks: {done:,} checked, {rate:.1f}/s ")
+        sys.stderr.flush()
+
+    return tick
+
+
 async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int, *,
-                     urls: bool = False, digests: Any = None) -> tuple[CheckResult, Any]:
+                     urls: bool = False, digests: Any = None,
+                     progress: Callable[[int], None] | None = None,
+                     ) -> tuple[CheckResult, Any]:
     from monitor.check.pipeline import run_check
     from monitor.model import utcnow
     from monitor.read.fetch import Fetcher
@@ -453,13 +528,16 @@ async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int,
 
         budget = urlcheck.Budget()
         found = await urlcheck.run_round(target, engine=engine, fetcher=fetcher, budget=budget,
-                                         now=utcnow)
+                                         now=utcnow, progress=progress)
+        if progress is not None:
+            sys.stderr.write("\r\033[K")  # the progress line goes: the summary says it all
         return result, found
     finally:
         await fetcher.aclose()
 
 
-def _print_result(result: CheckResult, urls: Any = None, *, as_json: bool) -> None:
+def _print_result(result: CheckResult, urls: Any = None, *, as_json: bool,
+                  stored: bool = True) -> None:
     if as_json:
         out = result.as_json()
         if urls is not None:
@@ -468,10 +546,18 @@ def _print_result(result: CheckResult, urls: Any = None, *, as_json: bool) -> No
             out["url_problems"] = urls.broken
         _out(json.dumps(out, ensure_ascii=False))
         return
-    _out(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid} "
-          f"added={result.added} removed={result.removed} changed={result.changed} "
-          f"newly-invalid={result.invalid_new}  ({result.duration_seconds:.2f}s, "
-          f"snapshot {result.snapshot_id})")
+    if not stored:  # ``validate``: nothing was compared nor kept
+        _out(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid}"
+             f"  ({result.duration_seconds:.2f}s)")
+    elif result.baseline:
+        _out(f"{result.target}: {result.outcome}  first check: urls={result.urls} "
+             f"invalid={result.invalid}  ({result.duration_seconds:.2f}s, snapshot "
+             f"{result.snapshot_id})")
+    else:
+        _out(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid} "
+             f"added={result.added} removed={result.removed} changed={result.changed} "
+             f"newly-invalid={result.invalid_new}  ({result.duration_seconds:.2f}s, "
+             f"snapshot {result.snapshot_id})")
     if result.error_kind:
         _out(f"  error: {result.error_kind}: {result.error_message}")
     if result.outcome == "partial":
@@ -488,9 +574,10 @@ def _print_result(result: CheckResult, urls: Any = None, *, as_json: bool) -> No
         _table(["SEVERITY", "RULE", "LOC", "MESSAGE"],
                [[i.severity, i.rule, i.loc or i.document or "", i.message]
                 for i in result.issues])
-    if result.changes:
+    # A first check's changes are its whole URL set: a summary and the command that lists it.
+    if result.changes and stored and not result.baseline:
         _table(["CHANGE", "LOC"], [[c.kind, c.loc] for c in result.changes])
-    for hint in _hints(result):
+    for hint in _hints(result) if stored else []:
         _out(f"  ({hint})")
     if urls is not None:
         states = ", ".join(f"{state} {n}" for state, n in sorted(urls.states.items()))
@@ -508,8 +595,7 @@ def _hints(result: CheckResult) -> list[str]:
     """Where to see in full what the output cut: the commands that list it."""
     name = shlex.quote(result.target)
     hints = []
-    shown = len(result.changes)
-    if result.baseline and result.urls + result.invalid > shown:
+    if result.baseline:
         hints.append(f"all {result.urls + result.invalid} URLs: sitemap-monitor urls {name}")
     elif result.changes_truncated:
         total = sum(result.change_counts().values())
@@ -550,7 +636,7 @@ def _validate(args: argparse.Namespace) -> int:
     if args.json:
         _out(json.dumps(output, ensure_ascii=False))
     else:
-        _print_result(result, as_json=False)
+        _print_result(result, as_json=False, stored=False)
     if result.outcome == "failed":
         return EXIT_FAILED
     return EXIT_FAIL_ON if any(i.severity == "error" for i in result.issues) else EXIT_OK
@@ -621,23 +707,41 @@ def _file_extension_issues(checked: ValidatedDocument, url: str) -> list[Issue]:
 
 
 def _history(args: argparse.Namespace) -> int:
+    from monitor import times
     from monitor.store import targets as store
 
-    cfg = _config(args)
+    cfg = _config(args, read_only=True)
+    before = None
+    if args.cursor is not None:
+        raw = args.cursor.strip()
+        if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) < 2**62:
+            raise ConfigError(f"--cursor: not a cursor of history: {args.cursor[:40]!r}")
+        before = int(raw)
     engine = _open_engine(_database_url(args, cfg))
     try:
-        rows = store.list_snapshots(engine, args.target, limit=args.limit)
+        rows = store.list_snapshots(engine, args.target, limit=args.limit + 1, before=before)
     finally:
         engine.dispose()
     if rows is None:
         raise ConfigError(f"target {args.target!r} has no snapshots in this database")
+    more = len(rows) > args.limit
+    rows = rows[:args.limit]
+    # The id of the last snapshot shown: the next page is the ones before it.
+    next_cursor = str(rows[-1]["id"]) if more and rows else None
     if args.json:
-        _out(json.dumps(rows, ensure_ascii=False))
+        _out(json.dumps({"target": args.target, "snapshots": rows, "next_cursor": next_cursor},
+                        ensure_ascii=False))
         return EXIT_OK
     _table(["SNAPSHOT", "FINISHED", "OUTCOME", "URLS", "INVALID", "ADDED", "REMOVED",
             "CHANGED", "ERROR"],
-           [[r["id"], r["finished_at"], r["outcome"], r["urls"], r["invalid"],
-             r["added"], r["removed"], r["changed"], _snapshot_error(r)] for r in rows])
+           [[r["id"], times.compact(r["finished_at"]), r["outcome"], r["urls"],
+             r["invalid"], r["added"], r["removed"], r["changed"],
+             _snapshot_error(r)] for r in rows])
+    if next_cursor is not None:
+        more_args = _without_cursor(args.argv)
+        print(f"sitemap-monitor: listed {len(rows)}, more: continue with "
+              f"{shlex.join(['sitemap-monitor', *more_args, '--cursor', next_cursor])}",
+              file=sys.stderr)
     return EXIT_OK
 
 
@@ -659,7 +763,7 @@ def _list(args: argparse.Namespace) -> int:
     from monitor import listings as listing
     from monitor.store import listings as store
 
-    cfg = _config(args)
+    cfg = _config(args, read_only=True)
     fmt = args.format or ("json" if args.json else "table")
     engine = _open_engine(_database_url(args, cfg))
     try:
@@ -691,7 +795,7 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
     now = datetime.now(UTC)
     if args.command == "urls":
         return store.open_urls(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
-                               args.status, args.cursor)
+                               args.status, args.cursor, _search(args.loc))
     if args.command == "issues":
         from monitor.model import RULES
         from monitor.read import validate
@@ -711,7 +815,41 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
     return store.open_changes(engine, args.target, since, kinds, args.cursor,
                               (args.since or "").strip(),
                               listing.parse_reasons(args.reason, "--reason"),
-                              listing.rule_ids(args.rule, CHANGE_RULES, "--rule"))
+                              listing.rule_ids(args.rule, CHANGE_RULES, "--rule"),
+                              _search(args.loc))
+
+
+def _search(raw: str | None) -> str | None:
+    """``--loc TEXT``: None when not given; a NUL is a mistake no loc holds."""
+    if raw is not None and "\x00" in raw:
+        raise ConfigError("--loc: holds a NUL character")
+    return raw or None
+
+
+def _story(args: argparse.Namespace) -> int:
+    """``url TARGET LOC``: one URL's whole story."""
+    from monitor import listings as listing
+    from monitor import story
+    from monitor.read import validate
+    from monitor.store.story import read_story
+
+    cfg = _config(args, read_only=True)
+    loc = args.loc.strip()
+    if not loc or "\x00" in loc:
+        raise ConfigError("LOC: give the URL as the sitemap lists it")
+    engine = _open_engine(_database_url(args, cfg))
+    try:
+        found = read_story(engine, args.target, loc, validate.describe)
+    except listing.NotFound as exc:
+        raise ConfigError(str(exc)) from None
+    finally:
+        engine.dispose()
+    if (args.format or ("json" if args.json else "table")) == "json":
+        _out(json.dumps(found, ensure_ascii=False))
+    else:
+        for line in story.lines(found, datetime.now(UTC)):
+            _out(line)
+    return EXIT_OK
 
 
 def _without_cursor(argv: list[str]) -> list[str]:

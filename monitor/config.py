@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -537,8 +537,10 @@ def parse(data: object, *, source: str = "<config>", env: Mapping[str, str] | No
         raise ConfigError(f"{source}: {_location(first)}: {message}") from None
 
 
-def load(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Config:
-    """Read and validate a YAML configuration file."""
+def load(path: str | os.PathLike[str], env: Mapping[str, str] | None = None, *,
+         without: Collection[str] = ()) -> Config:
+    """Read and validate a YAML configuration file; the top-level sections ``without`` names
+    are left out unread (a listing needs no alert channel, nor its secret's variable)."""
     import yaml  # here: `check URL` without a file never needs it
 
     file = Path(path)
@@ -554,4 +556,6 @@ def load(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> 
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"{file}:{where}: {problem}") from None
+    if without and isinstance(data, dict):
+        data = {key: value for key, value in data.items() if key not in without}
     return parse(data, source=str(file), env=env, base=file.parent)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from monitor import times
 from monitor.config import parse_duration
 from monitor.errors import BadParameter, NotFound
 from monitor.model import CHANGE_KINDS, OTHER_CHANGE_KINDS, REMOVAL_REASONS, URL_STATES
@@ -38,6 +39,7 @@ __all__ = [
     "Listing",
     "NotFound",
     "SnapshotRef",
+    "change_detail",
     "close",
     "csv_cell",
     "cursor",
@@ -222,6 +224,26 @@ def read_cursor(raw: str, kind: str, query: Sequence[Any], shape: Sequence[type]
     return position
 
 
+def _lines(text: str | None) -> str:
+    return "none" if text is None else f"{len(text.splitlines())} lines"
+
+
+def change_detail(row: Mapping[str, Any]) -> str:
+    """One line that says what a change moved: ``ok -> not-found (404)``, ``lastmod: a -> b``."""
+    before, after = row.get("before") or {}, row.get("after") or {}
+    if row.get("kind") == "robots":
+        return f"robots.txt: {_lines(before.get('text'))} -> {_lines(after.get('text'))}"
+    if row.get("kind") == "health":
+        return f"{before.get('state')} -> {after.get('state')}" + (
+            f" ({after.get('http_status')})" if after.get("http_status") else "")
+    if not (before and after):
+        return ""
+    moved = [f"{key}: {before.get(key)} -> {after.get(key)}"
+             for key in sorted(set(before) | set(after))
+             if before.get(key) != after.get(key) and key not in ("document",)]
+    return "; ".join(moved)[:200]
+
+
 # ---- output ------------------------------------------------------------------------------
 
 _json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -359,6 +381,19 @@ class _Csv:
         pass
 
 
+TIME_COLUMNS = frozenset({"at", "since", "checked_at", "started_at", "finished_at"})
+
+
+def _table_cell(row: Mapping[str, Any], column: str) -> str:
+    """A table's cell: times as a person reads them, a change's ``detail`` made from it."""
+    if column == "detail" and "detail" not in row:
+        return change_detail(row)
+    value = row.get(column)
+    if column in TIME_COLUMNS and isinstance(value, str):
+        return times.compact(value)
+    return _cell(value)
+
+
 class _Table:
     """Aligned columns for a terminal: widths from the first rows (at most 80 a column)."""
 
@@ -372,7 +407,7 @@ class _Table:
         self._widths: list[int] | None = None
 
     def row(self, row: Mapping[str, Any]) -> None:
-        cells = [_cell(row.get(c)) for c in self._columns]
+        cells = [_table_cell(row, c) for c in self._columns]
         below = row.get(self._below) if self._below else None
         text = str(below.get("text") or "") if isinstance(below, Mapping) else ""
         if self._widths is None:

@@ -199,5 +199,5 @@ def test_a_reader_that_stops_early_gets_no_traceback(http_server: TestServer, tm
         stderr = process.stderr.read().decode()
         assert (process.wait(timeout=120), stderr) == (0, "")
     history = run_script("history", url, "--database-url", db_url, "--json")
-    assert [(row["outcome"], row["added"]) for row in json.loads(history.stdout)] == [
+    assert [(row["outcome"], row["added"]) for row in json.loads(history.stdout)["snapshots"]] == [
         ("ok", urls)]

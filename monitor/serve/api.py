@@ -53,7 +53,7 @@ __all__ = ["Admission", "ApiReads", "create_app"]
 
 # /readyz answers within this, database or not: under the chart's probe timeout (3 s).
 READY_TIMEOUT = 2.0
-_SUFFIXES = ("snapshots", *api_listings.ROUTES)
+_SUFFIXES = ("snapshots", "url", *api_listings.ROUTES)
 # Requests in progress at once on /metrics and on /readyz: a scrape and a probe or two.
 _SMALL_LANE = 2
 # A refused client is asked to come back after at least this many seconds, and its connection
@@ -271,9 +271,13 @@ def create_app(
         try:
             if suffix == "snapshots":
                 return await _snapshots(request, name)
+            if suffix == "url":
+                return JSONResponse(await api_listings.story(request, name, read))
             return await api_listings.respond(request, name, suffix, read, clock())
         except listing.BadParameter as exc:
             return error(400, str(exc))
+        except listing.NotFound as exc:
+            return error(404, str(exc))
 
     async def _snapshots(request: Request, name: str) -> Response:
         limit = _int(request, "limit", 50, 1, api_listings.SNAPSHOTS_MAX_LIMIT)

@@ -27,7 +27,7 @@ from monitor.store import targets as store_daemon
 
 __all__ = [
     "MAX_LIMIT", "MEDIA", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "download", "error", "format_of",
-    "one", "opening", "respond", "split_path",
+    "one", "opening", "respond", "split_path", "story",
 ]
 
 ROUTES = ("urls", "issues", "diff", "changes")
@@ -100,7 +100,8 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
         if status is not None and status not in listing.STATUSES:
             raise listing.BadParameter(f"status: {status!r} is not one of "
                                        f"{', '.join(listing.STATUSES)}")
-        return lambda engine: store.open_urls(engine, name, at, status, after)
+        q = _text(request, "q")
+        return lambda engine: store.open_urls(engine, name, at, status, after, q)
     if suffix == "issues":
         at = listing.parse_snapshot(_text(request, "at"), "at", now)
         rules = listing.parse_rules(params.getlist("rule"), RULES)
@@ -119,8 +120,20 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
     since = None if raw_since is None else listing.parse_time(raw_since, "since", now)
     reasons = listing.parse_reasons(params.getlist("reason"))
     rules = listing.rule_ids(params.getlist("rule"), CHANGE_RULES)
+    q = _text(request, "q")
     return lambda engine: store.open_changes(engine, name, since, kinds, after,
-                                             (raw_since or "").strip(), reasons, rules)
+                                             (raw_since or "").strip(), reasons, rules, q)
+
+
+async def story(request: Request, name: str, read: Read) -> dict[str, Any]:
+    """One URL's whole story (``?loc=``); raises ``BadParameter`` and ``NotFound``."""
+    from monitor.store.story import read_story
+
+    loc = (_text(request, "loc") or "").strip()
+    if not loc:
+        raise listing.BadParameter("loc: required: the URL as the sitemap lists it")
+    found: dict[str, Any] = await read(read_story, name, loc, validate.describe)
+    return found
 
 
 def _link(request: Request) -> Callable[[str], str]:

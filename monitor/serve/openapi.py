@@ -151,6 +151,38 @@ _SCHEMAS: dict[str, Any] = {
                            "description": "The rule id the change is about: an entry that "
                                           "became invalid, a URL whose health broke."}},
     },
+    "Story": {
+        "type": "object",
+        "description": "One URL's whole story: listed now or not, where, its fields, its "
+                       "health and every change recorded about it, newest first.",
+        "required": ["target", "loc", "snapshot_id", "listed", "documents", "entry", "issues",
+                     "health", "changes", "changes_left"],
+        "properties": {
+            "target": {"type": "string"},
+            "loc": {"type": "string"},
+            "snapshot_id": _nullable("integer"),
+            "listed": {"type": "boolean", "description": "In the latest snapshot's URL set."},
+            "documents": {"type": "array", "items": {"type": "string"},
+                          "description": "The documents that list it now."},
+            "entry": {"oneOf": [{"type": "null"}, {
+                "type": "object",
+                "properties": {"document": {"type": "string"},
+                               "status": {"type": "string", "enum": list(listing.VALIDITY)},
+                               "lastmod": _ANY, "changefreq": _ANY, "priority": _ANY,
+                               "extensions": _ANY}}]},
+            "issues": {"type": "array", "items": _ref("Issue")},
+            "health": {"oneOf": [{"type": "null"}, {
+                "type": "object",
+                "properties": {"state": {"type": "string"}, "rule": _nullable("string"),
+                               "http_status": _nullable("integer"),
+                               "final_url": _nullable("string"), "hops": {"type": "integer"},
+                               "detail": _nullable("string"), "since": _TIME_OR_NULL,
+                               "checked_at": _TIME_OR_NULL, "listed": {"type": "boolean"}}}]},
+            "changes": {"type": "array", "items": _ref("Change")},
+            "changes_left": {"type": "integer",
+                             "description": "Older changes not in this answer."},
+        },
+    },
 }
 
 # The forms parse_snapshot reads (a real date within them is checked by the daemon).
@@ -194,6 +226,9 @@ _KIND = _query("kind", "Change kinds to keep (repeated, or comma-separated); all
                {"type": "string", "enum": [*listing.KINDS, ""]}, many=True)
 _DIFF_KIND = _query("kind", "Change kinds to keep (repeated, or comma-separated); all by "
                     "default.", {"type": "string", "enum": [*listing.DIFF_KINDS, ""]}, many=True)
+
+
+_SEARCH = _query("q", "Only the locs that hold this text (case aside).")
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -316,7 +351,7 @@ def document() -> dict[str, Any]:
             "urls", {**_HEAD, "snapshot_id": _SNAPSHOT}, "Url",
             [_query("at", f"The snapshot: {_WHEN}; the latest by default.", _WHEN_SCHEMA),
              _query("status", "Only valid or only invalid entries.",
-                    {"type": "string", "enum": [*listing.STATUSES, ""]})],
+                    {"type": "string", "enum": [*listing.STATUSES, ""]}), _SEARCH],
             "The URL set at a snapshot."),
         f"{_TARGET}/issues": _listing(
             "issues", {**_HEAD, "snapshot_id": _SNAPSHOT}, "Issue",
@@ -341,8 +376,13 @@ def document() -> dict[str, Any]:
                     {"type": "string", "enum": [*REMOVAL_REASONS, ""]}, many=True),
              _query("rule", "Changes about these rule ids or globs (repeated, or "
                     "comma-separated): " + ", ".join(CHANGE_RULES) + ".",
-                    {"type": "string"}, many=True)],
+                    {"type": "string"}, many=True), _SEARCH],
             "The changes recorded by each check, newest first."),
+        f"{_TARGET}/url": _json_get(
+            "One URL's whole story.", _ref("Story"),
+            params=[_NAME, {**_query("loc", "The URL, as the sitemap lists it.",
+                                     {"type": "string", "minLength": 1}), "required": True}],
+            errors=("400", "404")),
     }
     for path, item in paths.items():
         item["get"]["operationId"] = _operation_id(path)

@@ -1,13 +1,16 @@
 """The web pages of the daemon's port: server-rendered HTML for the people who get
 the alerts, over the same reads as the JSON API.
 
-``/`` lists the targets (state, URL count with a sparkline of the last snapshots as inline
-SVG, last change, current issues, URL health); ``/targets/{name}`` is one target (snapshots,
-changes by kind, URL health by state, issues by rule, a diff between two snapshots); and
+``/`` lists the targets (state, URL count with a zero-based sparkline of the last snapshots
+as inline SVG, last change, current issues, URL health); ``/targets/{name}`` is one target
+(charts of its URLs, changes and URL health per snapshot, snapshots, changes by kind, URL
+health by state, issues by rule, a diff between two snapshots);
 ``/targets/{name}/{changes,urls,issues,diff}`` are the listings of the CLI, a page of rows at a
-time with the cursor that goes on, their filters as a plain form, and the CSV and NDJSON
-export links of the API. Jinja2 templates and a stylesheet in the package: no JavaScript, no
-asset from elsewhere. Every page reads a bounded number of rows, whatever a target's size.
+time with the cursor that goes on, their filters and a search of the locs as a plain form,
+sortable by their column heads, and the CSV and NDJSON export links of the API; and
+``/targets/{name}/url?loc=`` is one URL's whole story. Jinja2 templates and a stylesheet in
+the package: no JavaScript, no asset from elsewhere. Every page reads a bounded number of
+rows, whatever a target's size.
 """
 
 from __future__ import annotations
@@ -20,16 +23,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from jinja2 import pass_context
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from monitor import listings as listing
+from monitor import times
 from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
+from monitor.serve import charts
 from monitor.serve import listings as api_listings
 from monitor.serve.links import external_link
 from monitor.store import targets as store
+from monitor.store import trends
 from monitor.store import urlstates as health_store
 
 __all__ = ["PAGE_ROWS", "STYLESHEET", "routes"]
@@ -40,11 +47,12 @@ SPARK_POINTS = 30
 _TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
 
 
-def _when(iso: str | None) -> str:
-    """``2026-11-25T18:57:06.885484Z`` as ``2026-11-25 18:57:06 UTC``."""
-    if not iso:
-        return ""
-    return iso[:19].replace("T", " ") + " UTC"
+
+
+@pass_context
+def _when(context: Any, value: str | None) -> str:
+    """A stored time as every page shows it: ``2026-11-28 00:44:40 UTC (3 min ago)``."""
+    return times.when(value, context.get("now"))
 
 
 _TEMPLATES.env.filters["when"] = _when
@@ -56,24 +64,67 @@ STYLESHEET = f"/static/style.css?v={hashlib.sha256(_STYLE).hexdigest()[:12]}"
 _TEMPLATES.env.globals["stylesheet"] = STYLESHEET
 _BROKEN = [state for state, rule in URL_STATES.items() if rule is not None]
 _TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff",
-           "snapshots": "Snapshots"}
+           "snapshots": "Snapshots", "url": "URL"}
+# The columns a listing page sorts by (``?sort=COLUMN``, ``-COLUMN`` for descending).
+SORTS = {
+    "changes": ("at", "kind", "loc", "reason", "rule"),
+    "urls": ("loc", "status", "lastmod", "document", "http_status", "since", "checked_at"),
+    "issues": ("rule", "severity", "loc", "document"),
+    "diff": ("kind", "loc"),
+    "index": ("name", "state", "urls", "last_check", "changes", "issues"),
+}
 TARGET_SNAPSHOTS = 20  # snapshots on a target's page (the snapshots page has PAGE_ROWS)
 
 
-def sparkline(values: Sequence[int], width: int = 120, height: int = 24) -> str:
-    """An inline SVG polyline of the values (the URL counts of the last snapshots)."""
-    if len(values) < 2:
-        return ""
-    low, high = min(values), max(values)
-    span = (high - low) or 1
-    step = width / (len(values) - 1)
-    points = " ".join(f"{i * step:.1f},{height - 2 - (v - low) / span * (height - 4):.1f}"
-                      for i, v in enumerate(values))
-    return (f'<svg class="spark" width="{width}" height="{height}" role="img" '
-            f'aria-label="URLs over the last {len(values)} snapshots: {values[0]} to '
-            f'{values[-1]}"><polyline fill="none" stroke="currentColor" stroke-width="1.5" '
-            f'points="{points}"/></svg>')
+def sparkline(values: Sequence[int], width: int = 120, height: int = 28) -> str:
+    """An inline SVG line of the URL counts of the last snapshots, from zero up."""
+    return charts.sparkline(values, width, height)
 
+
+def parse_sort(raw: str | None, listing_name: str) -> tuple[str, bool] | None:
+    """``?sort=``: (column, descending), None when not given; a column not offered is a 400."""
+    if not raw:
+        return None
+    column, descending = raw.removeprefix("-"), raw.startswith("-")
+    if column not in SORTS[listing_name]:
+        raise listing.BadParameter(f"sort: {raw[:40]!r} is not one of "
+                                   f"{', '.join(SORTS[listing_name])} (or -COLUMN)")
+    return column, descending
+
+
+def sort_rows(rows: list[dict[str, Any]], sort: tuple[str, bool] | None) -> None:
+    """Sort rows in place by a column; an empty value sorts last either way."""
+    if sort is None:
+        return
+    column, descending = sort
+    present = [r for r in rows if r.get(column) not in (None, "")]
+    absent = [r for r in rows if r.get(column) in (None, "")]
+    present.sort(key=lambda r: (str(type(r[column])), r[column]), reverse=descending)
+    rows[:] = present + absent
+
+
+def _charts(found: dict[str, Any] | None) -> dict[str, str]:
+    """The target page's charts: URLs, changes by kind and URL health, per snapshot."""
+    points = (found or {}).get("points") or []
+    if not points:
+        return {}
+    labels = [f"#{p['id']} {times.when(p['at'], relative=False)[5:16]}" for p in points]
+    drawn = {
+        "urls": charts.lines({"valid": [p["urls"] for p in points],
+                              "invalid": [p["invalid"] for p in points]}, labels,
+                             label="URLs per snapshot", axis="URLs",
+                             title=f"the last {len(points)} snapshots (UTC)"),
+        "changes": charts.bars([p["changes"] for p in points], labels, listing.KINDS,
+                               label="Changes per check, by kind", axis="changes",
+                               title=f"the last {len(points)} checks (UTC)"),
+    }
+    if found and found.get("health"):
+        states = [s for s in URL_STATES if any(p.get("health", {}).get(s) for p in points)]
+        drawn["health"] = charts.lines(
+            {s: [p.get("health", {}).get(s, 0) for p in points] for s in states}, labels,
+            label="Listed URLs by health state", axis="URLs",
+            title="after each snapshot (of the URLs listed now)")
+    return drawn
 
 def _target_path(name: str) -> str:
     return f"/targets/{quote(name, safe='')}"
@@ -92,9 +143,13 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
            clock: Callable[[], datetime]) -> list[Route]:
     """The pages, reading through ``read`` (the API's own database threads)."""
 
-    def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+    def render(request: Request, template: str, status: Any = 200, **context: Any) -> Response:
         context.setdefault("target_path", _target_path)
+        context.setdefault("now", clock())
         return _TEMPLATES.TemplateResponse(request, template, context, status_code=status)
+
+    def bad(request: Request, exc: Exception) -> Response:
+        return render(request, "error.html", 400, title="Bad parameter", message=str(exc))
 
     def not_found(request: Request, message: str) -> Response:
         return render(request, "error.html", 404, title="Not found", message=message)
@@ -104,6 +159,10 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         if "\x00" in after:
             after = ""
         # one more than shown: whether a next page exists
+        try:
+            sort = parse_sort(request.query_params.get("sort"), "index")
+        except listing.BadParameter as exc:
+            return bad(request, exc)
         shown, total = await read(store.page_targets, after, INDEX_TARGETS + 1)
         more = len(shown) > INDEX_TARGETS
         shown = shown[:INDEX_TARGETS]
@@ -118,8 +177,15 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             target["configured"] = target["name"] in wanted
             last = target["last_snapshot"] or {}
             target["open_issues"] = sum(last.get("issues", {}).values())
+            target["state"] = last.get("outcome")
+            target["urls"] = last.get("urls")
+            target["last_check"] = last.get("finished_at")
+            target["issues"] = target["open_issues"]
+        next_after = shown[-1]["name"] if more and shown else None
+        sort_rows(shown, sort)
         return render(request, "index.html", title="Targets", targets=shown,
-                      next_after=shown[-1]["name"] if more and shown else None, total=total)
+                      next_after=next_after, total=total,
+                      sort=request.query_params.get("sort", ""))
 
     async def target_routes(request: Request) -> Response:
         path: str = request.path_params["rest"]
@@ -132,20 +198,38 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             return await target_page(request, whole)
         if suffix == "snapshots":
             return await snapshots_page(request, name)
+        if suffix == "url":
+            return await story_page(request, name)
         return await listing_page(request, name, suffix)
+
+    async def story_page(request: Request, name: str) -> Response:
+        loc = request.query_params.get("loc", "").strip()
+        if not loc:  # the search form, empty
+            return render(request, "story.html", title=f"One URL of {name}", name=name,
+                          story=None, loc="")
+        try:
+            found = await api_listings.story(request, name, read)
+        except listing.BadParameter as exc:
+            return bad(request, exc)
+        except listing.NotFound as exc:
+            return not_found(request, str(exc))
+        for event in found["changes"]:
+            event["detail"] = listing.change_detail(event)
+        return render(request, "story.html", title=loc, name=name, story=found, loc=loc,
+                      severity=RULES, broken=_BROKEN,
+                      api=f"/api/v1/targets/{quote(name, safe='')}/url?{urlencode({'loc': loc})}")
 
     async def target_page(request: Request, target: dict[str, Any]) -> Response:
         name = target["name"]
         snapshots, more = _with_previous(
             await read(store.list_snapshots, name, limit=TARGET_SNAPSHOTS + 1) or [],
             TARGET_SNAPSHOTS)
-        series = (await read(store.url_series, [name], 90)).get(name, [])
+        drawn = _charts(await read(trends.trend, name))
         health = (await read(health_store.states_by_target, [name])).get(name, {})
         last = target["last_snapshot"] or {}
         issues = sorted(last.get("issues", {}).items(), key=lambda kv: (-kv[1], kv[0]))
         return render(request, "target.html", title=name, target=target,
-                      snapshots=snapshots, more_snapshots=more,
-                      spark=sparkline(series, 360, 48), health=health,
+                      snapshots=snapshots, more_snapshots=more, charts=drawn, health=health,
                       states=list(URL_STATES), broken=_BROKEN, issues=issues,
                       severity=RULES, kinds=listing.KINDS)
 
@@ -171,10 +255,23 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
 
     async def listing_page(request: Request, name: str, suffix: str) -> Response:
         params = {k: v for k, v in request.query_params.multi_items() if v != ""}
+        here = f"{_target_path(name)}/{suffix}"
+        choices: dict[str, Any] = {"kinds": listing.KINDS, "diff_kinds": listing.DIFF_KINDS,
+                   "statuses": listing.STATUSES, "reasons": REMOVAL_REASONS,
+                   "change_rules": CHANGE_RULES}
+        if suffix == "diff" and "from" not in params:  # the form to fill in, not an error
+            exists = await read(store.get_target, name)
+            if exists is None:
+                return not_found(request, f"no target named {name!r}")
+            return render(request, "listing.html", title=f"Diff of {name}", name=name,
+                          suffix=suffix, rows=[], columns=[], head={}, params=params,
+                          exports=None, next_page=None, first_page=None, empty_form=True,
+                          sort=None, here=here, **choices)
         try:
+            sort = parse_sort(params.pop("sort", None), suffix)
             opening = api_listings.opening(request, name, suffix, clock())
         except listing.BadParameter as exc:
-            return render(request, "error.html", 400, title="Bad parameter", message=str(exc))
+            return bad(request, exc)
 
         def page(engine: Any) -> tuple[listing.Listing, list[dict[str, Any]]]:
             found = opening(engine)
@@ -188,26 +285,26 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         except listing.NotFound as exc:
             return not_found(request, str(exc))
         except listing.BadParameter as exc:
-            return render(request, "error.html", 400, title="Bad parameter", message=str(exc))
+            return bad(request, exc)
         columns = list(found.table or found.columns)
         if suffix == "changes":
             columns = ["at", "kind", "rule", "loc", "reason", "detail"]
             for row in rows:
-                row["detail"] = _change_detail(row)
-        here = f"{_target_path(name)}/{suffix}"
+                row["detail"] = listing.change_detail(row)
+        sort_rows(rows, sort)
         query = {k: v for k, v in params.items() if k not in ("cursor", "format", "limit")}
         api = f"/api/v1/targets/{quote(name, safe='')}/{suffix}"
         exports = {fmt: f"{api}?{urlencode({**query, 'format': fmt})}"
                    for fmt in ("csv", "ndjson")}
         next_page = (None if found.next_cursor is None
                      else f"{here}?{urlencode({**query, 'cursor': found.next_cursor})}")
+        sorting = {**query, **({"cursor": params["cursor"]} if "cursor" in params else {})}
         return render(request, "listing.html", title=f"{_TITLES[suffix]} of {name}", name=name,
                       suffix=suffix, rows=rows, columns=columns, head=found.head,
                       params=query, exports=exports, next_page=next_page,
                       first_page=f"{here}?{urlencode(query)}" if "cursor" in params else None,
-                      kinds=listing.KINDS, diff_kinds=listing.DIFF_KINDS,
-                      statuses=listing.STATUSES, reasons=REMOVAL_REASONS,
-                      change_rules=CHANGE_RULES)
+                      empty_form=False, here=here, sort=sort, sorting=sorting,
+                      sortable=SORTS[suffix], time_columns=listing.TIME_COLUMNS, **choices)
 
     async def stylesheet(_request: Request) -> Response:
         # Its address changes with its content, so a browser may keep it for a day.

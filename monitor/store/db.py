@@ -188,7 +188,8 @@ def refused(engine: Engine, exc: SQLAlchemyError, doing: str) -> ConfigError | S
                 f"database_url: cannot write the SQLite database {path} ({reason}): the file "
                 f"and its folder {folder} must be writable by this user")
     if doing == "reach":
-        return StoreError(f"database {where} is unreachable: {exc.__class__.__name__}")
+        # The driver's own line tells a refused port from a missing database or host.
+        return StoreError(f"database {where} is unreachable: {_first_line(exc)}")
     return StoreError(f"{doing} failed on {where}: {_first_line(exc)}")
 
 

@@ -133,38 +133,46 @@ URL_COLUMNS = ("loc", "document", "status", "lastmod", "changefreq", "priority",
 
 
 def open_urls(engine: Engine, name: str, at: SnapshotRef | None, status: str | None,
-              after: str | None) -> Listing:
+              after: str | None, q: str | None = None) -> Listing:
     """The URL set at a snapshot (the latest by default), valid and invalid entries alike
-    unless ``status`` says which; a health state lists the URLs in it now."""
+    unless ``status`` says which; a health state lists the URLs in it now; ``q``
+    keeps the locs that hold it (case aside)."""
+    q = q.lower() if q else None
     if status in HEALTH:
         if at is not None:
             raise BadParameter(f"status: {status!r} is a URL's health now, which has no "
                                "history: leave out at")
-        return _open_health(engine, name, status, after)
+        return _open_health(engine, name, status, after, q)
 
     def resolve(conn: Connection) -> tuple[int, int]:
         target_id = _target_id(conn, name)
         return target_id, _snapshot(conn, target_id, name, at, "at")
 
-    query = [_text(at), status or ""]
+    query: list[Any] = [_text(at), status or ""]
+    if q:
+        query.append(q)
     if after is None:
         target_id, snapshot_id = transaction(engine, resolve)
         start = [0, 0]
     else:
         snapshot_id, *start = read_cursor(after, "urls", query, (int, int, int))
         target_id = transaction(engine, lambda conn: _target_id(conn, name))
-    rows = _pinned(_url_rows(engine, target_id, snapshot_id, status, start[0], start[1]),
+    rows = _pinned(_url_rows(engine, target_id, snapshot_id, status, start[0], start[1], q),
                    snapshot_id)
     return Listing({"target": name, "snapshot_id": snapshot_id}, "urls", URL_COLUMNS, rows,
                    ("urls", query), table=("status", "loc", "lastmod", "document"))
 
 
 def _url_rows(engine: Engine, target_id: int, snapshot_id: int, status: str | None,
-              set_id: int, position: int) -> _ROWS:
+              set_id: int, position: int, q: str | None = None) -> _ROWS:
     while (found := _next_set(engine, target_id, snapshot_id, set_id, status)) is not None:
         next_id, document, stored = found
+        if q and q not in stored.loc_text().lower():  # one search of the text, not a split
+            del found, stored
+            set_id, position = next_id + 1, 0
+            continue
         rows = _set_urls(next_id, document, stored, position if next_id == set_id else 0,
-                         status)
+                         status, q)
         # One document's entries held at a time: not the last one's with the next (its rows
         # hold its columns until they end; these names would hold them past that).
         del found, stored
@@ -173,7 +181,7 @@ def _url_rows(engine: Engine, target_id: int, snapshot_id: int, status: str | No
 
 
 def _set_urls(set_id: int, document: str, stored: entryset.Columns, start: int,
-              status: str | None) -> _ROWS:
+              status: str | None, q: str | None = None) -> _ROWS:
     locs = stored.locs()
     lastmods, changefreqs, priorities, extensions = (stored.column(i) for i in range(1, 5))
     invalid = stored.invalid()
@@ -181,6 +189,8 @@ def _set_urls(set_id: int, document: str, stored: entryset.Columns, start: int,
     for i in range(start, len(locs)):
         state = "invalid" if i in invalid else "valid"
         if status is not None and state != status:
+            continue
+        if q and q not in locs[i].lower():
             continue
         yield ({"loc": locs[i], "document": document, "status": state,
                 "lastmod": lastmods[i], "changefreq": changefreqs[i],
@@ -191,9 +201,12 @@ HEALTH_COLUMNS = ("loc", "status", "rule", "http_status", "final_url", "hops", "
                   "checked_at")
 
 
-def _open_health(engine: Engine, name: str, state: str, after: str | None) -> Listing:
+def _open_health(engine: Engine, name: str, state: str, after: str | None,
+                 q: str | None = None) -> Listing:
     """The URLs a target lists that are in ``state`` now, in the order of their locs."""
-    query = ["", state]
+    query: list[Any] = ["", state]
+    if q:
+        query.append(q)
     start = "" if after is None else read_cursor(after, "urls", query, (str,))[0]
 
     def resolve(conn: Connection) -> tuple[int, int]:
@@ -203,11 +216,12 @@ def _open_health(engine: Engine, name: str, state: str, after: str | None) -> Li
     target_id, snapshot_id = transaction(engine, resolve)
     return Listing({"target": name, "snapshot_id": snapshot_id, "status": state}, "urls",
                    HEALTH_COLUMNS,
-                   _health_rows(engine, target_id, state, start), ("urls", query),
+                   _health_rows(engine, target_id, state, start, q), ("urls", query),
                    table=("status", "http_status", "loc", "detail"))
 
 
-def _health_rows(engine: Engine, target_id: int, state: str, after: str) -> _ROWS:
+def _health_rows(engine: Engine, target_id: int, state: str, after: str,
+                 q: str | None = None) -> _ROWS:
     from monitor.store.targets import _iso
 
     u = url_states.c
@@ -215,6 +229,8 @@ def _health_rows(engine: Engine, target_id: int, state: str, after: str) -> _ROW
                         u.checked_at)
                  .where(u.target_id == target_id, u.listed.is_(True), u.state == state,
                         u.loc > after).order_by(u.loc))
+    if q:
+        statement = statement.where(func.lower(u.loc).contains(q, autoescape=True))
     for row in _stream(engine, statement):
         yield ({"loc": row.loc, "status": state, "rule": row.rule,
                 "http_status": row.http_status, "final_url": row.final_url, "hops": row.hops,
@@ -571,8 +587,9 @@ CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after", 
 
 def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Sequence[str],
                  after: str | None, since_text: str = "",
-                 reasons: Sequence[str] = (), rules: Sequence[str] = ()) -> Listing:
-    """Every change recorded for a target, newest first.
+                 reasons: Sequence[str] = (), rules: Sequence[str] = (),
+                 q: str | None = None) -> Listing:
+    """Every change recorded for a target, newest first (``q``: of the locs that hold it).
 
     Read in the order of the indexes ``(target_id, snapshot_id, id)`` and ``(target_id, kind,
     snapshot_id, id)``, which for one target is the order the changes were recorded in (its
@@ -587,6 +604,9 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
         kinds = ["removed"]
     if rules:
         query.append(["rule", *rules])
+    q = q.lower() if q else None
+    if q:
+        query.append(["loc", q])
     pinned = None if after is None else read_cursor(after, "changes", query,
                                                     (int, int, int, int))
 
@@ -607,15 +627,16 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
 
     target_id, floor = transaction(engine, resolve)
     position = (0, 0, 0) if pinned is None else (pinned[1], pinned[2], pinned[3])
-    rows = _pinned(_change_rows(engine, target_id, floor, kinds, position, reasons, rules),
+    rows = _pinned(_change_rows(engine, target_id, floor, kinds, position, reasons, rules, q),
                    floor)
     return Listing({"target": name}, "changes", CHANGES_COLUMNS, rows, ("changes", query),
-                   table=("snapshot_id", "at", "kind", "loc"), below="diff")
+                   table=("snapshot_id", "at", "kind", "loc", "reason", "rule", "detail"),
+                   below="diff")
 
 
 def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str],
                  before: tuple[int, int, int], reasons: Sequence[str] = (),
-                 rules: Sequence[str] = ()) -> _ROWS:
+                 rules: Sequence[str] = (), q: str | None = None) -> _ROWS:
     """The changes newest first, before ``before``: (snapshot id, row id, members of that
     row's pack still to list), the last 0 after a plain row or a pack's last member. A pack's
     members are listed from its last, as its rows would have been; they share its id."""
@@ -636,6 +657,9 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
             query = query.where(c.kind == kind)
         if reasons:
             query = query.where(c.reason.in_(list(reasons)))
+        if q:  # a pack's members have locs of their own: they are searched once unpacked
+            query = query.where(c.members.is_not(None)
+                                | func.lower(c.loc).contains(q, autoescape=True))
         if floor:
             query = query.where(c.snapshot_id >= floor)
         if at != (0, 0):
@@ -664,11 +688,16 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
                 places = reversed(range(left if (snapshot_id, change_id) == at else members))
             for j in places:
                 loc, before_text, after_text = found[j]
-                row = {"id": change_id, "snapshot_id": snapshot_id, "at": times[snapshot_id],
+                if q and q not in loc.lower():
+                    continue
+                after_value = None if after_text is None else loads(after_text)
+                # A health transition is timed when its check found it, not by its snapshot.
+                found_at = ((after_value or {}).get("checked_at") if kind == "health"
+                            else None) or times[snapshot_id]
+                row = {"id": change_id, "snapshot_id": snapshot_id, "at": found_at,
                        "kind": kind, "loc": loc,
                        "before": None if before_text is None else loads(before_text),
-                       "after": None if after_text is None else loads(after_text),
-                       "reason": reason, "rule": rule}
+                       "after": after_value, "reason": reason, "rule": rule}
                 if kind == "robots":  # the lines that moved, not two whole files to compare
                     row["diff"] = robotsdiff.of_change(row["before"], row["after"],
                                                        loc).as_json()

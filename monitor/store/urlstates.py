@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -227,8 +227,10 @@ def listed(engine: Engine, target_id: int, locs: Iterable[str]) -> set[str]:
 
 
 def _state_json(state: str, status: int | None, final_url: str | None, hops: int,
-                detail: str | None) -> str:
+                detail: str | None, found: datetime | None = None) -> str:
     value: dict[str, Any] = {"state": state, "http_status": status}
+    if found is not None:  # when the check found it: the snapshot's time may be hours before
+        value["checked_at"] = found.astimezone(UTC).isoformat().replace("+00:00", "Z")
     if final_url:
         value["final_url"] = final_url
     if hops:
@@ -310,7 +312,8 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
             transitions.append({
                 "snapshot_id": snapshot_id, "target_id": target_id, "kind": "health",
                 "loc": s.due.loc, "before": _state_json(s.due.state, None, None, 0, None),
-                "after": _state_json(state, s.http_status, s.final_url, s.hops, s.detail),
+                "after": _state_json(state, s.http_status, s.final_url, s.hops, s.detail,
+                                     now),
                 "rule": s.rule,
             })
 

@@ -343,10 +343,12 @@ async def run_round(
     target: Target, *, engine: Engine, fetcher: Fetcher, budget: Budget,
     now: Callable[[], datetime], limit: int | None = None, alerts: Alerts | None = None,
     robots: robotsread.RobotsCache | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> Round | None:
     """One round of URL checks of ``target``: the ``limit`` URLs that are due, or with
     ``limit`` None every URL it lists now, each 5xx tried again up to three times in a row
-    (``check --urls``). None when the target has no snapshot yet."""
+    (``check --urls``, which may follow with ``progress``, called with the URLs done so far).
+    None when the target has no snapshot yet."""
     started = time.monotonic()
     synced = await asyncio.to_thread(store.sync, engine, target.name)
     if synced is None:
@@ -373,6 +375,7 @@ async def run_round(
     else:
         pending: dict[str, tuple[store.Due, int]] = {}  # loc -> (row, 5xx answers in a row)
         retry: dict[str, tuple[store.Due, int]] = {}
+        finished = [0]
 
         async def done_all(checked: Checked) -> None:
             due, errors = pending.pop(checked.loc)
@@ -380,6 +383,9 @@ async def run_round(
                 retry[checked.loc] = (due, errors + 1)
             else:
                 await saver.add(due, checked)
+                finished[0] += 1
+                if progress is not None:
+                    progress(finished[0])
 
         batches = store.every(engine, target_id)
         while batch := await asyncio.to_thread(_next_batch, batches):

@@ -113,7 +113,7 @@ def test_bad_requests_are_pages_that_say_why(watched: tuple[Daemon, list[str]]) 
     bad = daemon.get("/targets/shop/changes?kind=bogus")
     assert bad.status_code == 400
     assert "kind: unknown bogus" in bad.text
-    assert httpx.get(daemon.base + "/targets/shop/diff", timeout=10).status_code == 400
+    assert httpx.get(daemon.base + "/targets/shop/diff?from=x", timeout=10).status_code == 400
 
 
 def test_the_targets_page_is_paged(tmp_path: Path, daemons: list[Daemon]) -> None:

@@ -187,7 +187,7 @@ def test_sequence(site: Site, database_url: str, capsys: pytest.CaptureFixture[s
 
     # The CLI's read commands: newest first, the same shapes as the JSON API.
     assert main(["history", root, "--database-url", db, "--limit", "3", "--json"]) == 0
-    history = json.loads(capsys.readouterr().out)
+    history = json.loads(capsys.readouterr().out)["snapshots"]
     assert history[0]["id"] == r["snapshot_id"]
     assert len(history) == 3
     assert history[0]["removed"] == 1

@@ -143,7 +143,7 @@ def test_urls_at_three_past_snapshots(site: Site, db: str,
         result = check(capsys, root, db)
         ids.append(result["snapshot_id"])
         code, out, _ = run(capsys, "history", root, "--database-url", db, "--json", "--limit", "1")
-        times.append(json.loads(out)[0]["started_at"])
+        times.append(json.loads(out)["snapshots"][0]["started_at"])
     for snapshot_id, started, version in zip(ids[:3], times[:3], versions[:3], strict=True):
         by_id = listing(capsys, db, "urls", root, "--at", str(snapshot_id))
         assert {r["loc"]: r["lastmod"] for r in by_id} == version

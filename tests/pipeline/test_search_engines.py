@@ -83,7 +83,7 @@ def test_a_bad_field_is_reported_and_leaves_the_url_crawlable(
         ("loc-duplicate", "warning", base + "clean"),
     ]
     assert main(["history", site.url("/sitemap.xml"), "--database-url", db, "--json"]) == 0
-    [snapshot] = json.loads(capsys.readouterr().out)
+    [snapshot] = json.loads(capsys.readouterr().out)["snapshots"]
     assert (snapshot["urls"], snapshot["invalid"], snapshot["duplicates"]) == (4, 1, 1)
     assert sorted((c["kind"], c["loc"]) for c in r["changes"])[-1] == ("invalid", "/relative")
     assert sum(c["kind"] == "added" for c in r["changes"]) == 4
@@ -158,7 +158,7 @@ def test_a_document_that_cannot_be_read_is_an_issue_of_its_rule(
     assert r["urls"] == 1
     assert sorted(i["rule"] for i in r["issues"]) == sorted([rule, "child-fetch-failed"])
     assert main(["history", site.url("/index.xml"), "--database-url", db, "--json"]) == 0
-    [snapshot] = json.loads(capsys.readouterr().out)
+    [snapshot] = json.loads(capsys.readouterr().out)["snapshots"]
     assert snapshot["issues"] == {rule: 1, "child-fetch-failed": 1}
 
 

@@ -1,0 +1,108 @@
+"""One URL's story, the search of locs, charts, sorting and the small things a person trips on,
+asked over HTTP of a daemon watching a real local site (the ``watched`` fixture: 150 URLs,
+then 148 removed, /p1 answering 404); driven in a browser in test_web_browser.py."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+from urllib.parse import quote
+
+from harness import Daemon
+from test_web_pages import watched  # noqa: F401 - the fixture, shared with the HTTP tests
+
+
+def locs_of(html: str) -> list[str]:
+    return [unescape(v) for v in re.findall(r'<td class="loc"><a href="([^"]+)"', html)]
+
+
+def test_one_urls_story_in_the_api_and_on_its_page(
+        watched: tuple[Daemon, list[str]]) -> None:  # noqa: F811
+    daemon, removed = watched
+    broken = removed[0].rsplit("/", 1)[0] + "/p1"
+    answer = daemon.get(f"/api/v1/targets/shop/url?loc={quote(broken, safe='')}")
+    assert answer.status_code == 200
+    story = answer.json()
+    assert story["listed"] is True
+    assert story["documents"] == [removed[0].rsplit("/", 1)[0] + "/s.xml"]
+    assert story["health"]["state"] == "not-found"
+    assert story["health"]["http_status"] == 404
+    health = [e for e in story["changes"] if e["kind"] == "health"]
+    assert health
+    assert health[0]["after"]["state"] == "not-found"
+    # timed when the URL check found it, not by the snapshot it followed
+    assert health[0]["at"] == health[0]["after"]["checked_at"]
+
+    gone = daemon.get(f"/api/v1/targets/shop/url?loc={quote(removed[5], safe='')}").json()
+    assert gone["listed"] is False
+    assert [e["kind"] for e in gone["changes"]] == ["removed"]
+
+    missing = daemon.get("/api/v1/targets/shop/url")
+    assert missing.status_code == 400
+    assert missing.json()["error"]["message"].startswith("loc:")
+    assert daemon.get("/api/v1/targets/nope/url?loc=x").status_code == 404
+    paths = daemon.get("/api/v1/openapi.json").json()["paths"]
+    assert "/api/v1/targets/{name}/url" in paths
+
+    page = daemon.get(f"/targets/shop/url?loc={quote(broken, safe='')}")
+    assert page.status_code == 200
+    assert "not-found" in page.text
+    assert "HTTP 404" in page.text
+    assert "unknown -&gt; not-found (404)" in page.text
+    assert daemon.get("/targets/shop/url").status_code == 200  # the empty form
+
+
+def test_a_search_of_the_locs(watched: tuple[Daemon, list[str]]) -> None:  # noqa: F811
+    daemon, removed = watched
+    wanted = sorted(loc for loc in removed if "/p14" in loc)
+    api = daemon.get("/api/v1/targets/shop/changes?kind=removed&q=/P14").json()
+    assert sorted(r["loc"] for r in api["changes"]) == wanted
+    urls = daemon.get("/api/v1/targets/shop/urls?q=/p1").json()
+    assert [r["loc"] for r in urls["urls"]] == [removed[0].rsplit("/", 1)[0] + "/p1"]
+    page = daemon.get("/targets/shop/changes?kind=removed&q=/p14")
+    assert sorted(locs_of(page.text)) == wanted
+    assert 'name="q" type="search" value="/p14"' in page.text
+    assert daemon.get("/targets/shop/urls?q=nothing-holds-this").text.count("No rows.") == 1
+
+
+def test_listings_sort_by_their_columns(watched: tuple[Daemon, list[str]]) -> None:  # noqa: F811
+    daemon, _ = watched
+    stored = locs_of(daemon.get("/targets/shop/changes?kind=removed").text)
+    down = locs_of(daemon.get("/targets/shop/changes?kind=removed&sort=-loc").text)
+    assert down == sorted(stored, reverse=True)
+    up = daemon.get("/targets/shop/changes?kind=removed&sort=loc").text
+    assert locs_of(up) == sorted(stored)
+    assert "sort=-loc" in up  # the head's link turns the order round
+    bad = daemon.get("/targets/shop/changes?sort=password")
+    assert bad.status_code == 400
+    assert "sort:" in bad.text
+    index = daemon.get("/?sort=-urls")
+    assert index.status_code == 200
+
+
+def test_charts_times_the_empty_diff_and_the_started_line(
+        watched: tuple[Daemon, list[str]]) -> None:  # noqa: F811
+    daemon, _ = watched
+    target = daemon.get("/targets/shop").text
+    charts = re.findall(r'<svg class="chart".*?</svg>', target, re.S)
+    assert len(charts) == 3  # URLs, changes, URL health
+    urls = charts[0]
+    assert re.search(r'text-anchor="end">0</text>', urls)  # zero-based, labelled
+    assert re.search(r'text-anchor="end">150</text>', urls)
+    assert re.search(r"<desc>valid: 150(, 150)*(, 2)+; invalid: 0(, 0)*</desc>", urls)
+    assert ">148</text>" in charts[1]  # the removals' bar says its count
+    index = daemon.get("/").text
+    assert re.search(r'<svg class="spark".*class="value">2</text>', index, re.S)
+
+    changes = daemon.get("/targets/shop/changes").text
+    assert not re.search(r"\d{2}:\d{2}:\d{2}\.\d", changes)
+    assert re.search(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC \((just now|\d+ (s|min) ago)\)",
+                     changes)
+
+    diff = daemon.get("/targets/shop/diff")
+    assert diff.status_code == 200
+    assert 'name="from"' in diff.text
+    assert "Choose the snapshot" in diff.text
+
+    started = daemon.event("started")
+    assert started["pages"] == daemon.base + "/"
