@@ -38,7 +38,9 @@ from monitor.pruning import Pruner
 from monitor.scheduler import InTransaction, Scheduler, utcnow
 from monitor.store import daemon as store
 from monitor.store import db
+from monitor.store.indexnow import SqlSubmissions
 from monitor.store.outbox import SqlOutbox
+from monitor.submitter import Submitter
 from monitor.urlschedule import UrlChecks
 
 __all__ = ["parse_listen", "run"]
@@ -301,6 +303,11 @@ async def _serve(
         engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)
     delivery = _Delivery(engine, owner, metrics)
     delivery.start(cfg.alerts)
+    metrics.set_indexnow_targets(t.name for t in targets if t.settings.indexnow.enabled)
+    submitter = Submitter(lambda name: state.cfg.target(name), SqlSubmissions(engine), fetcher,
+                          owner=owner, on_result=metrics.indexnow_result)
+    submitting = asyncio.Event()  # set: stop submitting
+    submitter_task = asyncio.create_task(submitter.run(submitting))
     pruner = Pruner(engine, lambda: state.cfg, metrics)
 
     async def on_scrape() -> None:
@@ -378,6 +385,8 @@ async def _serve(
     await url_checks.stop(cfg.scheduler.shutdown_grace)
     await pruner.stop()
     await delivery.stop()
+    submitting.set()
+    await submitter_task
     server.should_exit = True
     with contextlib.suppress(asyncio.CancelledError):
         await serving
@@ -429,6 +438,7 @@ async def _apply(
         state.url_checks.update(targets)
     for channel in new.alerts.channels:
         metrics.add_channel(channel.name)
+    metrics.set_indexnow_targets(t.name for t in targets if t.settings.indexnow.enabled)
     metrics.config_reloaded(True, datetime.now().astimezone())
     logger.info("configuration reloaded", targets=len(new.targets))
 

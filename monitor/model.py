@@ -85,6 +85,8 @@ RULES: dict[str, Severity] = {
     "hreflang-no-self": "warning",
     "hreflang-conflict": "warning",
     "hreflang-not-reciprocal": "warning",
+    # A host's IndexNow key file did not answer 200 with the key: nothing is submitted for it.
+    "indexnow-key-missing": "error",
 }
 # The rules that make an entry invalid: its loc is unusable to a crawler (SPEC 4, revised). Any
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.

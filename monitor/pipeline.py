@@ -24,7 +24,7 @@ from urllib.parse import urljoin, urlsplit
 
 from sqlalchemy import Connection, Engine
 
-from monitor import changerows, entryset, extensions, parse, robots, validate
+from monitor import changerows, entryset, extensions, parse, robots, submissions, validate
 from monitor import digest as digesting
 from monitor.addresses import is_private_target
 from monitor.config import Alerts, Target
@@ -940,6 +940,9 @@ class _Check:
         if r.outcome != "failed" and not self.first:
             r.lastmod_compared, r.lastmod_changed = self.lastmods_compared, self.lastmods_changed
             self._churn()
+        if self.settings.indexnow.enabled:  # the key files the delivery loop could not verify
+            for issue in await self._db(submissions.key_issues, self.target):
+                self._issue_obj(issue)
         counts = self.changes.counts
         r.added, r.removed, r.changed = counts["added"], counts["removed"], counts["changed"]
         r.invalid_new, r.removed_invalid = counts["invalid"], self.changes.removed_invalid
@@ -978,6 +981,9 @@ class _Check:
             changes_written=self.changes_written,
         ))
         r.issue_counts = issue_counts
+        if self.changes_written and self.settings.indexnow.enabled:
+            submissions.enqueue_check(conn, self.target, self._target_id(), r.snapshot_id,
+                                      finished_at)
         if self.alerts is not None and self.alerts.rules:
             _raise_alerts(conn, self.alerts, r, r.snapshot_id, self.started)
         if self.in_transaction is not None:
