@@ -91,9 +91,13 @@ class Submitter:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=pause)
         finally:
-            if self._client is not None:
-                await self._client.aclose()
-                self._client = None
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (the fetcher is the caller's)."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
     async def deliver_due(self) -> int:
         """One pass: claim what is due, send it, mark it; return how many rows were claimed."""
