@@ -304,8 +304,10 @@ async def _serve(
     delivery = _Delivery(engine, owner, metrics)
     delivery.start(cfg.alerts)
     metrics.set_indexnow_targets(t.name for t in targets if t.settings.indexnow.enabled)
+    slowest = max((t.settings.timeout for t in targets), default=cfg.defaults.timeout)
     submitter = Submitter(lambda name: state.cfg.target(name), SqlSubmissions(engine), fetcher,
-                          owner=owner, on_result=metrics.indexnow_result)
+                          owner=owner, on_result=metrics.indexnow_result,
+                          lease=2 * slowest + 10)
     submitting = asyncio.Event()  # set: stop submitting
     submitter_task = asyncio.create_task(submitter.run(submitting))
     pruner = Pruner(engine, lambda: state.cfg, metrics)

@@ -57,6 +57,7 @@ class Submitter:
         clock: Callable[[], datetime] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
+        lease: float = 300.0,
     ) -> None:
         self.target_of = target_of
         self.repo = repo
@@ -71,7 +72,9 @@ class Submitter:
         self._client: httpx.AsyncClient | None = None
         self._held: dict[str, datetime] = {}  # endpoint -> no request before (its 429)
         self._key_locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self.lease = 300.0  # past a stalled endpoint's timeout and a key file's
+        # Past one key file fetch and one POST, each within a target's timeout: a row a killed
+        # replica held is taken over once it runs out.
+        self.lease = lease
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set; store errors are logged and retried, never raised."""
