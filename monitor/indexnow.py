@@ -182,7 +182,8 @@ def answer(status: int, body: str, retry_after: float | None) -> Verdict:
         return Verdict("failed", f"HTTP {status} {_PERMANENT[status]}"
                        + (f": {said}" if said else ""))
     if status == 429:
-        return Verdict("retry", f"{detail} (too many requests)", retry_after)
+        return Verdict("retry", "HTTP 429 too many requests" + (f": {said}" if said else ""),
+                       retry_after)
     return Verdict("retry", detail, retry_after if status == 503 else None)
 
 
