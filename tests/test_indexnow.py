@@ -74,6 +74,7 @@ def test_key_file(status: int | None, body: bytes, problem: str | None) -> None:
 def test_the_message_names_the_host_and_the_fix() -> None:
     message = indexnow.key_message("https://a.example", f"https://a.example/{KEY}.txt",
                                    "HTTP 404")
-    assert "https://a.example/" in message and "HTTP 404" in message
+    assert "https://a.example/" in message
+    assert "HTTP 404" in message
     assert "answers 200 with the key as its only content" in message
     assert "\n" not in message
