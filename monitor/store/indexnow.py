@@ -29,7 +29,7 @@ from monitor.store.sql import read_columns, read_sets, transaction
 
 __all__ = [
     "Claimed", "KeyState", "NewSubmission", "SqlSubmissions", "enqueue", "failing_keys",
-    "recorded",
+    "recent", "recorded",
 ]
 
 _LEVEL = 6
@@ -283,3 +283,8 @@ class SqlSubmissions:
             found = read_sets(conn, select(s.id, s.urls).where(s.id == submission_id),
                               whole=False)
         return [] if not found else zlib.decompress(found[0][1]).decode().split("\n")
+
+
+def recent(engine: Engine, target_name: str, limit: int = 10) -> list[dict[str, Any]]:
+    """A target's last submissions, newest first (the target's web page)."""
+    return SqlSubmissions(engine).history(target_name, limit)

@@ -76,3 +76,9 @@ def test_a_submission_survives_a_sigkill_before_delivery_and_goes_once(
     with engine.connect() as conn:
         assert conn.execute(select(indexnow_submissions.c.status)).scalars().all() == [
             "delivered"]
+    # The target's page shows its last submissions.
+    page = second.get("/targets/shop").text
+    section = page.split("<h2>IndexNow</h2>", 1)[1].split("<h2>", 1)[0]
+    assert http_server.url("").rstrip("/") in section
+    assert ">delivered<" in section
+    assert "HTTP 200" in section
