@@ -34,6 +34,7 @@ from monitor.alerts.outbox import Deliverer
 from monitor.check import pipeline
 from monitor.check.robotsread import RobotsCache
 from monitor.errors import ConfigError, MonitorError, SchemaError
+from monitor.indexnow.submitter import Submitter
 from monitor.metrics import Metrics
 from monitor.model import CheckResult, utcnow
 from monitor.pruning import Pruner
@@ -45,6 +46,7 @@ from monitor.serve import api
 from monitor.serve import headers as webheaders
 from monitor.store import db
 from monitor.store import targets as store
+from monitor.store.indexnow import SqlSubmissions
 from monitor.store.outbox import SqlOutbox
 from monitor.urlhealth.rounds import UrlChecks
 
@@ -382,6 +384,13 @@ async def _serve(
         engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)
     delivery = _Delivery(engine, owner, metrics)
     delivery.start(cfg.alerts)
+    metrics.set_indexnow_targets(t.name for t in targets if t.settings.indexnow.enabled)
+    slowest = max((t.settings.timeout for t in targets), default=cfg.defaults.timeout)
+    submitter = Submitter(lambda name: state.cfg.target(name), SqlSubmissions(engine), fetcher,
+                          owner=owner, on_result=metrics.indexnow_result,
+                          lease=2 * slowest + 10)
+    submitting = asyncio.Event()  # set: stop submitting
+    submitter_task = asyncio.create_task(submitter.run(submitting))
     pruner = Pruner(engine, lambda: state.cfg, metrics)
 
     async def on_scrape() -> None:
@@ -463,6 +472,8 @@ async def _serve(
     await url_checks.stop(cfg.scheduler.shutdown_grace)
     await pruner.stop()
     await delivery.stop()
+    submitting.set()
+    await submitter_task
     server.should_exit = True
     with contextlib.suppress(asyncio.CancelledError):
         await serving
@@ -515,6 +526,7 @@ async def _apply(
         state.url_checks.update(targets)
     for channel in new.alerts.channels:
         metrics.add_channel(channel.name)
+    metrics.set_indexnow_targets(t.name for t in targets if t.settings.indexnow.enabled)
     metrics.config_reloaded(True, datetime.now().astimezone())
     logger.info("configuration reloaded", targets=len(new.targets))
 

@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--rate", type=_rate, metavar="PER_SECOND",
                        help="with --urls: requests per second per host (default: the target's"
                             " url_checks.rate)")
+    check.add_argument("--indexnow-dry-run", action="store_true",
+                       help="print the IndexNow requests this check's changes would make; "
+                            "stores nothing")
 
     validate = commands.add_parser("validate", help="lint a sitemap URL or file; stores nothing")
     validate.add_argument("source", metavar="URL_OR_FILE")
@@ -118,6 +121,18 @@ def _parser() -> argparse.ArgumentParser:
     test = alert_commands.add_parser("test", help="send a test notification")
     test.add_argument("channel")
     with_config(test)
+
+    indexnow = commands.add_parser("indexnow", help="IndexNow submissions")
+    indexnow_commands = indexnow.add_subparsers(dest="indexnow_command", required=True,
+                                                parser_class=_Parser)
+    status = indexnow_commands.add_parser(
+        "status", help="what was submitted when, each answer, and the key files")
+    status.add_argument("target", help="a configured target's name")
+    with_config(status)
+    with_db(status)
+    status.add_argument("--format", choices=("table", "json"), default="table")
+    status.add_argument("--limit", type=_positive, default=50, metavar="N",
+                        help="the newest N submissions (default 50)")
 
     web = commands.add_parser("web", help="access to the daemon's port")
     web_commands = web.add_subparsers(dest="web_command", required=True, parser_class=_Parser)
@@ -301,9 +316,22 @@ def _dispatch(args: argparse.Namespace) -> int:
         _out(f"{path}: ok: {len(cfg.targets)} targets, {len(cfg.alerts.channels)} channels, "
               f"{len(cfg.alerts.rules)} rules")
         return EXIT_OK
+    if command == "indexnow":
+        return _indexnow_status(args)
     if command == "web":
         return _hash_password()
     return _alerts_test(args)
+
+
+def _indexnow_status(args: argparse.Namespace) -> int:
+    from monitor import cli_indexnow
+
+    engine = _open_engine(_database_url(args, _config(args)))
+    try:
+        return cli_indexnow.status(args.target, engine, fmt=args.format, limit=args.limit,
+                                   out=_out)
+    finally:
+        engine.dispose()
 
 
 def _prune(args: argparse.Namespace) -> int:
@@ -428,6 +456,13 @@ def _check(args: argparse.Namespace) -> int:
     target = _target(args.target, cfg, args)
     kinds = failon.parse(args.fail_on, urls=args.urls)
     engine = _open_engine(_database_url(args, cfg))
+    if args.indexnow_dry_run:
+        from monitor import cli_indexnow
+
+        try:
+            return cli_indexnow.dry_run(target, engine, cfg, as_json=args.json, out=_out)
+        finally:
+            engine.dispose()
     from monitor.read import process
     from monitor.read.workers import DigestPool
 

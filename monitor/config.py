@@ -113,6 +113,53 @@ class Retention(_Frozen):
     keep_last: int = Field(100, ge=1)
 
 
+INDEXNOW_ENDPOINT = "https://api.indexnow.org/indexnow"
+IndexNowKind = Literal["added", "changed", "removed"]
+_INDEXNOW_KEY = re.compile(r"^[A-Za-z0-9-]{8,128}$")
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+class IndexNow(_Frozen):
+    """Telling IndexNow search engines what a target's sitemap changed (opt-in).
+
+    ``key`` is the site's IndexNow key (``key_file`` reads it from a Secret); the key file
+    lives at ``key_location`` (a full URL, or a path on each host), else ``https://HOST/KEY.txt``.
+    """
+
+    enabled: bool = False
+    key: str | None = Field(None, repr=False)
+    key_location: str | None = None
+    endpoint: str = INDEXNOW_ENDPOINT
+    submit: tuple[IndexNowKind, ...] = ("added", "changed", "removed")
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, key: str | None) -> str | None:
+        if key is not None and not _INDEXNOW_KEY.match(key):
+            # never echo the key itself: it may sit in a log
+            raise ValueError("an IndexNow key is 8 to 128 characters of a-z, A-Z, 0-9 and -")
+        return key
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, endpoint: str) -> str:
+        parts = urlsplit(endpoint)
+        # The key travels in the body: plain http only to this machine (a test receiver).
+        if parts.scheme == "https" and parts.hostname:
+            return endpoint
+        if parts.scheme == "http" and parts.hostname in _LOOPBACK_HOSTS:
+            return endpoint
+        raise ValueError(f"the endpoint must be an https URL (http only on loopback): "
+                         f"{endpoint!r}")
+
+    @field_validator("key_location")
+    @classmethod
+    def _location(cls, location: str | None) -> str | None:
+        if location is not None and not location.startswith("/"):
+            _check_http_url(location)
+        return location
+
+
 class Defaults(_Frozen):
     """Settings every target inherits unless it sets its own."""
 
@@ -134,6 +181,7 @@ class Defaults(_Frozen):
     allow_cross_host_children: bool = False
     url_checks: UrlChecks = UrlChecks()
     retention: Retention = Retention()
+    indexnow: IndexNow = IndexNow()
 
     @field_validator("user_agent")
     @classmethod
@@ -168,6 +216,7 @@ class TargetSpec(_Frozen):
     # merged key by key over the defaults' (resolve)
     url_checks: UrlChecks | None = None
     retention: Retention | None = None
+    indexnow: IndexNow | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> TargetSpec:
@@ -209,7 +258,7 @@ def resolve(spec: TargetSpec, defaults: Defaults) -> Target:
     overrides = {
         key: getattr(spec, key) for key in _TARGET_OVERRIDES if getattr(spec, key) is not None
     }
-    for key in ("url_checks", "retention"):
+    for key in ("url_checks", "retention", "indexnow"):
         own = getattr(spec, key)
         if own is not None:
             overrides[key] = getattr(defaults, key).model_copy(
@@ -450,6 +499,10 @@ class Config(_Frozen):
             if spec.name in seen:
                 raise ValueError(f"duplicate target name {spec.name!r}")
             seen.add(spec.name)
+            indexnow = resolve(spec, self.defaults).settings.indexnow
+            if indexnow.enabled and indexnow.key is None:
+                raise ValueError(f"target {spec.name!r}: indexnow is enabled without a key "
+                                 "(set indexnow.key or indexnow.key_file)")
         return self
 
     def resolved_targets(self) -> list[Target]:

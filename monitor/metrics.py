@@ -31,11 +31,13 @@ from monitor import __version__
 from monitor.metrics_targets import Targets, TargetSeries
 from monitor.model import URL_STATES, CheckResult
 
-__all__ = ["ALERT_OUTCOMES", "HTTP_LANES", "PREFIX", "Metrics"]
+__all__ = ["ALERT_OUTCOMES", "HTTP_LANES", "INDEXNOW_OUTCOMES", "PREFIX", "Metrics"]
 
 PREFIX = "sitemap_monitor"
 # What the outbox's Deliverer reports per attempt (alerts.outbox.Outcome).
 ALERT_OUTCOMES = ("sent", "retry", "failed", "expired")
+# What the IndexNow submitter reports, in URLs (monitor.indexnow.protocol.OUTCOMES).
+INDEXNOW_OUTCOMES = ("submitted", "rejected", "retry", "key_missing", "expired")
 # The bounds of the HTTP port's admission (api.Admission); /healthz has none.
 HTTP_LANES = ("api", "metrics", "readyz")
 # Checks take from milliseconds (a 304) to minutes (a 50,000-child index): a 304 or a small
@@ -110,11 +112,19 @@ class Metrics:
             f"{p}_url_check_coverage_ratio",
             "Share of the listed URLs checked within url_checks.recheck.", ["target"],
             registry=r)
+        # IndexNow (opt-in): URLs by what became of their submission, for the targets that
+        # submit only.
+        self.indexnow_urls = Counter(
+            f"{p}_indexnow_urls", "URLs of IndexNow submissions, by outcome: submitted (200 "
+            "or 202), rejected (400, 403, 422), retry (an attempt to try again), key_missing "
+            "(held: the host's key file did not verify), expired.", ["target", "outcome"],
+            registry=r)
         self._url_targets: set[str] = set()
+        self._indexnow_targets: set[str] = set()
         self._plain = (self.leases_lost, self.claims, self.alerts, self.alerts_pending,
                        self.database_bytes,
                        self.build_info, self.reload_ok, self.reload_time, self.http_refused,
-                       self.url_health, self.url_checks, self.url_coverage)
+                       self.url_health, self.url_checks, self.url_coverage, self.indexnow_urls)
         registry.register(self.targets)
         self.build_info.labels(__version__).set(1)
         for lane in HTTP_LANES:
@@ -251,6 +261,22 @@ class Metrics:
         for state in URL_STATES:
             self.url_health.labels(name, state).set(states.get(state, 0))
         self.url_coverage.labels(name).set(covered / listed if listed else 0.0)
+
+    def set_indexnow_targets(self, names: Iterable[str]) -> None:
+        """The targets that submit to IndexNow: their label sets at zero; others' dropped."""
+        wanted = set(names)
+        for name in self._indexnow_targets - wanted:
+            for outcome in INDEXNOW_OUTCOMES:
+                self.indexnow_urls.remove(name, outcome)
+        for name in wanted - self._indexnow_targets:
+            for outcome in INDEXNOW_OUTCOMES:
+                self.indexnow_urls.labels(name, outcome)
+        self._indexnow_targets = wanted
+
+    def indexnow_result(self, target: str, outcome: str, urls: int) -> None:
+        """Count the URLs of one IndexNow delivery attempt (the submitter's ``on_result``)."""
+        if target in self._indexnow_targets:
+            self.indexnow_urls.labels(target, outcome).inc(urls)
 
     def alert_result(self, channel: str, outcome: str) -> None:
         """Count one delivery attempt of a notification (the outbox's ``on_result``)."""

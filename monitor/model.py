@@ -94,6 +94,8 @@ RULES: dict[str, Severity] = {
     "news-field-invalid": "error",
     "video-field-invalid": "error",
     "hreflang-relative": "warning",
+    # A host's IndexNow key file did not answer 200 with the key: nothing is submitted for it.
+    "indexnow-key-missing": "error",
 }
 # The rules that make an entry invalid: its loc is unusable to a crawler . Any
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.

@@ -149,3 +149,19 @@ def test_basic_auth_users_from_a_file(tmp_path: Path) -> None:
     (tmp_path / "users.yaml").write_text("seo: hunter2\n")
     with pytest.raises(ConfigError, match="user 'seo': not a bcrypt hash"):
         load(path, env={})
+
+
+def test_indexnow_key_from_a_secret_file_and_merged_per_target(tmp_path: Path) -> None:
+    (tmp_path / "key").write_text("abcdef0123-4567\n")
+    (tmp_path / "c.yaml").write_text(
+        "defaults:\n  indexnow: {key_file: key, endpoint: 'http://127.0.0.1:9/indexnow'}\n"
+        "targets:\n"
+        "  - {name: a, url: https://a.example/s.xml, indexnow: {enabled: true}}\n"
+        "  - {name: b, url: https://b.example/s.xml}\n")
+    a, b = load(tmp_path / "c.yaml", env={}).resolved_targets()
+    assert a.settings.indexnow.enabled
+    assert a.settings.indexnow.key == "abcdef0123-4567"
+    assert a.settings.indexnow.endpoint == "http://127.0.0.1:9/indexnow"
+    assert a.settings.indexnow.submit == ("added", "changed", "removed")
+    assert not b.settings.indexnow.enabled
+    assert "abcdef0123" not in repr(a.settings)

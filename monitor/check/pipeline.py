@@ -29,6 +29,7 @@ from monitor.check import robotswatch as robots
 from monitor.codec import changerows, entryset
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError, WorkerDied
+from monitor.indexnow import submissions
 from monitor.model import (
     RULES,
     RULES_VERSION,
@@ -968,6 +969,9 @@ class _Check:
         if r.outcome != "failed" and not self.first:
             r.lastmod_compared, r.lastmod_changed = self.lastmods_compared, self.lastmods_changed
             self._churn()
+        if self.settings.indexnow.enabled:  # the key files the delivery loop could not verify
+            for issue in await self._db(submissions.key_issues, self.target):
+                self._issue_obj(issue)
         counts = self.changes.counts
         r.added, r.removed, r.changed = counts["added"], counts["removed"], counts["changed"]
         r.invalid_new, r.removed_invalid = counts["invalid"], self.changes.removed_invalid
@@ -1010,6 +1014,9 @@ class _Check:
             changes_written=self.changes_written,
         ))
         r.issue_counts = issue_counts
+        if self.changes_written and self.settings.indexnow.enabled:
+            submissions.enqueue_check(conn, self.target, self._target_id(), r.snapshot_id,
+                                      finished_at)
         if self.alerts is not None and self.alerts.rules:
             _raise_alerts(conn, self.alerts, r, r.snapshot_id, self.started)
         if self.in_transaction is not None:

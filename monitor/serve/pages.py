@@ -35,6 +35,7 @@ from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
 from monitor.serve import charts
 from monitor.serve import listings as api_listings
 from monitor.serve.links import external_link
+from monitor.store import indexnow as indexnow_store
 from monitor.store import targets as store
 from monitor.store import trends
 from monitor.store import urlstates as health_store
@@ -44,6 +45,7 @@ __all__ = ["PAGE_ROWS", "STYLESHEET", "routes"]
 PAGE_ROWS = 100  # rows of a listing page
 INDEX_TARGETS = 200  # targets on a page of the index
 SPARK_POINTS = 30
+TARGET_SUBMISSIONS = 10  # the last IndexNow submissions on a target's page
 _TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
 
 
@@ -228,7 +230,8 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         health = (await read(health_store.states_by_target, [name])).get(name, {})
         last = target["last_snapshot"] or {}
         issues = sorted(last.get("issues", {}).items(), key=lambda kv: (-kv[1], kv[0]))
-        return render(request, "target.html", title=name, target=target,
+        submitted = await read(indexnow_store.recent, name, TARGET_SUBMISSIONS)
+        return render(request, "target.html", title=name, target=target, submitted=submitted,
                       snapshots=snapshots, more_snapshots=more, charts=drawn, health=health,
                       states=list(URL_STATES), broken=_BROKEN, issues=issues,
                       severity=RULES, kinds=listing.KINDS)

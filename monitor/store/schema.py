@@ -290,3 +290,46 @@ alert_states = Table(
     Column("since", UTC, nullable=False),
     Column("last_notification_id", Id, nullable=True),
 )
+
+# IndexNow submissions (monitor.indexnow.protocol): an outbox like ``notifications``, written in the
+# transaction of the snapshot (or of the URL checks' triage of a removal) it comes from.
+# ``urls`` is the request's URL list, newline-joined and deflated: up to 10,000 URLs a row.
+indexnow_submissions = Table(
+    "indexnow_submissions",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("target_name", String(200), nullable=False),
+    Column("snapshot_id", Id, nullable=True),  # the change set's snapshot (kept after pruning)
+    Column("idempotency_key", String(128), nullable=False, unique=True),
+    Column("origin", Text, nullable=False),  # scheme://host[:port]: one host a request
+    Column("url_count", Integer, nullable=False),
+    Column("kinds", Text, nullable=False, server_default=text("'{}'")),  # JSON kind -> URLs
+    Column("urls", LargeBinary, nullable=False),
+    Column("created_at", UTC, nullable=False),
+    # pending | delivered | failed
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("next_attempt_at", UTC, nullable=False),
+    Column("lease_owner", String(200), nullable=True),
+    Column("lease_until", UTC, nullable=True),
+    Column("http_status", Integer, nullable=True),  # the last answer's
+    Column("last_error", Text, nullable=True),  # the last answer, or why there was none
+    Column("attempted_at", UTC, nullable=True),
+    Column("delivered_at", UTC, nullable=True),
+    Index("ix_indexnow_submissions_status_next_attempt_at", "status", "next_attempt_at"),
+    Index("ix_indexnow_submissions_target_name_id", "target_name", "id"),
+)
+
+# The last fetch of each host's IndexNow key file per target: verified daily, and read by each
+# check, which reports ``indexnow-key-missing`` while it fails.
+indexnow_keys = Table(
+    "indexnow_keys",
+    metadata,
+    Column("target_name", String(200), primary_key=True),
+    Column("origin", Text, primary_key=True),
+    Column("location", Text, nullable=False),
+    Column("key_digest", String(64), nullable=False),  # which key was verified (never the key)
+    Column("checked_at", UTC, nullable=False),
+    Column("ok", Boolean, nullable=False),
+    Column("detail", Text, nullable=True),
+)

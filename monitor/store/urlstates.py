@@ -13,7 +13,7 @@ in one period and a host's ``rate`` holds across them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -263,9 +263,11 @@ _STATEMENTS = {
 
 
 def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved],
-         now: datetime, recheck: float) -> int:
+         now: datetime, recheck: float,
+         also: Callable[[Connection], object] | None = None) -> int:
     """Write a batch of verdicts in one transaction, each kind of row write as one
-    executemany; return how many ``health`` changes (transitions) it wrote."""
+    executemany; return how many ``health`` changes (transitions) it wrote. ``also`` writes
+    in the same transaction (what the removals' reasons set off)."""
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in _STATEMENTS}
     gone: list[dict[str, Any]] = []
     transitions: list[dict[str, Any]] = []
@@ -335,6 +337,8 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
                 c.target_id == bindparam("b_t"), c.kind == "removed",
                 c.snapshot_id == bindparam("b_s"), c.loc == bindparam("b_l"),
             ).values(reason=bindparam("b_reason")), reasons)
+        if also is not None:
+            also(conn)
         return len(transitions)
 
     return transaction(engine, write)

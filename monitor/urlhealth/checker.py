@@ -29,6 +29,7 @@ from monitor.check import robotsread
 from monitor.check import robotswatch as robots_judge
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
+from monitor.indexnow import submissions
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Answer, Fetcher, retry_after_seconds
 from monitor.read.robotstxt import GOOGLEBOT, robots_url
@@ -263,8 +264,10 @@ class _Saver:
     """Collects verdicts and writes them ``SAVE_BATCH`` at a time."""
 
     def __init__(self, engine: Engine, target_id: int, snapshot_id: int, recheck: float,
-                 now: Callable[[], datetime], result: Round, *, final: bool) -> None:
+                 now: Callable[[], datetime], result: Round, *, final: bool,
+                 target: Target | None = None) -> None:
         self._engine = engine
+        self._target = target
         self._ids = (target_id, snapshot_id)
         self._recheck = recheck
         self._now = now
@@ -301,8 +304,18 @@ class _Saver:
                 reasons = self._round.reasons
                 reasons[item.reason] = reasons.get(item.reason, 0) + 1
                 _keep(self._round.examples, f"removed:{item.reason}", item.due.loc)
+        now = self._now()
+        gone = [(item.due.removed_snapshot_id, item.due.loc) for item in saved
+                if item.reason == "gone" and item.due.removed_snapshot_id is not None]
+        also = None
+        if gone and self._target is not None and self._target.settings.indexnow.enabled:
+            target = self._target
+
+            def also(conn: Connection) -> int:  # a removal is submitted once it is gone
+                return submissions.enqueue_gone(conn, target, gone, now)
+
         written = await asyncio.to_thread(store.save, self._engine, target_id, snapshot_id,
-                                          saved, self._now(), self._recheck)
+                                          saved, now, self._recheck, also)
         self._round.transitions += written  # not `+= await`: it would read the count first
 
 
@@ -363,7 +376,8 @@ async def run_round(
     checker = Checker(target, fetcher, budget, cache, now)
     checker.allow_private = checker.allow_private or await is_private_target(target.url)
     recheck = target.settings.url_checks.recheck
-    saver = _Saver(engine, target_id, snapshot_id, recheck, now, result, final=limit is None)
+    saver = _Saver(engine, target_id, snapshot_id, recheck, now, result, final=limit is None,
+                   target=target)
     if limit is not None:
         batch = await asyncio.to_thread(store.due, engine, target_id, now(), limit)
         by_loc = {d.loc: d for d in batch}

@@ -156,6 +156,17 @@ container port so the probes and the Service always agree with the daemon.
 {{- if $web }}
 {{- $_ := set $config "web" $web }}
 {{- end }}
+{{- if .Values.indexnow.enabled }}
+{{- $defaults := default dict $config.defaults }}
+{{- $indexnow := default dict $defaults.indexnow }}
+{{- $_ := set $indexnow "enabled" true }}
+{{- $_ := set $indexnow "key_file" "/etc/sitemap-monitor-indexnow/key" }}
+{{- with .Values.indexnow.keyLocation }}{{ $_ := set $indexnow "key_location" . }}{{ end }}
+{{- with .Values.indexnow.endpoint }}{{ $_ := set $indexnow "endpoint" . }}{{ end }}
+{{- with .Values.indexnow.submit }}{{ $_ := set $indexnow "submit" . }}{{ end }}
+{{- $_ := set $defaults "indexnow" $indexnow }}
+{{- $_ := set $config "defaults" $defaults }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}
 
@@ -207,5 +218,16 @@ existing claim or an emptyDir), and the database alerts are left out.
 {{- include "sitemap-monitor.bytes" $limit }}
 {{- else if and (include "sitemap-monitor.sqlite" .) .Values.persistence.enabled (not .Values.persistence.existingClaim) }}
 {{- include "sitemap-monitor.bytes" .Values.persistence.size }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Secret that holds the IndexNow key: an existing one, or the chart's own.
+*/}}
+{{- define "sitemap-monitor.indexnowSecret" -}}
+{{- if .Values.indexnow.existingSecret }}
+{{- .Values.indexnow.existingSecret }}
+{{- else }}
+{{- printf "%s-indexnow" (include "sitemap-monitor.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,1 @@
+"""IndexNow: telling search engines what a check changed, durably and once."""

@@ -1,0 +1,83 @@
+"""IndexNow submissions written where their changes are: a check's additions and moved
+lastmods in its snapshot's transaction, a removal in the transaction that finds it ``gone``.
+
+This module composes the pure stage (``monitor.indexnow.protocol``: what is submitted, batched per
+host) with its SQL (``monitor.store.indexnow``); it takes the caller's Connection, so a
+submission is committed with its change set or not at all. Delivery is
+``monitor.indexnow.submitter``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+
+from sqlalchemy import Connection
+
+from monitor.config import Target
+from monitor.indexnow import protocol as indexnow
+from monitor.model import Issue
+from monitor.store import indexnow as store
+
+__all__ = ["enqueue_check", "enqueue_gone", "key_issues", "planned"]
+
+
+def planned(conn: Connection, target_id: int, snapshot_id: int,
+            kinds: Iterable[str]) -> Iterator[indexnow.Batch]:
+    """The batches a snapshot's recorded changes make, one at a time as each fills."""
+    wanted = tuple(kinds)
+    batcher = indexnow.Batcher()
+    for kind, loc, before, after in store.recorded(conn, target_id, snapshot_id):
+        if indexnow.submitted(kind, before, after, wanted):
+            yield from batcher.add(kind, loc)
+    yield from batcher.finish()
+
+
+def _new(batches: Iterable[indexnow.Batch]) -> Iterator[store.NewSubmission]:
+    for batch in batches:
+        yield store.NewSubmission(batch.origin, batch.urls, batch.kinds, batch.digest())
+
+
+def enqueue_check(conn: Connection, target: Target, target_id: int, snapshot_id: int,
+                  now: datetime) -> int:
+    """Write the submissions of a check's changes (none when the target does not submit);
+    return how many URLs they hold. A baseline records no changes, so it submits nothing."""
+    settings = target.settings.indexnow
+    if not settings.enabled:
+        return 0
+    return store.enqueue(conn, target.name, snapshot_id, f"snapshot {snapshot_id}",
+                         _new(planned(conn, target_id, snapshot_id, settings.submit)), now)
+
+
+def enqueue_gone(conn: Connection, target: Target, gone: Iterable[tuple[int, str]],
+                 now: datetime) -> int:
+    """Write the submissions of removals just found ``gone`` ((snapshot id, loc) pairs);
+    return how many URLs they hold."""
+    settings = target.settings.indexnow
+    if not settings.enabled or "removed" not in settings.submit:
+        return 0
+    by_snapshot: dict[int, list[str]] = {}
+    for snapshot_id, loc in gone:
+        by_snapshot.setdefault(snapshot_id, []).append(loc)
+    urls = 0
+    for snapshot_id, locs in sorted(by_snapshot.items()):
+        batches = indexnow.batches(("removed", loc) for loc in locs)
+        # Each loc's triage is written once; the digest in the key makes a retried
+        # transaction of the same batch one submission.
+        urls += store.enqueue(conn, target.name, snapshot_id, f"gone {snapshot_id}",
+                              _new(batches), now)
+    return urls
+
+
+def key_issues(conn: Connection, target: Target) -> list[Issue]:
+    """``indexnow-key-missing`` for each host whose key file did not verify at its last
+    fetch (the delivery loop fetches them); none when the target does not submit."""
+    settings = target.settings.indexnow
+    if not settings.enabled or settings.key is None:
+        return []
+    digest = store.key_digest(settings.key)
+    return [Issue(indexnow.KEY_RULE,
+                  indexnow.key_message(state.origin, state.location, state.detail or "failed"),
+                  loc=state.location, document=target.url)
+            for state in store.failing_keys(conn, target.name)
+            if state.key_digest == digest]
