@@ -24,6 +24,7 @@ from monitor import __version__, failon
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound
 from monitor.model import CHANGE_RULES, CheckResult, Issue
+from monitor.rules import rule_id
 
 if TYPE_CHECKING:  # validate is imported by the commands that use it (start-up time)
     from monitor.read.validate import ValidatedDocument
@@ -697,7 +698,7 @@ def _validate_file(path: Path, cfg: Config) -> CheckResult:
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
     except FetchError as exc:
-        failure: Issue | None = Issue(exc.kind, exc.message, document=url)
+        failure: Issue | None = Issue(rule_id(exc.kind), exc.message, document=url)
     else:
         failure = None
     parsed = parser.close()

@@ -206,7 +206,7 @@ class Metrics:
         series.invalid = float(result.invalid)
         if result.lastmod_churn is not None:  # a re-check (a baseline compares nothing)
             series.lastmod_churn = result.lastmod_churn
-        counts = issue_counts if issue_counts is not None else Tally(
+        counts = issue_counts if issue_counts is not None else Tally[str](
             i.rule for i in result.issues)
         _set_seen(series.issues, counts)
         _set_seen(series.documents, Tally(d.outcome for d in result.documents))

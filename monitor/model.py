@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
-Severity = Literal["error", "warning"]
+from monitor.rules import TABLE, RuleId, Severity
+
+__all__ = ["RuleId", "Severity"]  # re-exported: the value types of a rule, beside the rest
+
 ChangeKind = Literal["added", "removed", "changed", "invalid"]
 DocumentKind = Literal["urlset", "sitemapindex", "text", "rss", "atom", "robots"]
 DocumentOutcome = Literal["ok", "not_modified", "unchanged", "failed"]
@@ -42,61 +45,7 @@ REMOVAL_REASONS = ("moved", "gone", "live", "unknown")
 
 # Every rule id with its default severity (docs/rules.md). Stable: used in JSON, metrics, alerts.
 RULES: dict[str, Severity] = {
-    "xml-malformed": "error",
-    "xml-doctype": "error",
-    "root-unknown": "error",
-    "namespace-wrong": "error",
-    "encoding-not-utf8": "error",
-    "size-too-large": "error",
-    "urls-too-many": "error",
-    "index-too-many": "error",
-    "index-nested": "error",
-    "index-cycle": "error",
-    "index-child-out-of-scope": "warning",
-    "child-fetch-failed": "error",
-    "loc-missing": "error",
-    "loc-not-absolute": "error",
-    "loc-too-long": "error",
-    "loc-out-of-scope": "warning",
-    "loc-duplicate": "warning",
-    "lastmod-invalid": "error",
-    "lastmod-future": "warning",
-    "changefreq-invalid": "error",
-    "priority-invalid": "error",
-    "loc-multiple": "error",
-    "loc-not-encoded": "warning",
-    "gzip-invalid": "error",
-    # the robots.txt of the target's hosts (monitor.check.robotswatch)
-    "robots-changed": "warning",
-    "robots-unreachable": "error",
-    "sitemap-disallowed": "error",
-    "robots-sitemap-missing": "warning",
-    "robots-sitemap-relative": "warning",
-    # lastmod that can be trusted: found by comparing a re-check with the check
-    # before (read.diff.lastmod_earlier, check.pipeline), not by validating one entry.
-    "lastmod-churn": "warning",
-    "lastmod-regressed": "warning",
-    # Extensions, as Google documents them : none makes an entry invalid.
-    "news-too-old": "warning",
-    "news-missing-field": "error",
-    "news-too-many": "error",
-    "video-missing-field": "error",
-    "video-description-too-long": "error",
-    "image-too-many": "error",
-    "extension-deprecated": "warning",
-    "hreflang-invalid-code": "warning",
-    "hreflang-incomplete": "warning",
-    "hreflang-no-self": "warning",
-    "hreflang-conflict": "warning",
-    "hreflang-not-reciprocal": "warning",
-    # Extensions and hreflang as Google documents them: fields out of Google's bounds, an
-    # alternate whose href is not a full URL (ignored by search engines).
-    "news-field-invalid": "error",
-    "video-field-invalid": "error",
-    "hreflang-relative": "warning",
-    # A host's IndexNow key file did not answer 200 with the key: nothing is submitted for it.
-    "indexnow-key-missing": "error",
-}
+    rule.id: rule.severity for rule in TABLE.values() if not rule.id.startswith("url-")}
 # The rules that make an entry invalid: its loc is unusable to a crawler . Any
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
 UNUSABLE_LOC = frozenset({"loc-missing", "loc-not-absolute", "loc-too-long"})
@@ -148,7 +97,7 @@ RULES_VERSION = 4
 class Issue:
     """One validation finding with a stable rule id."""
 
-    rule: str
+    rule: RuleId
     message: str
     loc: str | None = None
     document: str | None = None

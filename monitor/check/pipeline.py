@@ -49,6 +49,7 @@ from monitor.read import extensions, parse, validate
 from monitor.read.fetch import Fetcher
 from monitor.read.robotstxt import robots_url
 from monitor.read.workers import DigestPool, Spool
+from monitor.rules import RuleId, rule_id
 from monitor.store import checkwriter as store
 from monitor.store import robotsfiles as robots_store
 from monitor.store.checkwriter import DocumentState, StoredSet
@@ -56,7 +57,7 @@ from monitor.store.checkwriter import DocumentState, StoredSet
 __all__ = ["run_check", "utcnow"]
 
 INDEX_KINDS = ("sitemapindex", "robots")
-NOT_RECIPROCAL = "hreflang-not-reciprocal"
+NOT_RECIPROCAL: RuleId = "hreflang-not-reciprocal"
 _AHEAD_MAX = 64  # children started and not yet applied, unchanged ones included
 ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the first ten
 # Past this many loc fingerprints held (8 MB), this process leaves big documents to the worker
@@ -441,7 +442,7 @@ class _Check:
         doc, previous = got.doc, got.previous
         if got.error is not None:
             if got.error.kind in RULES:  # a reason with a rule id (size-too-large, gzip-invalid)
-                self._issue(got.error.kind, got.error.message, got.url)
+                self._issue(rule_id(got.error.kind), got.error.message, got.url)
             self._fail(doc, got.error.kind, got.error.message, got.error.status, root=root)
             return
         if got.unchanged:
@@ -646,7 +647,7 @@ class _Check:
         else:
             self._issue("child-fetch-failed", message, doc.parent, loc=doc.url)
 
-    def _issue(self, rule: str, message: str, document: str | None, loc: str | None = None,
+    def _issue(self, rule: RuleId, message: str, document: str | None, loc: str | None = None,
                ) -> None:
         self._issue_obj(Issue(rule, message, loc=loc, document=document))
 

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from monitor.rules import RuleId
+
 __all__ = [
     "KEY_RETRY",
     "KEY_RULE",
@@ -43,7 +45,7 @@ __all__ = [
 MAX_URLS = 10_000  # the protocol's limit per request
 KEY_TTL = 86400.0  # a key file that answered is fetched again daily
 KEY_RETRY = 900.0  # one that did not, at most every 15 minutes, so a fix is seen soon
-KEY_RULE = "indexnow-key-missing"
+KEY_RULE: RuleId = "indexnow-key-missing"
 # The outcomes of ``sitemap_monitor_indexnow_urls_total``, counted in URLs.
 OUTCOMES = ("submitted", "rejected", "retry", "key_missing", "expired")
 

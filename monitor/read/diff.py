@@ -25,10 +25,11 @@ from datetime import datetime
 from operator import lt
 
 from monitor.model import Change, EntryState, addition_kind, change_kind
+from monitor.rules import RuleId
 
 __all__ = ["REGRESSED", "apply", "count", "diff", "lastmod_earlier", "lastmods_earlier"]
 
-REGRESSED = "lastmod-regressed"  # the rule id of a lastmod that went back
+REGRESSED: RuleId = "lastmod-regressed"  # the rule id of a lastmod that went back
 
 
 def diff(previous: Mapping[str, EntryState], current: Mapping[str, EntryState]) -> list[Change]:

@@ -20,6 +20,7 @@ from lxml import etree
 
 from monitor.model import DocumentKind, Entry, Issue, Links, ParsedDocument
 from monitor.read.robotstxt import parse_robots
+from monitor.rules import RuleId
 
 __all__ = ["SITEMAP_NS", "DocumentParser", "parse_document", "parse_robots"]
 
@@ -86,7 +87,7 @@ class _Head:
         self.prefix = b""  # a UTF-16 BOM, which lxml needs to see first
         self.root = b""  # local name of the root element
         self.encoding: str | None = None  # a non-UTF-8 encoding, for encoding-not-utf8
-        self.failure: tuple[str, str] | None = None
+        self.failure: tuple[RuleId, str] | None = None
         self.xmlns: tuple[int, int] | None = None  # where the root says xmlns="SITEMAP_NS"
         self.opened: int | None = None  # just past the ">" of that root's start tag (not "/>")
 
@@ -324,7 +325,7 @@ class DocumentParser:
 
     # -- failures and issues ------------------------------------------------------------------
 
-    def _fail(self, rule: str, message: str) -> None:
+    def _fail(self, rule: RuleId, message: str) -> None:
         # Keep nothing: a failed document must not be mistaken for a shorter one.
         self._failure = Issue(rule, message, document=self.url)
         self._xml = None
@@ -334,10 +335,10 @@ class DocumentParser:
         self._links = Links()
         self._unkeyed = 0
 
-    def _issue(self, rule: str, message: str, loc: str | None = None) -> None:
+    def _issue(self, rule: RuleId, message: str, loc: str | None = None) -> None:
         self._issues.append(Issue(rule, message, loc=loc, document=self.url))
 
-    def _entry_issue(self, rule: str, message: str, loc: str | None = None) -> None:
+    def _entry_issue(self, rule: RuleId, message: str, loc: str | None = None) -> None:
         """An issue that may come once an entry: the first ``_KEPT_MAX`` kept, all counted."""
         kept = self._kept.get(rule, 0)
         if kept < _KEPT_MAX:

@@ -44,6 +44,7 @@ from monitor.model import (
 )
 from monitor.read import diff as diffing
 from monitor.read import validate
+from monitor.rules import rule_id
 
 __all__ = ["Reread", "Rereader", "reread"]
 
@@ -348,7 +349,7 @@ class Rereader:
             for rule in ids.split():
                 self.counts[rule] = self.counts.get(rule, 0) + 1
                 if len(self.issues) < self.examples:
-                    self.issues.append(validate.issue(rule, entries[i], self.url))
+                    self.issues.append(validate.issue(rule_id(rule), entries[i], self.url))
 
     def _within(self, name: str, start: int, end: int) -> list[int]:
         """The stored positions of ``ordered[name]`` from ``start`` up to ``end``."""

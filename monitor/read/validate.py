@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from monitor.model import MAX_LOC_LENGTH, UNUSABLE_LOC, Entry, EntryState, Issue, Links
 from monitor.read import extensions as extension_rules
+from monitor.rules import RuleId, rule_id
 
 __all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ExtensionSink", "ValidatedDocument",
            "child_issue", "child_scope", "issue", "lastmod_valid", "page", "same_host",
@@ -297,7 +298,7 @@ _MESSAGES = {
 }
 
 
-def issue(rule: str, entry: Entry, document_url: str) -> Issue:
+def issue(rule: RuleId, entry: Entry, document_url: str) -> Issue:
     """The issue ``rule`` raises for one entry of a document, with its message."""
     if rule == "lastmod-regressed":  # found by the diff, listed as an entry's issue
         message = f"lastmod {entry.lastmod!r} is earlier than the lastmod this URL had before"
@@ -317,7 +318,7 @@ def issue(rule: str, entry: Entry, document_url: str) -> Issue:
 
 def describe(rule: str, entry: Entry, document_url: str) -> dict[str, Any]:
     """``issue`` as JSON: how a listing of stored issues gives back an entry's issue."""
-    return issue(rule, entry, document_url).as_json()
+    return issue(rule_id(rule), entry, document_url).as_json()
 
 
 def validate_document(
@@ -414,7 +415,7 @@ def validate_document(
         if rules is not None:
             rules_by_loc[loc] = " ".join(rules)
             if messages:
-                issues.extend(issue(rule, entry, document_url) for rule in rules)
+                issues.extend(issue(rule_id(rule), entry, document_url) for rule in rules)
             invalid += not valid
         # EntryState is immutable: entries with the same attributes share one (most do).
         state = None
