@@ -20,7 +20,10 @@ Create Date: 2026-11-26 04:30:00
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -41,8 +44,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # The pack format is the package's (versioned with the entry sets it points into).
-    from monitor.codec.changepacks import Version, unpack
+    changepacks = _frozen("changepacks")
+    Version, unpack = changepacks.Version, changepacks.unpack
 
     conn = op.get_bind()
     changes = sa.table("changes", sa.column("id"), sa.column("snapshot_id"),
@@ -74,3 +77,12 @@ def downgrade() -> None:
     op.drop_column("changes", "members")
     op.drop_column("changes", "before_set_id")
     op.drop_column("changes", "entry_set_id")
+
+
+def _frozen(name: str) -> Any:
+    """A codec as this migration knew it (migrations/frozen), never the live package's."""
+    path = Path(__file__).resolve().parents[1] / "frozen" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("sitemap_monitor_frozen_loader", path)
+    loader = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(loader)  # type: ignore[union-attr]
+    return loader.load(name)

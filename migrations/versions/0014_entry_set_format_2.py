@@ -17,7 +17,10 @@ Create Date: 2026-11-27 04:00:00
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -33,8 +36,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # The formats are the package's (versioned with the entry sets it stores).
-    from monitor.codec import entrydelta, entryset
+    entrydelta, entryset = _frozen("entrydelta"), _frozen("entryset")
 
     conn = op.get_bind()
     sets = sa.table("entry_sets", sa.column("id"), sa.column("data"))
@@ -45,3 +47,12 @@ def downgrade() -> None:
                 else entryset.in_version_1(data))
         if back is not None:
             conn.execute(sets.update().where(sets.c.id == set_id).values(data=back))
+
+
+def _frozen(name: str) -> Any:
+    """A codec as this migration knew it (migrations/frozen), never the live package's."""
+    path = Path(__file__).resolve().parents[1] / "frozen" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("sitemap_monitor_frozen_loader", path)
+    loader = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(loader)  # type: ignore[union-attr]
+    return loader.load(name)

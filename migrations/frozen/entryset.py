@@ -1,0 +1,784 @@
+"""One document's entries as one compressed value: how entry versions are stored (pure).
+
+A document of 50,000 URLs is one row of the ``entry_sets`` table, not 50,000 rows: writing a
+row per URL was half of a first check's time. The value is zlib-compressed UTF-8 text in
+columns, so that encoding and decoding are a few joins and splits in C:
+
+    HEADER \x02 LASTMODS \x02 CHANGEFREQS \x02 PRIORITIES \x02 LOCS \x02 EXTENSIONS
+
+HEADER is JSON: ``{"v": 2, "verdicts": RULES_VERSION, "n": entries, "invalid": [positions],
+"absent": [names of columns without any value], "rules": {"position": "rule ids"},
+"locs": {the locs' stream, monitor.codec.packedlocs}, "e": bytes of the extensions' stream}``; sets
+stored before "verdicts" was written lack it (their verdicts are not reused, monitor.read.reread).
+What the document itself said goes with its entries, where there is any (``annotate``):
+"issues" (its parse issues, ``{rule, message, loc}``), "dropped" (rule -> parse issues counted
+past those kept) and "duplicates" (the locs of the occurrences dropped as ``loc-duplicate``), so
+that a listing of the issues at any snapshot reads them back without the document.
+Each column joins its values (in document order) with \x00, an unset value being \x01. None
+of \x00-\x02 can occur in an XML document's text, nor in extension data (JSON escapes them);
+the parser replaces them in text sitemaps. Not pickle or marshal: the database is not trusted
+to run code, and any tool can read the history.
+
+The zlib value holds three deflate streams end to end (``pack``): everything up to the \x02
+before LOCS, flushed to a byte boundary; LOCS and the \x02 after them, on their own and
+flushed, so that a new version with the same locs copies the stream as it is, and a re-read
+compares a document's locs with the stored ones by their digests (monitor.codec.packedlocs) without
+inflating them; then EXTENSIONS on their own, so that a new document's extensions can be
+compressed while it is parsed (``Stream``). Any zlib reader reads it as one value. ``unpack``
+reads the first and the last stream, and checks the value's Adler-32 from theirs and the one
+the header holds of the locs': the locs are inflated only when asked for (``Columns.loc_text``).
+
+Version 1 (``"v": 1``, still read) had the locs first, in the first stream:
+HEADER \x02 LOCS \x02 LASTMODS \x02 CHANGEFREQS \x02 PRIORITIES \x02 EXTENSIONS.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise, repeat
+from operator import attrgetter, rshift
+from typing import cast
+
+from . import packedlocs
+from .model import RULES_VERSION, EntryState, entry_state
+from .packedlocs import PackedLocs
+
+__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "PackedText", "Row",
+           "Stream", "annotate", "assemble", "clean_columns", "columns", "decode", "encode",
+           "field_texts", "fingerprints", "head", "in_version_1", "joined", "loc_hash",
+           "loc_hashes", "locs", "pack", "rows", "rows_and_rules", "same", "same_locs", "unpack"]
+
+VERSION = 2  # what ``pack`` writes; ``unpack`` reads 1 too
+_VERSIONS = (1, 2)
+_LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
+FIELDS = ("lastmod", "changefreq", "priority", "extensions")  # the columns after the locs
+_GETTERS = tuple(attrgetter(name) for name in FIELDS)
+_SEP = "\x02"  # between the header and the columns
+_SEP_BYTES = _SEP.encode()
+_UNSET = "\x01"  # a value that is not set (None)
+_SLICE = 1 << 20  # characters of a column encoded at once by pack
+
+
+
+@dataclass(slots=True)
+class EntrySet:
+    """The entries of one document version: loc -> state, and loc -> rule ids where any."""
+
+    states: dict[str, EntryState]
+    rules: dict[str, str]
+
+
+@dataclass(slots=True, frozen=True)
+class PackedText:
+    """A column's deflate stream as stored, and the text it holds: that very object, so that a
+    column whose text is still it (``is``: a str does not change) packs as the same stream
+    without compressing it again (a 50,000-URL child's, with hreflang and images, extensions: 18
+    MB)."""
+
+    data: bytes
+    check: int  # the Adler-32 of the text's bytes
+    length: int  # the text's bytes
+    text: str
+
+
+@dataclass(slots=True, eq=False)
+class Columns:
+    """An entry set before compression: its header and its column texts, locs first. Equal
+    to another that holds the same (however its locs are held)."""
+
+    header: dict[str, object]
+    # locs, lastmods, changefreqs, priorities, extensions; the locs' is "" while ``pending``
+    texts: list[str]
+    # The locs as stored (version 2), which ``pack`` copies: ``unpack`` gives them so, and a
+    # re-read's new columns take them (monitor.read.reread); None: ``pack`` compresses texts[0]
+    packed: PackedLocs | None = None
+    pending: bool = False  # texts[0] not inflated from ``packed`` yet (``loc_text``)
+    # The extensions as stored (version 2), which ``pack`` copies while texts[4] is its text
+    tail: PackedText | None = None
+
+    @property
+    def size(self) -> int:
+        return cast("int", self.header["n"])
+
+    def absent(self, index: int) -> bool:
+        """Whether column ``index`` (1-4) holds no value at all (its text is then empty)."""
+        return FIELDS[index - 1] in cast("list[str]", self.header.get("absent") or [])
+
+    def column(self, index: int) -> list[str | None]:
+        """The values of column ``index`` (1-4), None where unset."""
+        return _column(self.texts[index], self.size, self.absent(index))
+
+    def present(self, index: int) -> int:
+        """How many entries set a value in column ``index`` (1-4), counted in C."""
+        if not self.size or self.absent(index):
+            return 0
+        return self.size - self.texts[index].count(_UNSET)
+
+    def invalid(self) -> set[int]:
+        """The positions of the invalid entries."""
+        return set(cast("list[int]", self.header["invalid"]))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Columns):
+            return NotImplemented
+        return (self.header == other.header and self.texts[1:] == other.texts[1:]
+                and self.loc_text() == other.loc_text())
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass with eq is
+
+    def loc_text(self) -> str:
+        """The locs' text (\x00 between them), inflated the first time it is asked for."""
+        if self.pending:
+            assert self.packed is not None
+            self.texts[0], self.pending = self.packed.text(), False
+        return self.texts[0]
+
+    def locs(self) -> list[str]:
+        """The locs, in order."""
+        return self.loc_text().split("\x00") if self.size else []
+
+    def rules(self) -> dict[int, str]:
+        """The rule ids (joined by spaces) of the entries that have any, by position."""
+        raw = cast("dict[str, str]", self.header.get("rules") or {})
+        return {int(i): ids for i, ids in raw.items()}
+
+    def document_issues(self) -> list[dict[str, str | None]]:
+        """The document's own parse issues (``annotate``)."""
+        return cast("list[dict[str, str | None]]", self.header.get("issues") or [])
+
+    def dropped(self) -> dict[str, int]:
+        """Rule -> parse issues counted but not kept (``annotate``)."""
+        return cast("dict[str, int]", self.header.get("dropped") or {})
+
+    def balance(self) -> int:
+        """The document's hreflang balance (``annotate``; monitor.read.extensions.balance)."""
+        return cast("int", self.header.get("balance") or 0)
+
+    def duplicates(self) -> list[str]:
+        """The locs of the occurrences dropped as ``loc-duplicate`` (``annotate``)."""
+        return cast("list[str]", self.header.get("duplicates") or [])
+
+
+def encode(states: Mapping[str, EntryState], rules: Mapping[str, str]) -> bytes:
+    """The stored form of one document's entries (in their order)."""
+    return pack(columns(states, rules))
+
+
+def columns(states: Mapping[str, EntryState], rules: Mapping[str, str]) -> Columns:
+    """One document's entries as columns (``encode`` before compression)."""
+    values = list(states.values())
+    texts, absent = field_texts(list(map(getter, values)) for getter in _GETTERS)
+    by_position: dict[int, str] = {}
+    if rules:
+        position = {loc: i for i, loc in enumerate(states)}
+        # in document order, whatever the order they were given in (diff_stored adds some)
+        by_position = dict(sorted((position[loc], ids) for loc, ids in rules.items()
+                                  if loc in position))
+    return assemble(len(values), ["\x00".join(states), *texts], absent,
+                    [i for i, state in enumerate(values) if not state.valid], by_position)
+
+
+def clean_columns(locs: list[str], fields: Sequence[list[str | None]],
+                  extensions: Stream | None = None) -> Columns:
+    """``columns`` of entries that are all valid and without an issue, given as the column of
+    their locs and those of their ``FIELDS``; or of the first three, and the extensions as a
+    ``Stream`` (which ``pack`` is then given: the last text is left empty)."""
+    if extensions is None:
+        texts, absent = field_texts(fields)
+    else:
+        texts, absent = field_texts([*fields[:3], []])
+        if extensions.absent:
+            absent.append(FIELDS[3])
+    return assemble(len(locs), ["\x00".join(locs), *texts], absent, [], {})
+
+
+def field_texts(fields: Iterable[Sequence[str | None]]) -> tuple[list[str], list[str]]:
+    """The stored texts of the columns after the locs (their values in ``FIELDS`` order), and
+    the names of those without any value (whose text is then "")."""
+    texts, absent = [], []
+    for name, values in zip(FIELDS, fields, strict=True):
+        if values and values.count(None) == len(values):
+            texts.append("")
+            absent.append(name)
+        else:
+            texts.append(joined(values))
+    return texts, absent
+
+
+def joined(values: Sequence[str | None]) -> str:
+    """Values as a column's text holds them: joined by \x00, an unset one as \x01."""
+    if None not in values:
+        return "\x00".join(cast("Sequence[str]", values))
+    return "\x00".join([_UNSET if v is None else v for v in values])
+
+
+def assemble(size: int, texts: list[str], absent: list[str], invalid: list[int],
+             rules: Mapping[int, str], packed: PackedLocs | None = None,
+             tail: PackedText | None = None) -> Columns:
+    """An entry set's columns from its parts: the texts (locs first), the names of the absent
+    columns, the invalid positions and the rule ids by position, both in document order.
+    ``packed``: the locs as stored, with the first text or in its place (it is then "");
+    ``tail``: the extensions as stored, if any (``pack`` copies them while they are the last
+    text)."""
+    header: dict[str, object] = {"v": VERSION, "verdicts": RULES_VERSION, "n": size,
+                                 "invalid": invalid}
+    if absent:  # a column without any value (extensions, usually) is not stored at all
+        header["absent"] = absent
+    if rules:
+        header["rules"] = {str(i): ids for i, ids in rules.items()}
+    return Columns(header, texts, packed, packed is not None and not texts[0], tail)
+
+
+def annotate(columns: Columns, *, issues: Sequence[Mapping[str, str | None]],
+             dropped: Mapping[str, int], duplicates: Sequence[str], balance: int = 0) -> None:
+    """Keep with the entries the document's parse issues, the count of those not kept, the
+    locs dropped as duplicates and its hreflang balance (each only where there is any: the
+    usual header is unchanged). The balance goes right after "n", where ``head`` finds it in
+    the first bytes of the stored set."""
+    header = columns.header
+    header.pop("balance", None)
+    if balance:
+        first: dict[str, object] = {key: header.pop(key) for key in ("v", "verdicts", "n")
+                                    if key in header}
+        rest = dict(header)
+        header.clear()
+        header.update(first, balance=balance, **rest)
+    for key, value in (("issues", list(issues)), ("dropped", dict(dropped)),
+                       ("duplicates", list(duplicates))):
+        if value:
+            header[key] = value
+        else:
+            header.pop(key, None)
+
+
+_HEAD = re.compile(r'\{"v":[12],"verdicts":([0-9]+),"n":[0-9]+,(?:"balance":([0-9]+))?')
+
+
+def head(prefix: bytes) -> tuple[int, int] | None:
+    """The verdicts version and hreflang balance of a stored set, from its first bytes
+    (``store.sql.load_set_heads``); None when they do not say."""
+    if prefix[:1] == b"D":  # a version stored as a delta (monitor.codec.entrydelta): its header too
+        prefix = prefix[1:]
+    try:
+        text = zlib.decompressobj().decompress(prefix, 4096).decode("utf-8", "replace")
+    except zlib.error:
+        return None
+    match = _HEAD.match(text)
+    return None if match is None else (int(match.group(1)), int(match.group(2) or 0))
+
+
+def same(one: Columns, other: Columns) -> bool:
+    """Whether the two pack into the same bytes (``pack`` of their texts, the extensions as
+    text): their headers as stored and their texts, compared without packing either (the
+    locs by their digests where both are stored ones)."""
+    return (one.texts[1:] == other.texts[1:] and _encode(one.header) == _encode(other.header)
+            and same_locs(one, other))
+
+
+def same_locs(one: Columns, other: Columns) -> bool:
+    """Whether the two list the same locs in the same order."""
+    if one.packed is not None and other.packed is not None:
+        return one.packed.same(other.packed)
+    return one.loc_text() == other.loc_text()
+
+
+def pack(columns: Columns, extensions: Stream | None = None) -> bytes:
+    """Compress an entry set's columns into its stored form, of the version its header says
+    (2 as ``assemble`` makes it; 1 for a set read from version 1 and written back, as a
+    downgrade does: migration 0014). ``extensions``: the last column as it was compressed
+    while it came (``Stream``), in place of ``columns.texts[4]``.
+
+    One zlib value, in three deflate streams: the header and the lastmods, changefreqs and
+    priorities, flushed to a byte boundary; the locs (``columns.packed`` as it is, where they
+    are stored ones); then the extensions column on its own, so that the bytes are the same
+    whether it came as a ``Stream`` or as text."""
+    if columns.header.get("v") == 1:
+        return _pack_v1(columns, extensions)
+    locs = columns.packed if columns.packed is not None else packedlocs.pack(columns.texts[0])
+    kept = columns.tail
+    if extensions is None and kept is not None and kept.text is columns.texts[4]:
+        tail, tail_check, tail_length = kept.data, kept.check, kept.length
+    else:
+        if extensions is None:
+            extensions = Stream()
+            extensions.add_text(columns.texts[4])
+        tail, tail_check, tail_length = _EMPTY_STREAM, zlib.adler32(b""), 0
+        if not extensions.absent and extensions.length:
+            tail, tail_check, tail_length = (extensions.finish(), extensions.check,
+                                             extensions.length)
+    header = dict(columns.header, locs=locs.describe(), e=len(tail))
+    packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+    out, check = [_ZLIB_HEADER], zlib.adler32(b"")
+    for data in _pieces(header, columns.texts[1:4]):
+        out.append(packer.compress(data))
+        check = zlib.adler32(data, check)
+    out.append(packer.flush(zlib.Z_SYNC_FLUSH))
+    del packer  # its 256 KB of state, before the next stream's
+    out += (locs.data, tail)
+    check = _adler32_combine(check, locs.check, locs.length)
+    check = _adler32_combine(check, tail_check, tail_length)
+    out.append(check.to_bytes(4, "big"))
+    return b"".join(out)
+
+
+def in_version_1(blob: bytes) -> bytes | None:
+    """A stored full version written back in version 1, which releases before version 2
+    read (migration 0014's downgrade); None when it is of version 1 already."""
+    columns = unpack(blob)
+    if columns.header.get("v") == 1:
+        return None
+    columns.header["v"] = 1
+    return pack(columns)
+
+
+def _pack_v1(columns: Columns, extensions: Stream | None) -> bytes:
+    """Version 1 of the stored form, in one deflate stream (which version 1 reads as well as
+    its own two): for sets that stay readable by releases before version 2."""
+    last = columns.texts[4] if extensions is None else joined(extensions.values())
+    texts = [columns.loc_text(), *columns.texts[1:4], last]
+    text = _SEP.join([_encode(columns.header), *texts])
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), _LEVEL)
+
+
+def _pieces(header: dict[str, object], texts: list[str]) -> Iterator[bytes]:
+    """The bytes of the header and the columns before the locs, each after a separator, and
+    the separator before the locs: a slice at a time (a column's text whole, encoded, would be
+    a copy of it), and each dropped once compressed."""
+    yield _encode(header).encode("utf-8", "surrogatepass")
+    for text in texts:
+        yield _SEP_BYTES
+        yield from _slices(text)
+    yield _SEP_BYTES
+
+
+def _slices(text: str) -> Iterator[bytes]:
+    for start in range(0, len(text), _SLICE):
+        yield text[start : start + _SLICE].encode("utf-8", "surrogatepass")
+
+
+_ZLIB_HEADER = b"\x78\x01"  # deflate, 32 KB window, level 1: what zlib.compressobj(1) writes
+_EMPTY_STREAM = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS).flush()  # b"\x03\x00"
+_ADLER_BASE = 65521
+
+
+def _adler32_combine(first: int, second: int, length: int) -> int:
+    """The Adler-32 of two byte strings end to end, from each one's and the second's length
+    (zlib's adler32_combine, which Python does not expose)."""
+    base = _ADLER_BASE
+    rem = length % base
+    sum1 = first & 0xFFFF
+    sum2 = rem * sum1 % base
+    sum1 += (second & 0xFFFF) + base - 1
+    sum2 += (first >> 16) + (second >> 16) + base - rem
+    return sum1 % base | (sum2 % base) << 16
+
+
+class Stream:
+    """The extensions column of an entry set, compressed as its values come.
+
+    Extensions are most of a set where entries carry hreflang alternates and images (a 50,000-URL
+    child with both: 18 of 23 MB of text). Held as a string each, then joined, then packed, they
+    were half of a digest's peak memory; here each batch is joined and deflated as it comes (the
+    child: 2 MB), and ``pack`` ends the stored value with the stream as it is, compressed once.
+    Values join as ``field_texts`` joins them, \x01 for unset."""
+
+    __slots__ = ("_chunks", "_packer", "check", "length", "size", "unset")
+
+    def __init__(self) -> None:
+        self._packer: zlib._Compress | None = None  # made when the first byte comes (256 KB)
+        self._chunks: list[bytes] = []
+        self.check = zlib.adler32(b"")  # of the text's bytes so far
+        self.length = 0  # the text's bytes so far
+        self.size = 0  # values added
+        self.unset = 0  # of them, unset
+
+    def add(self, values: Sequence[str | None]) -> str:
+        """Add these values; their text (without the \x00 before it, after earlier values)."""
+        if not values:
+            return ""
+        text = joined(values)
+        self.size += len(values)
+        self.unset += values.count(None)
+        self._write((("\x00" if self.size > len(values) else "") + text).encode(
+            "utf-8", "surrogatepass"))
+        return text
+
+    def add_text(self, text: str) -> None:
+        """Add a column's whole text as ``field_texts`` makes it (``pack``'s own use)."""
+        for data in _slices(text):
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        if not data:
+            return
+        self.check = zlib.adler32(data, self.check)
+        self.length += len(data)
+        if self._packer is None:
+            self._packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+        chunk = self._packer.compress(data)
+        if chunk:
+            self._chunks.append(chunk)
+
+    @property
+    def absent(self) -> bool:
+        """Whether no value added is set (the column is then stored as absent, empty)."""
+        return self.size > 0 and self.unset == self.size
+
+    def values(self) -> list[str | None]:
+        """The values added, in order (decompressed: for the rare paths that need them all)."""
+        if self.absent or self._packer is None:
+            return [None] * self.size if self.absent else [""] * self.size
+        data = b"".join([*self._chunks, self._packer.copy().flush()])
+        text = zlib.decompress(data, -zlib.MAX_WBITS).decode("utf-8", "surrogatepass")
+        return _column(text, self.size, False)
+
+    def finish(self) -> bytes:
+        """The deflate stream of the text (raw, ended); nothing can be added after."""
+        chunks, self._chunks, packer, self._packer = self._chunks, [], self._packer, None
+        if packer is not None:
+            chunks.append(packer.flush())
+        return b"".join(chunks)
+
+
+def unpack(blob: bytes) -> Columns:
+    """The columns of a stored entry set; of version 2, the locs left compressed until they are
+    asked for (``Columns.loc_text``). Each column is decoded from the decompressed bytes where
+    it lies: the whole text decoded, then split, held the value three times over at once
+    (69 MB for a 50,000-URL child's, with hreflang and images, 23 MB)."""
+    header, data, locs, tail_start = _lead(blob)
+    if locs is None:
+        return _unpack_v1(blob)
+    cuts = _cuts(data, 5)
+    if len(cuts) != 5:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    data = data[: cuts[-1] + 1]  # the inflated text may run into the locs' (a small value)
+    stream = blob[tail_start:-4]
+    tail = zlib.decompressobj(-zlib.MAX_WBITS).decompress(stream)
+    tail_check = zlib.adler32(tail)
+    check = _adler32_combine(zlib.adler32(data), locs.check, locs.length)
+    check = _adler32_combine(check, tail_check, len(tail))
+    if check != int.from_bytes(blob[-4:], "big"):
+        raise ValueError("a stored entry set that does not match its checksum")
+    with memoryview(data) as view:
+        texts = [str(view[start + 1 : end], "utf-8", "surrogatepass")
+                 for start, end in pairwise(cuts[1:])]
+    text = str(tail, "utf-8", "surrogatepass")
+    kept = PackedText(stream, tail_check, len(tail), text) if tail else None
+    return Columns(header, ["", *texts, text], locs, True, kept)
+
+
+def _unpack_v1(blob: bytes) -> Columns:
+    data = zlib.decompress(blob)
+    cuts = _cuts(data, 7)
+    if len(cuts) != 6:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    cuts.append(len(data))
+    with memoryview(data) as view:
+        header_text, *texts = [str(view[start + 1 : end], "utf-8", "surrogatepass")
+                               for start, end in pairwise(cuts)]
+    return Columns(_header(header_text), texts)
+
+
+def _cuts(data: bytes, most: int) -> list[int]:
+    """-1 and the positions of the first separators in ``data``, up to ``most`` of both."""
+    cuts = [-1]
+    while len(cuts) < most and (cut := data.find(_SEP_BYTES, cuts[-1] + 1)) >= 0:
+        cuts.append(cut)
+    return cuts
+
+
+def _tail(blob: bytes, size: object) -> int:
+    """Where the extensions' stream of a version 2 value starts (``size``: the header's "e")."""
+    if not isinstance(size, int) or not 0 < size <= len(blob) - 6:
+        raise ValueError("a stored entry set whose streams are not where its header says")
+    return len(blob) - 4 - size
+
+
+_LEAD = 4096  # compressed bytes inflated at a time while the header is read
+
+
+def _lead(blob: bytes, first: bool = True,
+          ) -> tuple[dict[str, object], bytes, PackedLocs | None, int]:
+    """A stored set's header (without what it says of the streams), and of version 2 the
+    first stream's text (inflated; with ``first`` False, only as far as the header), its locs
+    as stored and where its extensions' stream starts; of version 1, the header, the inflated
+    start of the value, None and 0."""
+    unpacker = zlib.decompressobj()
+    parts: list[bytes] = []
+    at = 0
+    while True:
+        part = unpacker.decompress(blob[at : at + _LEAD])
+        at += _LEAD
+        parts.append(part)
+        if _SEP_BYTES in part or at >= len(blob):
+            break
+    data = b"".join(parts)
+    del parts
+    header_end = data.find(_SEP_BYTES)
+    if header_end < 0:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    header = _header(data[:header_end])
+    if header["v"] == 1:
+        return header, data, None, 0
+    described = header.pop("locs", None)
+    end = _tail(blob, header.pop("e", None))
+    start = end - cast("int", described.get("z") if isinstance(described, dict) else -1)
+    if not 2 <= start <= end:
+        raise ValueError("a stored entry set whose streams are not where its header says")
+    locs = packedlocs.of(cast("dict[str, object]", described), blob[start:end])
+    if first and at < start:
+        data += unpacker.decompress(memoryview(blob)[at:start])
+    return header, data, locs, end
+
+
+def _column(text: str, size: int, absent: bool) -> list[str | None]:
+    if absent or size == 0:
+        return [None] * size
+    values = text.split("\x00")
+    if _UNSET not in text:  # every value is set (the usual lastmod column): no pass needed
+        return cast("list[str | None]", values)
+    return [None if v == _UNSET else v for v in values]
+
+
+Row = tuple[str | None, str | None, str | None, str | None, bool]
+
+
+def _rows(stored: Columns) -> tuple[list[str], list[Row], dict[str, str]]:
+    """The locs, their rows (lastmod, changefreq, priority, extensions, valid), the rules."""
+    size = stored.size
+    loc = stored.locs()
+    lastmods, changefreqs, priorities, extensionss = (stored.column(i) for i in range(1, 5))
+    invalid = stored.invalid()
+    valid = [i not in invalid for i in range(size)]
+    found = list(zip(lastmods, changefreqs, priorities, extensionss, valid, strict=True))
+    raw_rules = cast("dict[str, str]", stored.header.get("rules") or {})
+    return loc, found, {loc[int(i)]: ids for i, ids in raw_rules.items()}
+
+
+def decode(blob: bytes) -> EntrySet:
+    """The entries of a stored document version."""
+    loc, found, rules = _rows(unpack(blob))
+    shared: dict[Row, EntryState] = {}
+    states: dict[str, EntryState] = {}
+    for key, row in zip(loc, found, strict=True):
+        state = shared.get(row)
+        if state is None:
+            state = entry_state(*row)
+            if len(shared) < 10_000:
+                shared[row] = state
+        states[key] = state
+    return EntrySet(states, rules)
+
+
+def rows(stored: Columns) -> dict[str, Row]:
+    """loc -> (lastmod, changefreq, priority, extensions, valid) of a stored version (as
+    ``unpack`` gives it), in order: plain tuples, built in C, for comparing without an
+    EntryState per entry."""
+    return rows_and_rules(stored)[0]
+
+
+def rows_and_rules(stored: Columns) -> tuple[dict[str, Row], dict[str, str]]:
+    """``rows``, and loc -> rule ids of the entries that have any."""
+    loc, found, rules = _rows(stored)
+    return dict(zip(loc, found, strict=True)), rules
+
+
+def _header(text: str | bytes) -> dict[str, object]:
+    """A stored set's header, from its JSON; ValueError when it is not of a version read."""
+    header = json.loads(text)
+    if not isinstance(header, dict) or header.get("v") not in _VERSIONS:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    return header
+
+
+def locs(blob: bytes) -> list[str]:
+    """Just the locs of a stored document version (valid or not), in order: of version 2, the
+    header and the locs' own stream alone are inflated; of version 1, the value as far as the
+    end of its locs column. The columns after it are most of it where entries carry extensions
+    (18 of 23 MB for a child with hreflang and images), and a check reads the locs of every
+    document it fingerprints."""
+    header, _, packed, _ = _lead(blob, first=False)
+    if packed is not None:
+        text = packed.text()
+        return text.split("\x00") if header.get("n") else []
+    return _locs_v1(blob)
+
+
+def _locs_v1(blob: bytes) -> list[str]:
+    unpacker = zlib.decompressobj()
+    parts: list[bytes] = []
+    separators, tail = 0, blob
+    while separators < 2:
+        part = unpacker.decompress(tail, _SLICE)
+        tail = unpacker.unconsumed_tail
+        parts.append(part)
+        separators += part.count(_SEP_BYTES)
+        if not tail and len(part) < _SLICE:
+            break
+    data = b"".join(parts)
+    del parts
+    header_end = data.find(_SEP_BYTES)
+    locs_end = data.find(_SEP_BYTES, header_end + 1)
+    if header_end < 0 or locs_end < 0:
+        raise ValueError(f"not an entry set of version {VERSION}")
+    if not _header(data[:header_end]).get("n"):
+        return []
+    with memoryview(data) as view:
+        text = str(view[header_end + 1 : locs_end], "utf-8", "surrogatepass")
+    del data
+    return text.split("\x00")
+
+
+def loc_hashes(locs: Iterable[str]) -> list[int]:
+    """A 60-bit fingerprint of each loc (CRC-32 and Adler-32), equal in every process.
+
+    ``hash()`` is salted per process. Duplicates across a target's documents are found by these
+    fingerprints (``Fingerprints``: 8 bytes a loc, a fraction of the locs' memory) and every
+    hit is confirmed against the real locs, so a chance collision costs time, never a wrong
+    answer. 60 bits, not 64: an int below 2**60 has two 30-bit digits and takes 32 bytes, not
+    40; and ``Fingerprints`` buckets them by their top 10 bits.
+    """
+    crc, adler = zlib.crc32, zlib.adler32
+    return [crc(b) << 28 ^ adler(b) for b in (loc.encode("utf-8", "surrogatepass") for loc in locs)]
+
+
+class Fingerprints:
+    """The fingerprints (``loc_hashes``) of every loc a check has read, to find which locs of a
+    document an earlier document listed: 8 bytes each, however many documents.
+
+    As one set, 500,000 fingerprints would take 32 MB (an int object and two slots each); as
+    the arrays they arrive in, 4 MB. The latest ``arrays`` documents' are held as those arrays
+    (an index of up to that many documents holds nothing else), and a new document's, as a set
+    of its own size, is looked for in each of them in C: O(the fingerprints held) per
+    document, ~0.02 s more in all than one set for an index of 10 x 50,000 URLs. One more, and
+    they are folded into a sorted run: ``_BUCKETS`` sorted arrays by the fingerprints' top
+    bits, in which a document's fingerprints are looked for by bisection, O(its own size x
+    log of the bucket's). A run not more than twice the size of the next is merged with it,
+    bucket by bucket (so that merging never holds more than a bucket twice): each run is more
+    than twice the next, and a document meets only a few of them. Fingerprints are below 2**60,
+    as ``loc_hashes`` makes them.
+    """
+
+    def __init__(self, arrays: int = 16) -> None:
+        self._most = arrays
+        self._arrays: list[array[int]] = []
+        self._runs: list[list[array[int]]] = []  # largest first; see _run
+        self._sizes: list[int] = []  # fingerprints in each run
+        self._later: list[bytes] = []  # entry sets whose fingerprints are not worked out yet
+
+    def __bool__(self) -> bool:
+        """Whether any document's fingerprints are held (or wait in ``add_later``)."""
+        return bool(self._arrays or self._later or self._runs)
+
+    @property
+    def held(self) -> int:
+        """The fingerprints held, worked out (8 bytes each; not those in ``add_later``)."""
+        return sum(map(len, self._arrays)) + sum(self._sizes)
+
+    def add_later(self, entry_set: bytes) -> None:
+        """Hold a document's fingerprints as its stored entry set (``encode``'s bytes): they are
+        worked out only if another document is checked against them (``settle``). A check
+        that reads one document alone never needs them."""
+        self._later.append(entry_set)
+
+    @property
+    def unsettled(self) -> bool:
+        """Whether fingerprints wait in ``add_later``."""
+        return bool(self._later)
+
+    def settle(self) -> None:
+        """Work out the fingerprints held by ``add_later`` (``hits`` does it when it must; a
+        caller may do it first in a thread of its own)."""
+        later, self._later = self._later, []
+        for entry_set in later:
+            self.add(fingerprints(entry_set))
+
+    def hits(self, hashes: array[int]) -> set[int]:
+        """The fingerprints among ``hashes`` that were added before."""
+        if self._later:
+            self.settle()
+        if not self._arrays and not self._runs:  # the first document: nothing to look in
+            return set()
+        new = set(hashes)
+        found: set[int] = set()
+        for held in self._arrays:
+            if not new.isdisjoint(held):
+                found |= new.intersection(held)
+        for run in self._runs:
+            # Each fingerprint's bucket, its place there (the sentinel ends every bucket, so
+            # there is always a value at it) and that value: one of ``new`` only if it is
+            # held. All in C: map, not a loop of Python.
+            buckets = list(map(run.__getitem__, map(rshift, hashes, repeat(_SHIFT))))
+            found |= new.intersection(map(_at, buckets, map(bisect_left, buckets, hashes)))
+        return found
+
+    def add(self, hashes: array[int]) -> None:
+        """Hold a document's fingerprints (the array is kept as it is: not to be changed)."""
+        self._arrays.append(hashes)
+        if len(self._arrays) <= self._most:
+            return
+        arrays, self._arrays = self._arrays, []
+        self._sizes.append(sum(map(len, arrays)))
+        self._runs.append(_run(arrays))  # empties arrays as it goes
+        while len(self._runs) > 1 and self._sizes[-2] <= 2 * self._sizes[-1]:
+            newer, size = self._runs.pop(), self._sizes.pop()
+            _merge(self._runs[-1], newer)
+            self._sizes[-1] += size
+
+
+_SHIFT = 50  # a fingerprint's bucket in a run: its top 10 bits (they are below 2**60)
+_BUCKETS = 1 << (60 - _SHIFT)
+_BOUNDS = [bucket << _SHIFT for bucket in range(_BUCKETS + 1)]
+_SENTINEL = 2**64 - 1  # above every fingerprint: ends each bucket of a run
+_at = array.__getitem__
+
+
+def _run(arrays: list[array[int]]) -> list[array[int]]:
+    """Fingerprints as a run (``Fingerprints``): per bucket, a sorted array ending in
+    ``_SENTINEL``. The arrays are sorted one at a time and cut at the buckets' bounds."""
+    run = [array("Q") for _ in range(_BUCKETS)]
+    while arrays:
+        values = array("Q", sorted(arrays.pop()))
+        cuts = list(map(bisect_left, repeat(values), _BOUNDS))
+        for bucket, (start, end) in zip(run, pairwise(cuts), strict=True):
+            if start != end:
+                bucket += values[start:end]
+    for i, bucket in enumerate(run):
+        run[i] = _sorted(bucket)
+    return run
+
+
+def _sorted(values: array[int]) -> array[int]:
+    """A bucket of a run: these values sorted, then ``_SENTINEL`` (no room to spare)."""
+    ordered = sorted(values)
+    ordered.append(_SENTINEL)
+    return array("Q", ordered)
+
+
+def _merge(run: list[array[int]], other: list[array[int]]) -> None:
+    """Merge ``other`` into ``run``, bucket by bucket, emptying ``other`` as it goes."""
+    for i, bucket in enumerate(run):
+        more = other[i]
+        other[i] = _EMPTY
+        if len(more) > 1:
+            run[i] = _sorted(bucket[:-1] + more[:-1])
+
+
+_EMPTY = array("Q")
+
+
+def fingerprints(blob: bytes) -> array[int]:
+    """The ``loc_hashes`` of a stored document version's locs, as ``Fingerprints`` holds them."""
+    return array("Q", loc_hashes(locs(blob)))
+
+
+def loc_hash(loc: str) -> int:
+    """The fingerprint of one loc (see ``loc_hashes``)."""
+    return loc_hashes((loc,))[0]
