@@ -222,7 +222,7 @@ def _open_health(engine: Engine, name: str, state: str, after: str | None,
 
 def _health_rows(engine: Engine, target_id: int, state: str, after: str,
                  q: str | None = None) -> _ROWS:
-    from monitor.store.targets import _iso
+    from monitor.store.targets import iso_time
 
     u = url_states.c
     statement = (select(u.loc, u.rule, u.http_status, u.final_url, u.hops, u.detail, u.since,
@@ -234,8 +234,8 @@ def _health_rows(engine: Engine, target_id: int, state: str, after: str,
     for row in _stream(engine, statement):
         yield ({"loc": row.loc, "status": state, "rule": row.rule,
                 "http_status": row.http_status, "final_url": row.final_url, "hops": row.hops,
-                "detail": row.detail, "since": _iso(row.since),
-                "checked_at": _iso(row.checked_at)}, (row.loc,))
+                "detail": row.detail, "since": iso_time(row.since),
+                "checked_at": iso_time(row.checked_at)}, (row.loc,))
 
 
 # ---- issues --------------------------------------------------------------------------------
@@ -559,7 +559,7 @@ SNAPSHOT_COLUMNS = ("id", "started_at", "finished_at", "outcome", "urls", "inval
 def open_snapshots(engine: Engine, name: str, before: int | None) -> Listing:
     """Every snapshot of a target (with an id below ``before``), newest first, streamed: the
     CSV and NDJSON exports of the snapshots page (the JSON API pages them itself)."""
-    from monitor.store.targets import _iso
+    from monitor.store.targets import iso_time
 
     target_id = transaction(engine, lambda conn: _target_id(conn, name))
     s = snapshots.c
@@ -571,8 +571,8 @@ def open_snapshots(engine: Engine, name: str, before: int | None) -> Listing:
     def rows() -> _ROWS:
         for row in _stream(engine, statement.order_by(s.id.desc())):
             found = dict(row._mapping)
-            found["started_at"] = _iso(found["started_at"])
-            found["finished_at"] = _iso(found["finished_at"])
+            found["started_at"] = iso_time(found["started_at"])
+            found["finished_at"] = iso_time(found["finished_at"])
             yield found, (found["id"],)
 
     return Listing({"target": name}, "snapshots", SNAPSHOT_COLUMNS, rows(),
@@ -640,7 +640,7 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
     """The changes newest first, before ``before``: (snapshot id, row id, members of that
     row's pack still to list), the last 0 after a plain row or a pack's last member. A pack's
     members are listed from its last, as its rows would have been; they share its id."""
-    from monitor.store.targets import _iso
+    from monitor.store.targets import iso_time
 
     c, s = changes.c, snapshots.c
     at, left = before[:2], before[2]
@@ -678,7 +678,7 @@ def _change_rows(engine: Engine, target_id: int, floor: int, kinds: Sequence[str
         for (change_id, snapshot_id, kind, loc, before_text, after_text, reason, rule, set_id,
              before_id, members) in merged:
             if snapshot_id not in times:  # a time per snapshot, not per row
-                times[snapshot_id] = _iso(conn.execute(
+                times[snapshot_id] = iso_time(conn.execute(
                     select(s.started_at).where(s.id == snapshot_id)).scalar())
             if members is None:
                 found = [(loc, before_text, after_text)]

@@ -22,7 +22,7 @@ from monitor.errors import NotFound
 from monitor.model import RULES, Entry
 from monitor.store.checkwriter import read_columns, read_sets, transaction
 from monitor.store.schema import changes, entry_sets, snapshots, targets, url_states
-from monitor.store.targets import _iso
+from monitor.store.targets import iso_time
 
 __all__ = ["MAX_EVENTS", "PACK_VERSIONS", "read_story"]
 
@@ -76,7 +76,7 @@ def read_story(engine: Engine, name: str, loc: str, describe: Describe) -> dict[
         "health": None if health is None else {
             "state": health.state, "rule": health.rule, "http_status": health.http_status,
             "final_url": health.final_url, "hops": health.hops, "detail": health.detail,
-            "since": _iso(health.since), "checked_at": _iso(health.checked_at),
+            "since": iso_time(health.since), "checked_at": iso_time(health.checked_at),
             "listed": bool(health.listed)},
         "changes": events,
         "changes_left": more,
@@ -208,5 +208,5 @@ def _times(engine: Engine, ids: set[int]) -> dict[int, str | None]:
         return {}
     s = snapshots.c
     return transaction(engine, lambda conn: {
-        row.id: _iso(row.started_at)
+        row.id: iso_time(row.started_at)
         for row in conn.execute(select(s.id, s.started_at).where(s.id.in_(sorted(ids))))})

@@ -79,7 +79,8 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
-def _iso(value: datetime | None) -> str | None:
+def iso_time(value: datetime | None) -> str | None:
+    """A time as the API and the listings write it: ISO 8601 in UTC, ``Z`` for the zone."""
     moment = _utc(value)
     return None if moment is None else moment.isoformat().replace("+00:00", "Z")
 
@@ -349,8 +350,8 @@ def _snapshot_json(row: Any) -> dict[str, Any]:
     issues = json.loads(row.issue_counts or "{}")
     return {
         "id": row.id,
-        "started_at": _iso(row.started_at),
-        "finished_at": _iso(row.finished_at),
+        "started_at": iso_time(row.started_at),
+        "finished_at": iso_time(row.finished_at),
         "outcome": row.outcome,
         "urls": row.urls,
         "invalid": row.invalid,
@@ -423,7 +424,7 @@ def _targets_json(conn: Connection, name: str | None, *, after: str | None = Non
             "name": r.name,
             "url": r.url,
             # A parked target (no longer configured) is due at no time.
-            "next_due_at": None if _utc(r.next_due_at) == PARKED else _iso(r.next_due_at),
+            "next_due_at": None if _utc(r.next_due_at) == PARKED else iso_time(r.next_due_at),
             "leased_by": r.lease_owner if r.lease_until is not None else None,
             "snapshots": r.snapshot_count or 0,
             "changes": r.change_count or 0,
@@ -454,7 +455,8 @@ def get_target(engine: Engine, name: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def _target_id(conn: Connection, name: str) -> int | None:
+def target_id_of(conn: Connection, name: str) -> int | None:
+    """The id of the target configured as ``name``, or None when it has none yet."""
     found: int | None = conn.execute(
         select(targets.c.id).where(targets.c.name == name)
     ).scalar_one_or_none()
@@ -467,7 +469,7 @@ def list_snapshots(
     """A target's snapshots, newest first, with ids below ``before``; None if no such target."""
 
     def work(conn: Connection) -> list[dict[str, Any]] | None:
-        target_id = _target_id(conn, name)
+        target_id = target_id_of(conn, name)
         if target_id is None:
             return None
         query = select(snapshots).where(snapshots.c.target_id == target_id)

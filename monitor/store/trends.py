@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, func, select
 
 from monitor.store.checkwriter import transaction
 from monitor.store.schema import changes, snapshots, targets, url_states
-from monitor.store.targets import _iso
+from monitor.store.targets import iso_time
 
 __all__ = ["POINTS", "trend"]
 
@@ -40,7 +40,7 @@ def trend(engine: Engine, name: str, count: int = POINTS) -> dict[str, Any] | No
             .where(s.target_id == target_id, s.outcome != "failed")
             .order_by(s.id.desc()).limit(count)))
         rows.reverse()
-        points = [{"id": r.id, "at": _iso(r.started_at), "urls": r.urls, "invalid": r.invalid,
+        points = [{"id": r.id, "at": iso_time(r.started_at), "urls": r.urls, "invalid": r.invalid,
                    "changes": {"added": r.added, "removed": r.removed, "changed": r.changed,
                                "invalid": r.invalid_new}} for r in rows]
         if not points:

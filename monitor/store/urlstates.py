@@ -31,7 +31,7 @@ from monitor.store.schema import (
     url_checks,
     url_states,
 )
-from monitor.store.targets import _target_id
+from monitor.store.targets import target_id_of
 
 __all__ = [
     "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "listed",
@@ -75,7 +75,7 @@ class Saved:
 
 def target_id(engine: Engine, name: str) -> int | None:
     """The id of the target of that name, or None."""
-    return transaction(engine, lambda conn: _target_id(conn, name))
+    return transaction(engine, lambda conn: target_id_of(conn, name))
 
 
 def _insert_ignore(conn: Connection, table: Any = url_states) -> Any:
@@ -89,7 +89,7 @@ def sync(engine: Engine, name: str) -> tuple[int, int] | None:
     snapshot's id), or None when the target has no snapshot yet."""
 
     def latest(conn: Connection) -> tuple[int, int, int | None] | None:
-        target_id = _target_id(conn, name)
+        target_id = target_id_of(conn, name)
         if target_id is None:
             return None
         last = conn.execute(select(func.max(snapshots.c.id)).where(
