@@ -24,9 +24,11 @@ from urllib.parse import urlsplit
 from monitor.rules import RuleId
 
 __all__ = [
+    "KEEP",
     "KEY_RETRY",
     "KEY_RULE",
     "KEY_TTL",
+    "MAX_AGE",
     "MAX_URLS",
     "OUTCOMES",
     "Batch",
@@ -46,6 +48,8 @@ MAX_URLS = 10_000  # the protocol's limit per request
 KEY_TTL = 86400.0  # a key file that answered is fetched again daily
 KEY_RETRY = 900.0  # one that did not, at most every 15 minutes, so a fix is seen soon
 KEY_RULE: RuleId = "indexnow-key-missing"
+MAX_AGE = 3 * 86400.0  # a submission not delivered by then is dropped (and counted)
+KEEP = 30 * 86400.0  # delivered and failed submissions are kept this long
 # The outcomes of ``sitemap_monitor_indexnow_urls_total``, counted in URLs.
 OUTCOMES = ("submitted", "rejected", "retry", "key_missing", "expired")
 

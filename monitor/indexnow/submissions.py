@@ -10,7 +10,7 @@ submission is committed with its change set or not at all. Delivery is
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection
 
@@ -76,8 +76,10 @@ def key_issues(conn: Connection, target: Target) -> list[Issue]:
     if not settings.enabled or settings.key is None:
         return []
     digest = store.key_digest(settings.key)
+    # A host is fetched again while submissions wait for it, and they wait at most MAX_AGE.
+    since = datetime.now(UTC) - timedelta(seconds=indexnow.MAX_AGE)
     return [Issue(indexnow.KEY_RULE,
                   indexnow.key_message(state.origin, state.location, state.detail or "failed"),
                   loc=state.location, document=target.url)
-            for state in store.failing_keys(conn, target.name)
+            for state in store.failing_keys(conn, target.name, since)
             if state.key_digest == digest]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -27,11 +28,12 @@ from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Fetcher, retry_after_seconds
 from monitor.store import indexnow as store
 
-__all__ = ["MAX_AGE", "Submitter"]
+__all__ = ["Submitter"]
 
 log = structlog.get_logger("monitor.indexnow.submitter")
 
-MAX_AGE = 3 * 86400.0  # a submission not delivered by then is dropped (and counted)
+MAX_AGE = indexnow.MAX_AGE
+PRUNE_EVERY = 3600.0
 _INITIAL_BACKOFF = 10.0
 _MAX_BACKOFF = 1800.0
 
@@ -79,9 +81,13 @@ class Submitter:
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set; store errors are logged and retried, never raised."""
         failures = 0
+        pruned_at = 0.0
         try:
             while not stop.is_set():
                 try:
+                    if time.monotonic() - pruned_at >= PRUNE_EVERY:
+                        pruned_at = time.monotonic()
+                        await self.prune()
                     claimed = await self.deliver_due()
                     failures = 0
                 except Exception:  # the loop outlives a database outage
@@ -101,6 +107,16 @@ class Submitter:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+    async def prune(self) -> int:
+        """Delete settled submissions older than ``indexnow.KEEP``, a batch at a time."""
+        before = self.clock() - timedelta(seconds=indexnow.KEEP)
+        deleted = 0
+        while found := await asyncio.to_thread(self.repo.prune, before):
+            deleted += found
+        if deleted:
+            log.info("indexnow submissions pruned", deleted=deleted)
+        return deleted
 
     async def deliver_due(self) -> int:
         """One pass: claim what is due, send it, mark it; return how many rows were claimed."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, or_, select, update
+from sqlalchemy import Connection, Engine, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.codec import changepacks
@@ -139,9 +139,10 @@ def enqueue(conn: Connection, target_name: str, snapshot_id: int | None, scope: 
     return urls
 
 
-def failing_keys(conn: Connection, target_name: str) -> list[KeyState]:
-    """The hosts whose key file did not verify at its last fetch, for the target's issues."""
-    return [k for k in _keys(conn, target_name) if not k.ok]
+def failing_keys(conn: Connection, target_name: str, since: datetime) -> list[KeyState]:
+    """The hosts whose key file did not verify at its last fetch, if that was ``since`` or
+    later (a host nothing waits for any more is not fetched again), for the target's issues."""
+    return [k for k in _keys(conn, target_name) if not k.ok and k.checked_at >= since]
 
 
 def _keys(conn: Connection, target_name: str) -> list[KeyState]:
@@ -245,6 +246,22 @@ class SqlSubmissions:
                 ).on_conflict_do_nothing())
 
         transaction(self.engine, work)
+
+    def prune(self, before: datetime, limit: int = 1000) -> int:
+        """Delete up to ``limit`` settled submissions written before ``before``; return how
+        many (the history ``indexnow status`` shows stays bounded)."""
+        s = indexnow_submissions
+
+        def work(conn: Connection) -> int:
+            ids = list(conn.execute(
+                select(s.c.id).where(s.c.status.in_(("delivered", "failed")),
+                                     s.c.created_at < before)
+                .order_by(s.c.id).limit(limit)).scalars())
+            if ids:
+                conn.execute(delete(s).where(s.c.id.in_(ids)))
+            return len(ids)
+
+        return transaction(self.engine, work)
 
     def pending_count(self) -> int:
         """How many submissions wait for delivery."""

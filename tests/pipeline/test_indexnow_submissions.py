@@ -16,7 +16,7 @@ import structlog
 from httpserver import Reply, TestServer
 from indexnow_receiver import KEY, Receiver
 from site_fixture import Site, urlset
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from monitor.cli import main
 from monitor.config import load
@@ -24,7 +24,7 @@ from monitor.indexnow.submitter import Submitter
 from monitor.read.fetch import Fetcher
 from monitor.store.db import make_engine
 from monitor.store.indexnow import SqlSubmissions
-from monitor.store.schema import indexnow_submissions
+from monitor.store.schema import indexnow_keys, indexnow_submissions
 
 LASTMOD = "2026-01-01"
 
@@ -355,3 +355,30 @@ def test_dry_run_prints_the_requests_and_stores_nothing(
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(indexnow_submissions)).scalar() == 1
     engine.dispose()
+
+
+def test_settled_submissions_are_pruned_after_30_days_and_pending_ones_kept(
+    site: Site, receiver: Receiver, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], delivery_of: Callable[[str], Delivery],
+) -> None:
+    cfg = config(tmp_path, site, receiver)
+    other = site.url("/x").replace("127.0.0.1", "localhost")  # no key file: stays pending
+    sitemap(site, {"/a": None})
+    check(capsys, cfg, db)
+    site.set("/sitemap.xml", urlset({site.url("/a"): None, site.url("/b"): None, other: None}))
+    check(capsys, cfg, db)
+    delivery = delivery_of(cfg)
+    assert delivery.passes() == 2
+    assert sorted(r["status"] for r in delivery.rows()) == ["delivered", "pending"]
+    assert delivery.submitter is not None
+    delivery.advance(29 * 86400)
+    assert asyncio.run(delivery.submitter.prune()) == 0
+    delivery.advance(2 * 86400)
+    assert asyncio.run(delivery.submitter.prune()) == 1
+    assert [r["status"] for r in delivery.rows()] == ["pending"]
+    # The failing host is reported while something waits for it, not forever after.
+    assert [i["rule"] for i in check(capsys, cfg, db)["issues"]] == ["indexnow-key-missing"]
+    with delivery.engine.begin() as conn:
+        conn.execute(update(indexnow_keys).values(
+            checked_at=datetime.now(UTC) - timedelta(days=4)))
+    assert check(capsys, cfg, db)["issues"] == []
