@@ -24,7 +24,7 @@ from urllib.parse import urljoin
 
 from sqlalchemy import Connection, Engine
 
-from monitor.check import robotsread
+from monitor.check import robotsread, targetwide
 from monitor.check import robotswatch as robots
 from monitor.codec import changerows, entryset
 from monitor.config import Alerts, Target
@@ -39,8 +39,6 @@ from monitor.model import (
     Entry,
     EntryState,
     Issue,
-    addition_kind,
-    change_kind,
     utcnow,
 )
 from monitor.net.addresses import is_private_target
@@ -68,9 +66,6 @@ ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the fir
 DIGEST_HERE_MAX = 1_000_000
 # lastmod-churn: on two re-checks in a row, at least this share (in percent) of at
 # least this many compared lastmods changed
-CHURN_PERCENT = 80
-CHURN_MIN = 20
-_CHURN_EXAMPLES = 3
 
 
 async def run_check(
@@ -809,46 +804,22 @@ class _Check:
             )
             await self._gone(list(gone.values()))
         self.dropped = dropped
-        found: list[Change] = []
-        for loc, after in self.pending_added.items():
-            before = self.pending_removed.pop(loc, None)
-            if before is None:
-                found.append(Change(addition_kind(after.valid), loc, None, after))
-                continue
-            self._moved_lastmod(before.lastmod, after.lastmod)
-            if before != after:
-                found.append(Change(change_kind(before.valid, after.valid), loc, before, after))
-        for loc, before in self.pending_removed.items():
-            found.append(Change("removed", loc, before, None))
+        moves = targetwide.settle_moves(self.pending_added, self.pending_removed)
+        self.lastmods_compared += moves.compared
+        self.lastmods_changed += moves.changed
+        found = moves.changes
         if self.closed:
             await self._db(store.close_entry_sets, self.closed, await self._snapshot())
         await self._record(found)
 
-    def _moved_lastmod(self, before: str | None, after: str | None) -> None:
-        """Count the lastmods of a URL that moved to another document (its digests counted
-        it as removed from one and added to the other)."""
-        if (before is not None and after is not None and validate.lastmod_valid(before)
-                and validate.lastmod_valid(after)):
-            self.lastmods_compared += 1
-            self.lastmods_changed += before != after
-
     def _churn(self) -> None:
-        """``lastmod-churn``: this re-check and the one before each saw at least
-        CHURN_PERCENT of at least CHURN_MIN compared lastmods change."""
+        """``lastmod-churn``: this re-check and the one before it both churned."""
         assert self.state is not None
-        previous = self.state.lastmods
-        now = (self.lastmods_compared, self.lastmods_changed)
-        if previous is None or not (_churning(*previous) and _churning(*now)):
-            return
-        examples = [c.loc for c in self.changes.kept if c.kind == "changed"
-                    and c.before is not None and c.after is not None
-                    and c.before.lastmod != c.after.lastmod][:_CHURN_EXAMPLES]
-        self._issue("lastmod-churn", (
-            f"{_share(*now)} changed their lastmod on this re-check, {_share(*previous)} on "
-            "the one before: a lastmod that changes at every check (the time of the request, "
-            "say) is one search engines learn to ignore"
-            + (f"; for example {', '.join(examples)}" if examples else "")),
-            self.target.url)
+        found = targetwide.churn_issue(self.state.lastmods,
+                                       (self.lastmods_compared, self.lastmods_changed),
+                                       self.changes.kept, self.target.url)
+        if found is not None:
+            self._issue_obj(found)
 
     # -- hreflang-not-reciprocal: a verdict of the whole target ---------------------------
 
@@ -1063,14 +1034,6 @@ def _lastmods(doc: DocumentState) -> int:
     if doc.lastmods is not None:
         return doc.lastmods
     return max(0, doc.urls + doc.invalid - doc.issue_counts.get("lastmod-invalid", 0))
-
-
-def _churning(compared: int, changed: int) -> bool:
-    return compared >= CHURN_MIN and changed * 100 >= compared * CHURN_PERCENT
-
-
-def _share(compared: int, changed: int) -> str:
-    return f"{changed:,} of {compared:,} URLs ({changed / compared:.1%})"
 
 
 def _marked(data: bytes, positions: set[int]) -> tuple[bytes, list[str], list[Any]] | None:
