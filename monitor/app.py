@@ -239,6 +239,8 @@ def run(config_path: str | None, database_url: str | None) -> int:
         return 2
     url = database_url or os.environ.get("SITEMAP_MONITOR_DATABASE_URL") or cfg.database_url
     log.register_secrets(_secrets_of(cfg, url))
+    for warning in config.warnings(cfg):
+        logger.warning("configuration warning", warning=warning)
     try:
         return asyncio.run(_main(_State(cfg, config_path), url))
     except SchemaError as exc:

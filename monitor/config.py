@@ -7,6 +7,8 @@ and the key.
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -15,6 +17,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -38,6 +41,10 @@ _SIZE_UNITS = {
     "KiB": 2**10, "MiB": 2**20, "GiB": 2**30,
 }
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# The longest duration of any setting: past it, dates overflow and timers never fire.
+MAX_DURATION = 3650 * 86400.0
+# An interval under this, on a site that is not on this machine, is legal but impolite.
+POLITE_INTERVAL = 60.0
 
 
 def parse_duration(value: object) -> float:
@@ -45,11 +52,41 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"not a duration: {value!r}")
     if isinstance(value, int | float):
-        return float(value)
-    match = _DURATION.match(str(value))
-    if not match:
-        raise ValueError(f"not a duration: {value!r} (use e.g. 30s, 15m, 1h)")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"not a duration: {value!r} (use e.g. 30s, 15m, 1h)")
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    if math.isnan(seconds) or (math.isinf(seconds) and not isinstance(value, str)):
+        raise ValueError(f"not a finite duration: {value!r}")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"too long: at most {format_duration(MAX_DURATION)}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds written the way a configuration would: ``1h``, ``30s``, ``0.001s``."""
+    for unit in ("d", "h", "m"):
+        size = _DURATION_UNITS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def _duration_within(low: float, high: float = MAX_DURATION) -> AfterValidator:
+    """A bound on a duration, said in the configuration's own units."""
+
+    def check(seconds: float) -> float:
+        if seconds < low:
+            raise ValueError(f"must be at least {format_duration(low)} "
+                             f"(got {format_duration(seconds)})")
+        if seconds > high:
+            raise ValueError(f"must be at most {format_duration(high)} "
+                             f"(got {format_duration(seconds)})")
+        return seconds
+
+    return AfterValidator(check)
 
 
 def parse_size(value: object) -> int:
@@ -59,9 +96,10 @@ def parse_size(value: object) -> int:
     if isinstance(value, int):
         return value
     match = _SIZE.match(str(value))
-    if not match:
+    size = float(match.group(1)) * _SIZE_UNITS[match.group(2)] if match else math.inf
+    if not math.isfinite(size):
         raise ValueError(f"not a size: {value!r} (use e.g. 50MiB, 10MB)")
-    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
+    return int(size)
 
 
 def parse_ratio(value: object) -> float:
@@ -76,6 +114,9 @@ def parse_ratio(value: object) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+# At least a second between checks of a target: below it, a check loop is a flood.
+Interval = Annotated[Duration, _duration_within(1.0)]
+Timeout = Annotated[Duration, Field(gt=0)]
 Size = Annotated[int, BeforeValidator(parse_size), Field(gt=0)]
 Ratio = Annotated[float, BeforeValidator(parse_ratio)]
 
@@ -99,7 +140,7 @@ class UrlChecks(_Frozen):
     site's own pages, and polite: ``rate`` requests a second per host at most."""
 
     enabled: bool = False
-    rate: float = Field(1.0, gt=0)
+    rate: float = Field(1.0, gt=0, le=1000, allow_inf_nan=False)
     recheck: Duration = Field(7 * 86400.0, gt=0)
     body_limit: Size = Field(256 * 2**10, gt=0)
 
@@ -115,13 +156,13 @@ class Retention(_Frozen):
 class Defaults(_Frozen):
     """Settings every target inherits unless it sets its own."""
 
-    interval: Duration = 900.0
+    interval: Interval = 900.0
     jitter: Ratio = 0.1
-    timeout: Duration = 30.0
-    connect_timeout: Duration = 10.0
-    read_timeout: Duration = 20.0
+    timeout: Timeout = 30.0
+    connect_timeout: Timeout = 10.0
+    read_timeout: Timeout = 20.0
     # The deadline of a whole check, all documents of an index together (SPEC 10).
-    check_timeout: Duration = 600.0
+    check_timeout: Timeout = 600.0
     retry_after_max: Duration = 30.0
     max_bytes: Size = 50 * 2**20
     max_urls: int = Field(50_000, gt=0)
@@ -149,12 +190,12 @@ class TargetSpec(_Frozen):
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
     url: str | None = None
     site: str | None = None
-    interval: Duration | None = None
+    interval: Interval | None = None
     jitter: Ratio | None = None
-    timeout: Duration | None = None
-    connect_timeout: Duration | None = None
-    read_timeout: Duration | None = None
-    check_timeout: Duration | None = None
+    timeout: Timeout | None = None
+    connect_timeout: Timeout | None = None
+    read_timeout: Timeout | None = None
+    check_timeout: Timeout | None = None
     retry_after_max: Duration | None = None
     max_bytes: Size | None = None
     max_urls: int | None = Field(None, gt=0)
@@ -350,12 +391,14 @@ class Alerts(_Frozen):
 class Scheduler(_Frozen):
     """How the daemon runs checks (SPEC 3.7, 10)."""
 
-    concurrency: int = Field(8, ge=1)
-    per_host: int = Field(2, ge=1)
-    shutdown_grace: Duration = 20.0
-    lease: Duration = 60.0
+    concurrency: int = Field(8, ge=1, le=1024)
+    per_host: int = Field(2, ge=1, le=256)
+    shutdown_grace: Annotated[Duration, _duration_within(0.0, 3600.0)] = 20.0
+    # A claim's lifetime, renewed every third of it while its check runs; a replica that dies
+    # holds its targets this long.
+    lease: Annotated[Duration, _duration_within(1.0, 3600.0)] = 60.0
     # How often the daemon prunes the history retention no longer keeps (SPEC 13: hourly).
-    prune_interval: Duration = Field(3600.0, gt=0)
+    prune_interval: Interval = 3600.0
 
 
 class Http(_Frozen):
@@ -535,15 +578,55 @@ def load(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> 
 
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = file.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read configuration: {exc.strerror}") from None
     try:
-        # libyaml's loader where PyYAML has it: 20,000 targets parsed in 0.4 s of CPU, not 2.3.
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                          f"{exc.start})") from None
+    # libyaml's loader where PyYAML has it: 20,000 targets parsed in 0.4 s of CPU, not 2.3.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        if "*" in text:  # no alias without its star: most files skip the scan
+            _refuse_aliases(yaml, text, loader, file)
+        data = yaml.load(text, Loader=loader)  # noqa: S506
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"{file}:{where}: {problem}") from None
     return parse(data, source=str(file), env=env, base=file.parent)
+
+
+def _refuse_aliases(yaml: Any, text: str, loader: Any, file: Path) -> None:
+    """Raise ``ConfigError`` at the first alias: a few lines of nested aliases expand to
+    billions of nodes (a "billion laughs"), and a configuration needs none."""
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.AliasEvent):
+            line = event.start_mark.line + 1
+            raise ConfigError(f"{file}: line {line}: YAML aliases (*{event.anchor}) are not "
+                              "allowed: write the value out")
+
+
+def warnings(cfg: Config) -> list[str]:
+    """What a configuration allows but should not do, one line each (``config check`` prints
+    them, ``run`` logs them): checks of a remote site more often than once a minute."""
+    found: list[str] = []
+    for target in cfg.resolved_targets():
+        interval = target.settings.interval
+        host = urlsplit(target.url).hostname or ""
+        if interval < POLITE_INTERVAL and not _is_loopback(host):
+            found.append(f"targets: {target.name}: an interval of {format_duration(interval)} "
+                         f"checks {host} more than once a minute")
+    return found
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -30,8 +30,9 @@ pytestmark = pytest.mark.anyio
 
 
 def target(name: str, interval: float, jitter: float = 0.0) -> config.Target:
-    """A target on 127.0.0.1 with this interval and jitter."""
-    settings = config.Defaults(interval=interval, jitter=jitter)
+    """A target on 127.0.0.1 with this interval and jitter (below the 1 s a configuration
+    allows, so that these tests take a few seconds, not minutes)."""
+    settings = config.Defaults().model_copy(update={"interval": interval, "jitter": jitter})
     return config.Target(name=name, url=f"http://127.0.0.1:9/{name}.xml", settings=settings)
 
 
