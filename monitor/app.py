@@ -91,6 +91,8 @@ def _secrets_of(cfg: config.Config, database_url: str) -> list[str | None]:
     for target in cfg.resolved_targets():
         with contextlib.suppress(ValueError):
             found.append(_url_password(target.url))
+        if target.settings.auth is not None:
+            found.append(target.settings.auth.password)
     return found
 
 

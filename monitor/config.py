@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from monitor import __version__
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, redact_url
 
 DEFAULT_DATABASE_URL = "sqlite:///./sitemap-monitor.db"
 DEFAULT_USER_AGENT = f"sitemap-monitor/{__version__} (+https://github.com/sitemap-monitor/sitemap-monitor)"
@@ -153,6 +153,38 @@ class Retention(_Frozen):
     keep_last: int = Field(100, ge=1)
 
 
+class Auth(_Frozen):
+    """A target's HTTP basic auth, as written in the file (``password_file`` from a Secret)."""
+
+    username: str = Field(min_length=1, pattern=r"^[^:]*$")
+    password: str = Field(repr=False)
+
+
+class BasicAuth(_Frozen):
+    """A target's basic auth once resolved: sent only to ``origin``, the target's own scheme,
+    host and port (``scheme://host:port``), never across a redirect or to another host."""
+
+    origin: str
+    username: str
+    password: str = Field(repr=False)
+
+    def sent_to(self, url: str) -> bool:
+        """Whether ``url`` is on the origin these credentials are for."""
+        return origin_of(url) == self.origin
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host:port`` of an http(s) URL, the port spelled out, the host lower case."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return ""
+    port = port or (443 if parts.scheme == "https" else 80)
+    host = parts.hostname or ""
+    return f"{parts.scheme.lower()}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
 class Defaults(_Frozen):
     """Settings every target inherits unless it sets its own."""
 
@@ -174,14 +206,25 @@ class Defaults(_Frozen):
     allow_cross_host_children: bool = False
     url_checks: UrlChecks = UrlChecks()
     retention: Retention = Retention()
+    # Set by ``resolve`` from a target's own ``auth:`` (model_copy, which validates nothing).
+    auth: BasicAuth | None = None
 
     @field_validator("user_agent")
     @classmethod
     def _version(cls, value: str) -> str:
         return value.replace("VERSION", __version__)
 
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _per_target(cls, value: object) -> object:
+        # Credentials shared by every target would go to every target's host.
+        if value is not None:
+            raise ValueError("set auth on each target: it is sent to that target's own host "
+                             "only")
+        return value
 
-_TARGET_OVERRIDES = tuple(Defaults.model_fields)
+
+_TARGET_OVERRIDES = tuple(k for k in Defaults.model_fields if k != "auth")
 
 
 class TargetSpec(_Frozen):
@@ -208,6 +251,7 @@ class TargetSpec(_Frozen):
     # merged key by key over the defaults' (resolve)
     url_checks: UrlChecks | None = None
     retention: Retention | None = None
+    auth: Auth | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> TargetSpec:
@@ -220,7 +264,11 @@ class TargetSpec(_Frozen):
 def _check_http_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an absolute http(s) URL: {url!r}")
+        raise ValueError(f"not an absolute http(s) URL: {redact_url(url)!r}")
+    # In the URL, credentials would be shown wherever the URL is (answers, pages, exports).
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("the URL carries a user name or password: set auth: {username, "
+                         "password_file} on the target instead")
 
 
 class Target(_Frozen):
@@ -254,6 +302,9 @@ def resolve(spec: TargetSpec, defaults: Defaults) -> Target:
         if own is not None:
             overrides[key] = getattr(defaults, key).model_copy(
                 update=own.model_dump(exclude_unset=True))
+    if spec.auth is not None:
+        overrides["auth"] = BasicAuth(origin=origin_of(spec.url or spec.site or ""),
+                                      username=spec.auth.username, password=spec.auth.password)
     settings = defaults.model_copy(update=overrides)
     if spec.site is not None:
         return Target(name=spec.name, url=spec.site, site=True, settings=settings)
@@ -569,7 +620,7 @@ def parse(data: object, *, source: str = "<config>", env: Mapping[str, str] | No
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             message = "unknown key"
-        raise ConfigError(f"{source}: {_location(first)}: {message}") from None
+        raise ConfigError(redact_url(f"{source}: {_location(first)}: {message}")) from None
 
 
 def load(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Config:

@@ -15,6 +15,8 @@ so these are raised only where the caller cannot go on::
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "ConfigError",
     "DeliveryError",
@@ -22,7 +24,16 @@ __all__ = [
     "MonitorError",
     "SchemaError",
     "StoreError",
+    "redact_url",
 ]
+
+# The password of every URL in a text: "scheme://user:PASSWORD@".
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/@:'\"]*:)[^\s/@'\"]*@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of each URL in it replaced by ``***`` (for messages)."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
 
 
 class MonitorError(Exception):

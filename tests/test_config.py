@@ -220,3 +220,32 @@ def test_a_short_interval_on_a_remote_site_is_a_warning(
 def test_durations_are_finite_and_bounded(text: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_duration(text)
+
+
+def test_no_message_shows_a_password_from_a_target_url(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("invalid-url-credentials", "invalid-url-credentials-redacted"):
+        assert main(["config", "check", "--config", str(DATA / f"{name}.yaml")]) == 2
+        assert "hunter2" not in capsys.readouterr().err
+    assert main(["check", "https://robot:hunter2@shop.example.com/s.xml"]) == 2
+    err = capsys.readouterr().err
+    assert "hunter2" not in err
+    assert "auth: {username, password_file}" in err
+
+
+def test_auth_is_read_from_a_file_and_never_shown(tmp_path: Path) -> None:
+    (tmp_path / "pw").write_text("hunter2\n")
+    (tmp_path / "c.yaml").write_text(
+        "targets:\n"
+        "  - name: shop\n"
+        "    url: https://shop.example.com/sitemap.xml\n"
+        "    auth: {username: robot, password_file: pw}\n")
+    cfg = load(tmp_path / "c.yaml", env={})
+    (shop,) = cfg.resolved_targets()
+    auth = shop.settings.auth
+    assert auth is not None
+    assert (auth.origin, auth.username, auth.password) == (
+        "https://shop.example.com:443", "robot", "hunter2")
+    for shown in (repr(cfg), str(cfg), repr(shop), repr(auth), str(shop.settings)):
+        assert "hunter2" not in shown

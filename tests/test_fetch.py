@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import os
 import resource
@@ -876,3 +877,29 @@ def test_retry_after_parsing() -> None:
     assert retry_after_seconds("soon", now) is None
     assert retry_after_seconds("-5", now) is None
     assert retry_after_seconds(None, now) is None
+
+
+# --- a target's basic auth --------------------------------------------------------------------
+
+ROBOT = "Basic " + base64.b64encode(b"robot:hunter2").decode()
+
+
+def with_auth(url: str) -> config.Defaults:
+    """SETTINGS with basic auth for the origin of ``url``, as ``config.resolve`` makes it."""
+    auth = config.BasicAuth(origin=config.origin_of(url), username="robot", password="hunter2")
+    return SETTINGS.model_copy(update={"auth": auth})
+
+
+async def test_basic_auth_goes_to_the_targets_own_origin_only(fetcher: Fetcher) -> None:
+    with TestServer() as site, TestServer() as other:
+        other.route("/elsewhere.xml", Reply(body=XML))
+        site.route("/s.xml", redirect(other.url("/elsewhere.xml")))
+        site.route("/page", Reply(body=b"ok"))
+        settings = with_auth(site.url("/"))
+        _, body = await read_all(fetcher, site.url("/s.xml"), settings)
+        await fetcher.probe(site.url("/page"), settings, body_limit=10, allow_private=True)
+        await fetcher.probe(other.url("/elsewhere.xml"), settings, body_limit=10,
+                            allow_private=True)
+    assert body == XML
+    assert [r.headers.get("authorization") for r in site.requests] == [ROBOT, ROBOT]
+    assert [r.headers.get("authorization") for r in other.requests] == [None, None]
