@@ -886,7 +886,7 @@ ROBOT = "Basic " + base64.b64encode(b"robot:hunter2").decode()
 
 def with_auth(url: str) -> config.Defaults:
     """SETTINGS with basic auth for the origin of ``url``, as ``config.resolve`` makes it."""
-    auth = config.BasicAuth(origin=config.origin_of(url), username="robot", password="hunter2")
+    auth = config.BasicAuth(origin=config.origin_of(url), username="robot", password="hunter2")  # noqa: S106 - a test fixture
     return SETTINGS.model_copy(update={"auth": auth})
 
 
