@@ -11,10 +11,11 @@ Severity = Literal["error", "warning"]
 ChangeKind = Literal["added", "removed", "changed", "invalid"]
 DocumentKind = Literal["urlset", "sitemapindex", "text", "rss", "atom", "robots"]
 DocumentOutcome = Literal["ok", "not_modified", "unchanged", "failed"]
-CheckOutcome = Literal["ok", "unchanged", "failed"]
+# "error": the check raised and nothing of it was recorded (the database down, a full disk).
+CheckOutcome = Literal["ok", "unchanged", "failed", "error"]
 
 CHANGE_KINDS: tuple[ChangeKind, ...] = ("added", "removed", "changed", "invalid")
-CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "failed")
+CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "failed", "error")
 
 # The states of a listed URL (SPEC 11), each with its rule id and severity (ok and unknown have
 # none); a redirect that loops is the rule ``url-redirect-loop``.

@@ -41,6 +41,7 @@ def test_label_sets_exist_before_any_check() -> None:
     Metrics(registry, ["shop", "blog"], ["ops"])
     for target in ("shop", "blog"):
         assert value(registry, "checks_total", target=target, outcome="failed") == 0
+        assert value(registry, "checks_total", target=target, outcome="error") == 0
         assert value(registry, "changes_total", target=target, kind="removed") == 0
         # An issue rule has a series once the target has had an issue of it (issue 27).
         assert value(registry, "issues", target=target, rule="lastmod-invalid") is None
