@@ -87,10 +87,10 @@ def test_observe_sets_gauges_and_counts() -> None:
     assert value(registry, "issues", target="shop", rule="changefreq-invalid") is None
 
 
-def test_a_target_has_21_series_plus_one_per_document_outcome_and_issue_rule_it_has_had(
+def test_a_target_has_22_series_plus_one_per_document_outcome_and_issue_rule_it_has_had(
 ) -> None:
     """Issue 27: 68 series a target made a 20,000-target scrape 104 MB and 9 s of CPU; at
-    most 25 in the steady state of a target whose documents answer and that has had a few
+    most 26 in the steady state of a target whose documents answer and that has had a few
     issue rules."""
     registry = CollectorRegistry()
     m = Metrics(registry, ["shop", "blog"], [])
@@ -101,23 +101,23 @@ def test_a_target_has_21_series_plus_one_per_document_outcome_and_issue_rule_it_
         return sum(1 for line in text.splitlines()
                    if not line.startswith("#") and f'target="{target}"' in line)
 
-    assert series("shop") == 21
+    assert series("shop") == 22
     checked = CheckResult(target="shop", url="u", outcome="ok", snapshot_id=1, urls=3,
                           duration_seconds=0.2, documents=[DocumentResult("u", "ok")])
     m.observe(checked, "shop", issue_counts={"lastmod-invalid": 2, "loc-duplicate": 1},
               finished_at=WHEN)
-    assert series("shop") == 24
+    assert series("shop") == 25
     answered = CheckResult(target="shop", url="u", outcome="unchanged", snapshot_id=2, urls=3,
                            duration_seconds=0.1, documents=[DocumentResult("u", "not_modified")])
     m.observe(answered, "shop", issue_counts={}, finished_at=WHEN)
-    assert series("shop") == 25  # cleared: at 0, still there for the dashboards
+    assert series("shop") == 26  # cleared: at 0, still there for the dashboards
     assert value(registry, "issues", target="shop", rule="loc-duplicate") == 0
     assert value(registry, "documents", target="shop", outcome="ok") == 0
     assert value(registry, "documents", target="shop", outcome="not_modified") == 1
     assert value(registry, "documents", target="shop", outcome="failed") is None
     m.observe(answered, "shop", issue_counts={}, finished_at=WHEN)
-    assert series("shop") == 25  # the steady state: nothing new
-    assert series("blog") == 21
+    assert series("shop") == 26  # the steady state: nothing new
+    assert series("blog") == 22
     assert "_created" not in generate_latest(registry).decode()
     m.set_targets(["blog"])
     assert series("shop") == 0
