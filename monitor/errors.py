@@ -66,6 +66,8 @@ class FetchError(MonitorError):
         status: int | None = None,
         permanent: bool = False,
     ) -> None:
+        # The URLs in it are a watched site's (a child, a redirect): never show their passwords.
+        message = redact_url(message)
         super().__init__(message)
         self.kind = kind
         self.message = message

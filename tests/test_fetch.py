@@ -30,7 +30,7 @@ from httpserver import (
 )
 
 from monitor import config
-from monitor.errors import FetchError
+from monitor.errors import FetchError, redact_url
 from monitor.fetch import (
     CHUNK_SIZE,
     Fetcher,
@@ -886,7 +886,8 @@ ROBOT = "Basic " + base64.b64encode(b"robot:hunter2").decode()
 
 def with_auth(url: str) -> config.Defaults:
     """SETTINGS with basic auth for the origin of ``url``, as ``config.resolve`` makes it."""
-    auth = config.BasicAuth(origin=config.origin_of(url), username="robot", password="hunter2")  # noqa: S106 - a test fixture
+    auth = config.BasicAuth(origin=config.origin_of(url), username="robot",
+                            password="hunter2")  # noqa: S106 - a test fixture
     return SETTINGS.model_copy(update={"auth": auth})
 
 
@@ -903,3 +904,30 @@ async def test_basic_auth_goes_to_the_targets_own_origin_only(fetcher: Fetcher) 
     assert body == XML
     assert [r.headers.get("authorization") for r in site.requests] == [ROBOT, ROBOT]
     assert [r.headers.get("authorization") for r in other.requests] == [None, None]
+
+
+async def test_an_error_never_shows_the_password_of_a_url(
+    http_server: TestServer, fetcher: Fetcher
+) -> None:
+    """A child or a redirect of a watched site may carry user:password@; errors name it
+    without the password."""
+    url = f"http://robot:hunter2@127.0.0.1:{http_server.port}/missing.xml"
+    error = await failure(fetcher, url)
+    assert (error.kind, error.status) == ("http-status", 404)
+    assert "hunter2" not in error.message
+    assert "hunter2" not in str(error)
+    assert f"http://robot:***@127.0.0.1:{http_server.port}/missing.xml" in error.message
+    http_server.route("/s.xml", redirect("ftp://robot:hunter2@example.com/s.xml"))
+    error = await failure(fetcher, http_server.url("/s.xml"))
+    assert error.kind == "invalid-url"
+    assert "hunter2" not in str(error)
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("see http://u:p4ss@h.example/x", "see http://u:***@h.example/x"),
+    ("'HTTPS://u:p@h/' and ftp://a:b@c/", "'HTTPS://u:***@h/' and ftp://a:***@c/"),
+    ("http://user@h.example/ has no password", "http://user@h.example/ has no password"),
+    ("http://h.example/a:b@c stays", "http://h.example/a:b@c stays"),
+])
+def test_redact_url(text: str, shown: str) -> None:
+    assert redact_url(text) == shown
