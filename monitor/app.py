@@ -56,11 +56,10 @@ _KERNEL_BACKLOG = 4096
 
 def parse_listen(listen: str) -> tuple[str, int]:
     """``host:port``, ``[v6]:port`` or ``:port`` -> (host, port)."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise ConfigError(f"listen: not host:port: {listen!r}")
-    host = host.strip("[]") or "0.0.0.0"  # noqa: S104 (a pod must be reachable by its Service)
-    return host, int(port)
+    try:
+        return config.split_listen(listen)
+    except ValueError as exc:
+        raise ConfigError(f"listen: {exc}") from None
 
 
 def _bind(listen: str) -> socket.socket:

@@ -517,6 +517,14 @@ class Web(_Frozen):
         return self
 
 
+def split_listen(listen: str) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port`` or ``:port`` -> (host, port); ``ValueError`` otherwise."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"not host:port: {listen!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 (a pod must be reachable)
+
+
 class Config(_Frozen):
     """The whole configuration file."""
 
@@ -528,6 +536,12 @@ class Config(_Frozen):
     web: Web = Web()
     targets: list[TargetSpec] = Field(default_factory=list)
     alerts: Alerts = Alerts()
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        split_listen(value)
+        return value
 
     @model_validator(mode="after")
     def _unique(self) -> Config:
