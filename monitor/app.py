@@ -80,6 +80,11 @@ def _bind(listen: str) -> socket.socket:
     return sock
 
 
+def _warn(targets: list[config.Target]) -> None:
+    for warning in config.warnings(targets):
+        logger.warning("configuration warning", warning=warning)
+
+
 def _secrets_of(cfg: config.Config, database_url: str) -> list[str | None]:
     found: list[str | None] = []
     with contextlib.suppress(ArgumentError, ValueError):  # make_engine says what is wrong
@@ -240,8 +245,6 @@ def run(config_path: str | None, database_url: str | None) -> int:
         return 2
     url = database_url or os.environ.get("SITEMAP_MONITOR_DATABASE_URL") or cfg.database_url
     log.register_secrets(_secrets_of(cfg, url))
-    for warning in config.warnings(cfg):
-        logger.warning("configuration warning", warning=warning)
     try:
         return asyncio.run(_main(_State(cfg, config_path), url))
     except SchemaError as exc:
@@ -289,6 +292,7 @@ async def _serve(
     cfg = state.cfg
     owner = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
     targets = cfg.resolved_targets()
+    _warn(targets)
     registry = CollectorRegistry()
     # The targets' series are made in slices by scheduler.start, once the port answers.
     metrics = Metrics(registry, [], [c.name for c in cfg.alerts.channels])
@@ -412,6 +416,7 @@ async def _apply(
         metrics.config_reloaded(False)
         logger.error("configuration reload refused; keeping the running one", error=str(exc))
         return
+    _warn(targets)
     old = state.cfg
     fixed = _needs_restart(old, new)
     if fixed:

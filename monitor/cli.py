@@ -262,7 +262,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if path is None:
             raise ConfigError("config check: no file given (--config or SITEMAP_MONITOR_CONFIG)")
         cfg = load(path)
-        for warning in config_warnings(cfg):
+        for warning in config_warnings(cfg.resolved_targets()):
             print(f"sitemap-monitor: {path}: warning: {warning}", file=sys.stderr)
         _out(f"{path}: ok: {len(cfg.targets)} targets, {len(cfg.alerts.channels)} channels, "
               f"{len(cfg.alerts.rules)} rules")

@@ -11,7 +11,7 @@ import ipaddress
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -675,14 +675,17 @@ def _refuse_aliases(yaml: Any, text: str, loader: Any, file: Path) -> None:
                               "allowed: write the value out")
 
 
-def warnings(cfg: Config) -> list[str]:
+def warnings(targets: Iterable[Target]) -> list[str]:
     """What a configuration allows but should not do, one line each (``config check`` prints
-    them, ``run`` logs them): checks of a remote site more often than once a minute."""
+    them, ``run`` logs them at start and on reload): checks of a remote site more often than
+    once a minute."""
     found: list[str] = []
-    for target in cfg.resolved_targets():
+    for target in targets:
         interval = target.settings.interval
+        if interval >= POLITE_INTERVAL:
+            continue
         host = urlsplit(target.url).hostname or ""
-        if interval < POLITE_INTERVAL and not _is_loopback(host):
+        if not _is_loopback(host):
             found.append(f"targets: {target.name}: an interval of {format_duration(interval)} "
                          f"checks {host} more than once a minute")
     return found
