@@ -43,6 +43,8 @@ _SIZE_UNITS = {
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # The longest duration of any setting: past it, dates overflow and timers never fire.
 MAX_DURATION = 3650 * 86400.0
+# Every alias either YAML loader accepts: both take only these characters in its name.
+_MAYBE_ALIAS = re.compile(r"\*[0-9A-Za-z_-]")
 # An interval under this, on a site that is not on this machine, is legal but impolite.
 POLITE_INTERVAL = 60.0
 
@@ -654,7 +656,7 @@ def load(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> 
     # libyaml's loader where PyYAML has it: 20,000 targets parsed in 0.4 s of CPU, not 2.3.
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        if "*" in text:  # no alias without its star: most files skip the scan
+        if _MAYBE_ALIAS.search(text):  # most files, globs like "*" or lastmod-* too, skip it
             _refuse_aliases(yaml, text, loader, file)
         data = yaml.load(text, Loader=loader)  # noqa: S506
     except yaml.YAMLError as exc:

@@ -249,3 +249,15 @@ def test_auth_is_read_from_a_file_and_never_shown(tmp_path: Path) -> None:
         "https://shop.example.com:443", "robot", "hunter2")
     for shown in (repr(cfg), str(cfg), repr(shop), repr(auth), str(shop.settings)):
         assert "hunter2" not in shown
+
+
+def test_globs_are_not_aliases(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(
+        "alerts:\n"
+        "  channels: [{name: ops, type: webhook, url: https://h.example/x}]\n"
+        "  rules:\n"
+        "    - {name: all, when: added, targets: ['*'], channels: [ops]}\n"
+        "    - {name: dates, when: issues, rule: [lastmod-*], targets: [\"shop-*\"],"
+        " channels: [ops]}\n")
+    cfg = load(tmp_path / "c.yaml", env={})
+    assert cfg.alerts.rules[1].rule == ["lastmod-*"]
