@@ -65,11 +65,10 @@ _KERNEL_BACKLOG = 4096
 
 def parse_listen(listen: str) -> tuple[str, int]:
     """``host:port``, ``[v6]:port`` or ``:port`` -> (host, port)."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise ConfigError(f"listen: not host:port: {listen!r}")
-    host = host.strip("[]") or "0.0.0.0"  # noqa: S104 (a pod must be reachable by its Service)
-    return host, int(port)
+    try:
+        return config.split_listen(listen)
+    except ValueError as exc:
+        raise ConfigError(f"listen: {exc}") from None
 
 
 def _bind(listen: str) -> socket.socket:
@@ -90,6 +89,11 @@ def _bind(listen: str) -> socket.socket:
     return sock
 
 
+def _warn(targets: list[config.Target]) -> None:
+    for warning in config.warnings(targets):
+        logger.warning("configuration warning", warning=warning)
+
+
 def _secrets_of(cfg: config.Config, database_url: str) -> list[str | None]:
     found: list[str | None] = []
     with contextlib.suppress(ArgumentError, ValueError):  # make_engine says what is wrong
@@ -100,6 +104,8 @@ def _secrets_of(cfg: config.Config, database_url: str) -> list[str | None]:
     for target in cfg.resolved_targets():
         with contextlib.suppress(ValueError):
             found.append(_url_password(target.url))
+        if target.settings.auth is not None:
+            found.append(target.settings.auth.password)
     return found
 
 
@@ -364,6 +370,7 @@ async def _serve(
     cfg = state.cfg
     owner = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
     targets = cfg.resolved_targets()
+    _warn(targets)
     registry = CollectorRegistry()
     # The targets' series are made in slices by scheduler.start, once the port answers.
     metrics = Metrics(registry, [], [c.name for c in cfg.alerts.channels])
@@ -506,6 +513,7 @@ async def _apply(
         metrics.config_reloaded(False)
         logger.error("configuration reload refused; keeping the running one", error=str(exc))
         return
+    _warn(targets)
     old = state.cfg
     fixed = _needs_restart(old, new)
     if fixed:

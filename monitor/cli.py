@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor import __version__, failon
 from monitor.config import Config, Target, adhoc_target, load
+from monitor.config import warnings as config_warnings
 from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound
 from monitor.model import CHANGE_RULES, CheckResult, Issue
 from monitor.rules import rule_id
@@ -314,6 +315,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         if path is None:
             raise ConfigError("config check: no file given (--config or SITEMAP_MONITOR_CONFIG)")
         cfg = load(path)
+        for warning in config_warnings(cfg.resolved_targets()):
+            print(f"sitemap-monitor: {path}: warning: {warning}", file=sys.stderr)
         _out(f"{path}: ok: {len(cfg.targets)} targets, {len(cfg.alerts.channels)} channels, "
               f"{len(cfg.alerts.rules)} rules")
         return EXIT_OK

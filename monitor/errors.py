@@ -19,6 +19,8 @@ so these are raised only where the caller cannot go on::
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "BadParameter",
     "ConfigError",
@@ -30,7 +32,16 @@ __all__ = [
     "SchemaError",
     "StoreError",
     "WorkerDied",
+    "redact_url",
 ]
+
+# The password of every URL in a text: "scheme://user:PASSWORD@".
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/@:'\"]*:)[^\s/@'\"]*@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of each URL in it replaced by ``***`` (for messages)."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
 
 
 class MonitorError(Exception):
@@ -77,6 +88,8 @@ class FetchError(MonitorError):
         status: int | None = None,
         permanent: bool = False,
     ) -> None:
+        # The URLs in it are a watched site's (a child, a redirect): never show their passwords.
+        message = redact_url(message)
         super().__init__(message)
         self.kind = kind
         self.message = message

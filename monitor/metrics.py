@@ -197,7 +197,7 @@ class Metrics:
         for kind, count in result.change_counts().items():
             if count:
                 series.changes[kind] += count
-        if result.outcome == "failed" and result.snapshot_id is None:
+        if result.outcome in ("failed", "error") and result.snapshot_id is None:
             # Nothing was stored: the counts say nothing about the target, keep the last ones.
             return
         if result.outcome != "failed":

@@ -14,11 +14,12 @@ __all__ = ["RuleId", "Severity"]  # re-exported: the value types of a rule, besi
 ChangeKind = Literal["added", "removed", "changed", "invalid"]
 DocumentKind = Literal["urlset", "sitemapindex", "text", "rss", "atom", "robots"]
 DocumentOutcome = Literal["ok", "not_modified", "unchanged", "failed"]
-# partial: at least one document failed while others were read (their entries stay current)
-CheckOutcome = Literal["ok", "unchanged", "partial", "failed"]
+# partial: at least one document failed while others were read (their entries stay current);
+# error: the check raised and nothing of it was recorded (the database down, a full disk).
+CheckOutcome = Literal["ok", "unchanged", "partial", "failed", "error"]
 
 CHANGE_KINDS: tuple[ChangeKind, ...] = ("added", "removed", "changed", "invalid")
-CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "partial", "failed")
+CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "partial", "failed", "error")
 
 # The states of a listed URL, each with its rule id and severity (ok and unknown have
 # none); a redirect that loops is the rule ``url-redirect-loop``.

@@ -437,8 +437,9 @@ class Scheduler:
             # with the others.
             log.exception("check raised", error=f"{exc.__class__.__name__}: {exc}")
             finished = self._clock()
+            # Counted apart from a failed check of the site: this one could not be recorded.
             failed = CheckResult(
-                target=target.name, url=target.url, outcome="failed",
+                target=target.name, url=target.url, outcome="error",
                 error_kind="internal", error_message=str(exc),
                 duration_seconds=(finished - started).total_seconds(),
             )

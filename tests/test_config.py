@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -10,12 +14,13 @@ from monitor import __version__
 from monitor.cli import main
 from monitor.config import ConfigError, load, parse, parse_duration, parse_ratio, parse_size
 
+ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data" / "config"
 INVALID = sorted(DATA.glob("invalid-*.yaml"))
 
 
 def expected_message(path: Path) -> str:
-    first = path.read_text().splitlines()[0]
+    first = path.read_bytes().split(b"\n", 1)[0].decode()  # the file may not be UTF-8 after
     assert first.startswith("# expect: "), f"{path.name} must say what it expects"
     return first.removeprefix("# expect: ")
 
@@ -165,3 +170,110 @@ def test_indexnow_key_from_a_secret_file_and_merged_per_target(tmp_path: Path) -
     assert a.settings.indexnow.submit == ("added", "changed", "removed")
     assert not b.settings.indexnow.enabled
     assert "abcdef0123" not in repr(a.settings)
+
+
+# The hostile files a security review tried: each refused by `config check` and by `run`
+# alike, in one line, before anything starts.
+HOSTILE = ["invalid-interval-zero", "invalid-interval-ms", "invalid-interval-inf",
+           "invalid-lease-inf", "invalid-rate-inf", "invalid-alias-bomb", "invalid-not-utf8"]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_config_check_refuses_each_hostile_file(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = DATA / f"{name}.yaml"
+    assert main(["config", "check", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected_message(path) in err
+    assert "\n" not in err
+
+
+# Those that made `run` crash, spin or never check (a daemon start costs seconds each).
+@pytest.mark.parametrize("name", ["invalid-interval-inf", "invalid-lease-inf",
+                                  "invalid-not-utf8"])
+def test_run_refuses_what_config_check_refuses(name: str, tmp_path: Path) -> None:
+    path = DATA / f"{name}.yaml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SITEMAP_MONITOR_")}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", "from monitor.cli import script; script()", "run", "--config",
+         str(path), "--database-url", f"sqlite:///{tmp_path / 'm.db'}"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert expected_message(path) in done.stdout + done.stderr
+    assert not (tmp_path / "m.db").exists()  # refused before anything was made
+
+
+def test_an_alias_bomb_is_refused_at_once() -> None:
+    started = time.process_time()
+    with pytest.raises(ConfigError, match="aliases"):
+        load(DATA / "invalid-alias-bomb.yaml", env={})
+    assert time.process_time() - started < 0.5
+
+
+def test_a_short_interval_on_a_remote_site_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "targets:\n"
+        "  - {name: shop, url: https://shop.example.com/sitemap.xml, interval: 30s}\n"
+        "  - {name: local, url: http://127.0.0.1:8000/sitemap.xml, interval: 1s}\n"
+        "  - {name: blog, url: https://blog.example.com/sitemap.xml, interval: 1m}\n")
+    assert main(["config", "check", "--config", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "ok: 3 targets" in out
+    assert err.splitlines() == [
+        f"sitemap-monitor: {path}: warning: targets: shop: an interval of 30s checks "
+        "shop.example.com more than once a minute"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (float("inf"), "not a finite duration"), (float("nan"), "not a finite duration"),
+    ("9" * 400 + "d", "too long"), ("3651d", "too long")])
+def test_durations_are_finite_and_bounded(text: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_duration(text)
+
+
+def test_no_message_shows_a_password_from_a_target_url(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("invalid-url-credentials", "invalid-url-credentials-redacted"):
+        assert main(["config", "check", "--config", str(DATA / f"{name}.yaml")]) == 2
+        assert "hunter2" not in capsys.readouterr().err
+    assert main(["check", "https://robot:hunter2@shop.example.com/s.xml"]) == 2
+    err = capsys.readouterr().err
+    assert "hunter2" not in err
+    assert "auth: {username, password_file}" in err
+
+
+def test_auth_is_read_from_a_file_and_never_shown(tmp_path: Path) -> None:
+    (tmp_path / "pw").write_text("hunter2\n")
+    (tmp_path / "c.yaml").write_text(
+        "targets:\n"
+        "  - name: shop\n"
+        "    url: https://shop.example.com/sitemap.xml\n"
+        "    auth: {username: robot, password_file: pw}\n")
+    cfg = load(tmp_path / "c.yaml", env={})
+    (shop,) = cfg.resolved_targets()
+    auth = shop.settings.auth
+    assert auth is not None
+    assert (auth.origin, auth.username, auth.password) == (
+        "https://shop.example.com:443", "robot", "hunter2")
+    for shown in (repr(cfg), str(cfg), repr(shop), repr(auth), str(shop.settings)):
+        assert "hunter2" not in shown
+
+
+def test_globs_are_not_aliases(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(
+        "alerts:\n"
+        "  channels: [{name: ops, type: webhook, url: https://h.example/x}]\n"
+        "  rules:\n"
+        "    - {name: all, when: added, targets: ['*'], channels: [ops]}\n"
+        "    - {name: dates, when: issues, rule: [lastmod-*], targets: [\"shop-*\"],"
+        " channels: [ops]}\n")
+    cfg = load(tmp_path / "c.yaml", env={})
+    assert cfg.alerts.rules[1].rule == ["lastmod-*"]

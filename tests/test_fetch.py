@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import os
 import resource
@@ -15,6 +16,7 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 from httpserver import (
@@ -29,7 +31,7 @@ from httpserver import (
 )
 
 from monitor import config
-from monitor.errors import FetchError
+from monitor.errors import FetchError, redact_url
 from monitor.net.inflate import read_file
 from monitor.read.fetch import (
     CHUNK_SIZE,
@@ -782,7 +784,7 @@ async def test_https_to_the_vetted_address_keeps_the_name_for_tls(
 
 
 async def test_a_kept_connection_is_not_reused_past_a_stricter_policy(
-    http_server: TestServer
+    http_server: TestServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A connection made for a target that may reach loopback is not lent to one that may
     not, even when the name now resolves to a public address."""
@@ -791,6 +793,19 @@ async def test_a_kept_connection_is_not_reused_past_a_stricter_policy(
 
     async def resolve(host: str, port: int) -> list[str]:
         return next(answers)
+
+    # The second fetch must open a connection of its own to the vetted public address: the
+    # attempt is recorded and refused here, so that no packet leaves this machine.
+    attempts: list[str] = []
+    connect = httpcore.AnyIOBackend.connect_tcp
+
+    async def loopback_only(backend: Any, host: str, *args: Any, **kwargs: Any) -> Any:
+        attempts.append(host)
+        if not host.startswith("127."):
+            raise httpcore.ConnectError(f"the test refuses to connect to {host}")
+        return await connect(backend, host, *args, **kwargs)
+
+    monkeypatch.setattr(httpcore.AnyIOBackend, "connect_tcp", loopback_only)
 
     fetcher = Fetcher(resolver=resolve)
     url = f"http://localhost:{http_server.port}/s.xml"
@@ -802,6 +817,7 @@ async def test_a_kept_connection_is_not_reused_past_a_stricter_policy(
         await fetcher.aclose()
     assert error.kind in ("connect", "timeout")
     assert len(http_server.requests) == 1
+    assert attempts == ["127.0.0.1", "93.184.216.34"]  # a new connection, not the kept one
 
 
 @pytest.mark.parametrize(("ip", "blocked", "private"), [
@@ -876,3 +892,57 @@ def test_retry_after_parsing() -> None:
     assert retry_after_seconds("soon", now) is None
     assert retry_after_seconds("-5", now) is None
     assert retry_after_seconds(None, now) is None
+
+
+# --- a target's basic auth --------------------------------------------------------------------
+
+ROBOT = "Basic " + base64.b64encode(b"robot:hunter2").decode()
+
+
+def with_auth(url: str) -> config.Defaults:
+    """SETTINGS with basic auth for the origin of ``url``, as ``config.resolve`` makes it."""
+    auth = config.BasicAuth(origin=config.origin_of(url), username="robot",
+                            password="hunter2")  # noqa: S106 - a test fixture
+    return SETTINGS.model_copy(update={"auth": auth})
+
+
+async def test_basic_auth_goes_to_the_targets_own_origin_only(fetcher: Fetcher) -> None:
+    with TestServer() as site, TestServer() as other:
+        other.route("/elsewhere.xml", Reply(body=XML))
+        site.route("/s.xml", redirect(other.url("/elsewhere.xml")))
+        site.route("/page", Reply(body=b"ok"))
+        settings = with_auth(site.url("/"))
+        _, body = await read_all(fetcher, site.url("/s.xml"), settings)
+        await fetcher.probe(site.url("/page"), settings, body_limit=10, allow_private=True)
+        await fetcher.probe(other.url("/elsewhere.xml"), settings, body_limit=10,
+                            allow_private=True)
+    assert body == XML
+    assert [r.headers.get("authorization") for r in site.requests] == [ROBOT, ROBOT]
+    assert [r.headers.get("authorization") for r in other.requests] == [None, None]
+
+
+async def test_an_error_never_shows_the_password_of_a_url(
+    http_server: TestServer, fetcher: Fetcher
+) -> None:
+    """A child or a redirect of a watched site may carry user:password@; errors name it
+    without the password."""
+    url = f"http://robot:hunter2@127.0.0.1:{http_server.port}/missing.xml"
+    error = await failure(fetcher, url)
+    assert (error.kind, error.status) == ("http-status", 404)
+    assert "hunter2" not in error.message
+    assert "hunter2" not in str(error)
+    assert f"http://robot:***@127.0.0.1:{http_server.port}/missing.xml" in error.message
+    http_server.route("/s.xml", redirect("ftp://robot:hunter2@example.com/s.xml"))
+    error = await failure(fetcher, http_server.url("/s.xml"))
+    assert error.kind == "invalid-url"
+    assert "hunter2" not in str(error)
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("see http://u:p4ss@h.example/x", "see http://u:***@h.example/x"),
+    ("'HTTPS://u:p@h/' and ftp://a:b@c/", "'HTTPS://u:***@h/' and ftp://a:***@c/"),
+    ("http://user@h.example/ has no password", "http://user@h.example/ has no password"),
+    ("http://h.example/a:b@c stays", "http://h.example/a:b@c stays"),
+])
+def test_redact_url(text: str, shown: str) -> None:
+    assert redact_url(text) == shown

@@ -11,6 +11,7 @@ deadline covers the whole fetch, body included, so a slow drip ends too.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import re
 import ssl
@@ -245,6 +246,7 @@ class Fetcher:
         host = parsed.host
         headers = self._headers(settings, None, None)
         headers["Accept"] = _ACCEPT_PAGE
+        headers.update(_credentials(settings, url))
         default = (parsed.scheme, port) in (("http", 80), ("https", 443))
         authority = f"[{host}]" if ":" in host else host
         fields = [("Host", authority if default else f"{authority}:{port}"), *headers.items()]
@@ -378,7 +380,8 @@ class Fetcher:
                                           url=url, allow_private=allow_private,
                                           resolver=self._resolver)
                 # The transport connects to the vetted addresses, never resolving again.
-                request = httpx.Request("GET", parsed, headers=headers, extensions={
+                request = httpx.Request("GET", parsed, headers={
+                    **headers, **_credentials(settings, url)}, extensions={
                     "timeout": timeouts.as_dict(), connections.VETTED: vetted})
                 transport = self._https if parsed.scheme == "https" else self._http
                 raw = await transport.handle_async_request(request)
@@ -445,6 +448,16 @@ def _check_peer(raw: httpx.Response, url: str, allow_private: bool) -> None:
     peer = stream.get_extra_info("server_addr")
     if isinstance(peer, tuple) and peer:
         check_address(str(peer[0]), url=url, allow_private=allow_private)
+
+
+def _credentials(settings: config.Defaults, url: str) -> dict[str, str]:
+    """The Authorization header of a target's basic auth for ``url``, if it is on the target's
+    own origin (a redirect elsewhere, or to plain http, gets none)."""
+    auth = settings.auth
+    if auth is None or not auth.sent_to(url):
+        return {}
+    token = base64.b64encode(f"{auth.username}:{auth.password}".encode()).decode("ascii")
+    return {"Authorization": f"Basic {token}"}
 
 
 def _status_error(raw: httpx.Response, url: str, *, retried: int) -> FetchError:

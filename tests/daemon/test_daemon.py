@@ -47,15 +47,15 @@ def test_checks_metrics_and_api_follow_the_sitemap(
     assert daemon.metric("sitemap_monitor_issues", target="shop", rule="lastmod-invalid") == 1
     assert daemon.metric("sitemap_monitor_documents", target="shop", outcome="ok") == 1
     assert daemon.metric("sitemap_monitor_target_interval_seconds", target="shop") == 1.0
-    # Issue 27: 22 series a target (checks_total has 4 outcomes), plus one per document
-    # outcome and issue rule it has had.
+    # 23 series a target (checks_total by its 5 outcomes, "partial" and "error" included),
+    # plus one per document outcome and issue rule it has had.
     shop = [line for line in daemon.get("/metrics").text.splitlines()
             if not line.startswith("#") and 'target="shop"' in line]
     outcomes = [line for line in shop if line.startswith("sitemap_monitor_documents{")]
     rules = [line for line in shop if line.startswith("sitemap_monitor_issues{")]
     assert len(outcomes) == 1
     assert rules
-    assert len(shop) == 22 + len(outcomes) + len(rules)
+    assert len(shop) == 23 + len(outcomes) + len(rules)
 
     v2 = {f"{page}1": "2024-02-01", f"{page}2": "2024-01-02", f"{page}4": None, f"{page}5": None,
           "/p6": None}

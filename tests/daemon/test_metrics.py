@@ -42,6 +42,7 @@ def test_label_sets_exist_before_any_check() -> None:
     for target in ("shop", "blog"):
         assert value(registry, "checks_total", target=target, outcome="failed") == 0
         assert value(registry, "checks_total", target=target, outcome="partial") == 0
+        assert value(registry, "checks_total", target=target, outcome="error") == 0
         assert value(registry, "changes_total", target=target, kind="removed") == 0
         # An issue rule has a series once the target has had an issue of it (issue 27).
         assert value(registry, "issues", target=target, rule="lastmod-invalid") is None
@@ -102,7 +103,8 @@ def test_a_target_has_22_series_plus_one_per_document_outcome_and_issue_rule_it_
 ) -> None:
     """Issue 27: 68 series a target made a 20,000-target scrape 104 MB and 9 s of CPU; at
     most 26 in the steady state of a target whose documents answer and that has had a few
-    issue rules (22: checks_total{outcome} has partial beside ok, unchanged and failed)."""
+    issue rules (23: checks_total{outcome} has partial and error beside ok, unchanged and
+    failed)."""
     registry = CollectorRegistry()
     m = Metrics(registry, ["shop", "blog"], [])
     m.set_intervals({"shop": 60.0, "blog": 60.0})
@@ -112,23 +114,23 @@ def test_a_target_has_22_series_plus_one_per_document_outcome_and_issue_rule_it_
         return sum(1 for line in text.splitlines()
                    if not line.startswith("#") and f'target="{target}"' in line)
 
-    assert series("shop") == 22
+    assert series("shop") == 23
     checked = CheckResult(target="shop", url="u", outcome="ok", snapshot_id=1, urls=3,
                           duration_seconds=0.2, documents=[DocumentResult("u", "ok")])
     m.observe(checked, "shop", issue_counts={"lastmod-invalid": 2, "loc-duplicate": 1},
               finished_at=WHEN)
-    assert series("shop") == 25
+    assert series("shop") == 26
     answered = CheckResult(target="shop", url="u", outcome="unchanged", snapshot_id=2, urls=3,
                            duration_seconds=0.1, documents=[DocumentResult("u", "not_modified")])
     m.observe(answered, "shop", issue_counts={}, finished_at=WHEN)
-    assert series("shop") == 26  # cleared: at 0, still there for the dashboards
+    assert series("shop") == 27  # cleared: at 0, still there for the dashboards
     assert value(registry, "issues", target="shop", rule="loc-duplicate") == 0
     assert value(registry, "documents", target="shop", outcome="ok") == 0
     assert value(registry, "documents", target="shop", outcome="not_modified") == 1
     assert value(registry, "documents", target="shop", outcome="failed") is None
     m.observe(answered, "shop", issue_counts={}, finished_at=WHEN)
-    assert series("shop") == 26  # the steady state: nothing new
-    assert series("blog") == 22
+    assert series("shop") == 27  # the steady state: nothing new
+    assert series("blog") == 23
     assert "_created" not in generate_latest(registry).decode()
     m.set_targets(["blog"])
     assert series("shop") == 0

@@ -30,8 +30,9 @@ pytestmark = pytest.mark.anyio
 
 
 def target(name: str, interval: float, jitter: float = 0.0) -> config.Target:
-    """A target on 127.0.0.1 with this interval and jitter."""
-    settings = config.Defaults(interval=interval, jitter=jitter)
+    """A target on 127.0.0.1 with this interval and jitter (below the 1 s a configuration
+    allows, so that these tests take a few seconds, not minutes)."""
+    settings = config.Defaults().model_copy(update={"interval": interval, "jitter": jitter})
     return config.Target(name=name, url=f"http://127.0.0.1:9/{name}.xml", settings=settings)
 
 
@@ -117,9 +118,12 @@ async def test_a_raising_target_is_pushed_forward_and_others_go_on(sqlite_engine
     assert raised
     assert raised[0]["log_level"] == "error"
     assert "parser bug" in raised[0]["error"]
+    # It raised, so nothing of it was stored: an error, not a failed check of the site.
     assert registry.get_sample_value(
-        "sitemap_monitor_checks_total", {"target": "bad", "outcome": "failed"}
+        "sitemap_monitor_checks_total", {"target": "bad", "outcome": "error"}
     ) == len(check.calls["bad"])
+    assert registry.get_sample_value(
+        "sitemap_monitor_checks_total", {"target": "bad", "outcome": "failed"}) == 0
     summaries = [e for e in logs if e["event"] == "check" and e["target"] == "good"]
     assert summaries
     assert summaries[0]["outcome"] == "ok"
@@ -412,3 +416,35 @@ async def test_a_target_removed_by_a_reload_is_parked(sqlite_engine: Engine) -> 
     assert len(check.calls["b"]) == seen
     assert lease_row(sqlite_engine, "b") == (None, store.PARKED)
     assert scheduler.next_run_time("b") is None
+
+
+async def test_a_check_the_full_database_cannot_record_counts_as_an_error(
+    sqlite_engine: Engine,
+) -> None:
+    """SQLite's own "database or disk is full", raised while the check stores its result."""
+
+    def fill() -> None:
+        with sqlite_engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS filler (b BLOB)")
+        with sqlite_engine.begin() as conn:
+            conn.exec_driver_sql("PRAGMA max_page_count = 1")  # no page beyond those in use
+            conn.exec_driver_sql("INSERT INTO filler VALUES (zeroblob(1000000))")
+
+    async def full(t: config.Target) -> None:
+        await asyncio.to_thread(fill)
+
+    check = Recorder(sqlite_engine, full)
+    scheduler, registry = make(sqlite_engine, check)
+    with capture_logs() as logs:
+        await scheduler.start([target("shop", 60)])
+        deadline = time.monotonic() + 30
+        while not any(e["event"] == "check raised" for e in logs):
+            assert time.monotonic() < deadline, "the check never ran"
+            await asyncio.sleep(0.05)
+        await scheduler.stop(1)
+    raised = next(e for e in logs if e["event"] == "check raised")
+    assert "full" in raised["error"]
+    assert registry.get_sample_value(
+        "sitemap_monitor_checks_total", {"target": "shop", "outcome": "error"}) == 1
+    assert registry.get_sample_value(
+        "sitemap_monitor_checks_total", {"target": "shop", "outcome": "failed"}) == 0

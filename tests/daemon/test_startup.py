@@ -77,3 +77,20 @@ def _upgrade_to(engine: object, revision: str) -> None:
     from alembic import command
 
     command.upgrade(db._alembic_config(engine), revision)  # type: ignore[arg-type]
+
+
+def test_a_short_interval_on_a_remote_site_is_logged_as_a_warning(
+    tmp_path: Path, daemons: list[Daemon]
+) -> None:
+    """The same warning as ``config check``'s, at start: the daemon runs it all the same."""
+    path = write_config(
+        tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db",
+        [("remote", "http://10.255.255.1/sitemap.xml"),  # refused by the address policy
+         ("local", "http://127.0.0.1:9/sitemap.xml")], interval="30s")
+    daemon = Daemon(path)
+    daemons.append(daemon)
+    daemon.started()
+    warned = [line for line in daemon.lines if line.get("event") == "configuration warning"]
+    assert [line["warning"] for line in warned] == [
+        "targets: remote: an interval of 30s checks 10.255.255.1 more than once a minute"]
+    assert warned[0]["level"] == "warning"
