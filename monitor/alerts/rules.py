@@ -249,10 +249,14 @@ def _payload(delivery: Delivery, rule: Rule, target_name: str, result: CheckResu
             strict=True)]
     elif rule.when == "issues" and state != "resolved":
         extra["issues"] = details.issues(rule, result, delivery.examples)
-        examples, truncated = {}, False
+        located: dict[str, list[str]] = {}
         for item in extra["issues"]:
-            if item["loc"] or item["document"]:
-                examples.setdefault(item["rule"], []).append(item["loc"] or item["document"])
+            if item["loc"]:
+                located.setdefault(item["rule"], []).append(item["loc"])
+        # Issues about URLs are their own examples; a target-wide one (lastmod-churn) keeps the
+        # check's changed URLs, which show what it is about.
+        if located:
+            examples, truncated = located, False
     elif rule.when in ("partial", "check_failed"):
         extra["documents"] = details.documents(result)
     if rule.when == "removed" and result.dropped_documents:
