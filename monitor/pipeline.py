@@ -51,6 +51,7 @@ INDEX_KINDS = ("sitemapindex", "robots")
 NOT_RECIPROCAL = "hreflang-not-reciprocal"
 _AHEAD_MAX = 64  # children started and not yet applied, unchanged ones included
 ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the first ten
+_OUT_OF_SCOPE = "loc-out-of-scope"
 # Past this many loc fingerprints held (8 MB), this process leaves big documents to the worker
 # processes: the fingerprints grow with the index (SPEC 3.4), and a digest of its own on top
 # of them was the check's peak (W4, 50 x 50,000 URLs, tree PSS: 147 / 152 -> 140-142 / 141 MB
@@ -184,6 +185,8 @@ class _Check:
         # the robots.txt versions in force: url -> (text, etag, last_modified)
         self.robots_stored: dict[str, tuple[str | None, str | None, str | None]] = {}
         self.root_robots: robots.Answer | None = None  # a site target's root, as read
+        # the Sitemap: lines of the robots.txt of hosts a sitemap lists URLs on (read once)
+        self.cross_robots: dict[str, frozenset[str]] = {}
         # Held back to the end of the walk (re-checks only): see the module docstring.
         self.pending_removed: dict[str, EntryState] = {}
         self.pending_added: dict[str, EntryState] = {}
@@ -533,6 +536,7 @@ class _Check:
                 await self._gone([got.stored])
             await self._children(url, found.children, depth, ancestors, "sitemapindex")
             return
+        await self._cross_submitted(got)
         await self._dedupe(got)
         for issue in found.entry_issues:
             self._issue_obj(issue, count=False)
@@ -648,6 +652,33 @@ class _Check:
         )
 
     # -- entries and changes --------------------------------------------------------------
+
+    async def _cross_submitted(self, got: _Got) -> None:
+        """Take ``loc-out-of-scope`` back from the locs on hosts whose robots.txt names this
+        sitemap (or its index, or the target's URL) in a ``Sitemap:`` line: cross-submission,
+        which Google and Bing document. Each such host's robots.txt is read once a check."""
+        found, job = got.digest, got.job
+        assert found is not None
+        assert job is not None
+        if not found.counts.get(_OUT_OF_SCOPE):
+            return
+        locs = await asyncio.to_thread(digesting.rule_locs, found, job, _OUT_OF_SCOPE)
+        hosts: dict[str, list[str]] = {}
+        for loc in locs:
+            hosts.setdefault(robots_url(loc), []).append(loc)
+        names = {got.url, self.target.url} | ({got.doc.parent} if got.doc.parent else set())
+        lifted = []
+        for robots_of in list(hosts)[:ROBOTS_HOSTS]:
+            named = self.cross_robots.get(robots_of)
+            if named is None:
+                answer = await self._robots_answer(robots_of, None)
+                ok = answer.status is not None and 200 <= answer.status < 300
+                named = frozenset(parse.parse_robots(answer.text or "", robots_of) if ok else ())
+                self.cross_robots[robots_of] = named
+            if not named.isdisjoint(names):
+                lifted += hosts[robots_of]
+        if lifted:
+            await asyncio.to_thread(digesting.lift_rule, found, job, _OUT_OF_SCOPE, lifted)
 
     async def _dedupe(self, got: _Got) -> None:
         """Drop locs that an earlier document of this check listed (``loc-duplicate``)."""
