@@ -197,10 +197,12 @@ def test_a_host_whose_robots_txt_lists_the_sitemap_is_in_scope(
         listing.route("/robots.txt", Reply(200, f"User-agent: *\nSitemap: {sitemap}\n".encode()))
         silent.route("/robots.txt", Reply(200, b"User-agent: *\nDisallow:\n"))
         mine, cross, other = site.url("/p"), listing.url("/x"), silent.url("/y")
-        site.set("/sitemap.xml", urlset({mine: None, cross: None, other: None}))
+        dead = "http://127.0.0.1:9/z"  # nothing listens: its robots.txt cannot be read
+        site.set("/sitemap.xml", urlset({mine: None, cross: None, other: None, dead: None}))
         r = check(capsys, sitemap, db)
-        assert [(i["rule"], i["loc"]) for i in r["issues"]] == [("loc-out-of-scope", other)]
-        assert r["urls"] == 3
+        assert [(i["rule"], i["loc"]) for i in r["issues"]] == [
+            ("loc-out-of-scope", other), ("loc-out-of-scope", dead)]
+        assert r["urls"] == 4
         site.set("/sitemap.xml", urlset({mine: "2024-01-01", cross: "2024-01-01", other: None}))
         r = check(capsys, sitemap, db)
         assert [(i["rule"], i["loc"]) for i in r["issues"]] == [("loc-out-of-scope", other)]
