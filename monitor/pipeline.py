@@ -656,19 +656,19 @@ class _Check:
     async def _cross_submitted(self, got: _Got) -> None:
         """Take ``loc-out-of-scope`` back from the locs on hosts whose robots.txt names this
         sitemap (or its index, or the target's URL) in a ``Sitemap:`` line: cross-submission,
-        which Google and Bing document. Each such host's robots.txt is read once a check."""
+        which Google and Bing document. The hosts are those of the document's first issues
+        (its examples), each host's robots.txt read once a check; only when one of them names
+        the sitemap is the entry set decoded, and every loc on such a host lifted."""
         found, job = got.digest, got.job
         assert found is not None
         assert job is not None
         if not found.counts.get(_OUT_OF_SCOPE):
             return
-        locs = await asyncio.to_thread(digesting.rule_locs, found, job, _OUT_OF_SCOPE)
-        hosts: dict[str, list[str]] = {}
-        for loc in locs:
-            hosts.setdefault(robots_url(loc), []).append(loc)
+        hosts = list(dict.fromkeys(robots_url(i.loc) for i in found.entry_issues
+                                   if i.rule == _OUT_OF_SCOPE and i.loc is not None))
         names = {got.url, self.target.url} | ({got.doc.parent} if got.doc.parent else set())
-        lifted = []
-        for robots_of in list(hosts)[:ROBOTS_HOSTS]:
+        listing = set()
+        for robots_of in hosts[:ROBOTS_HOSTS]:
             named = self.cross_robots.get(robots_of)
             if named is None:
                 answer = await self._robots_answer(robots_of, None)
@@ -676,9 +676,12 @@ class _Check:
                 named = frozenset(parse.parse_robots(answer.text or "", robots_of) if ok else ())
                 self.cross_robots[robots_of] = named
             if not named.isdisjoint(names):
-                lifted += hosts[robots_of]
-        if lifted:
-            await asyncio.to_thread(digesting.lift_rule, found, job, _OUT_OF_SCOPE, lifted)
+                listing.add(robots_of)
+        if not listing:
+            return
+        locs = await asyncio.to_thread(digesting.rule_locs, found, job, _OUT_OF_SCOPE)
+        lifted = [loc for loc in locs if robots_url(loc) in listing]
+        await asyncio.to_thread(digesting.lift_rule, found, job, _OUT_OF_SCOPE, lifted)
 
     async def _dedupe(self, got: _Got) -> None:
         """Drop locs that an earlier document of this check listed (``loc-duplicate``)."""
