@@ -58,6 +58,7 @@ INDEX_KINDS = ("sitemapindex", "robots")
 NOT_RECIPROCAL: RuleId = "hreflang-not-reciprocal"
 _AHEAD_MAX = 64  # children started and not yet applied, unchanged ones included
 ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the first ten
+_OUT_OF_SCOPE = "loc-out-of-scope"
 # Past this many loc fingerprints held (8 MB), this process leaves big documents to the worker
 # processes: the fingerprints grow with the index, and a digest of its own on top
 # of them was the check's peak (an index of 50 x 50,000 URLs, tree PSS: 147 / 152 -> 140-142 / 141
@@ -211,6 +212,8 @@ class _Check:
         self.robots_stored: dict[str, tuple[str | None, str | None, str | None]] = {}
         self.root_robots: robots.Answer | None = None  # a site target's root, as read
         self.robots_cache: robotsread.RobotsCache | None = None
+        # the Sitemap: lines of the robots.txt of hosts a sitemap lists URLs on (read once)
+        self.cross_robots: dict[str, frozenset[str]] = {}
         # Held back to the end of the walk (re-checks only): see the module docstring.
         self.pending_removed: dict[str, EntryState] = {}
         self.pending_added: dict[str, EntryState] = {}
@@ -551,6 +554,7 @@ class _Check:
                 await self._gone([got.stored])
             await self._children(url, found.children, depth, ancestors, "sitemapindex")
             return
+        await self._cross_submitted(got)
         await self._dedupe(got)
         for issue in found.entry_issues:
             self._issue_obj(issue, count=False)
@@ -666,6 +670,36 @@ class _Check:
         )
 
     # -- entries and changes --------------------------------------------------------------
+
+    async def _cross_submitted(self, got: _Got) -> None:
+        """Take ``loc-out-of-scope`` back from the locs on hosts whose robots.txt names this
+        sitemap (or its index, or the target's URL) in a ``Sitemap:`` line: cross-submission,
+        which Google and Bing document. The hosts are those of the document's first issues
+        (its examples), each host's robots.txt read once a check; only when one of them names
+        the sitemap is the entry set decoded, and every loc on such a host lifted."""
+        found, job = got.digest, got.job
+        assert found is not None
+        assert job is not None
+        if not found.counts.get(_OUT_OF_SCOPE):
+            return
+        hosts = list(dict.fromkeys(robots_url(i.loc) for i in found.entry_issues
+                                   if i.rule == _OUT_OF_SCOPE and i.loc is not None))
+        names = {got.url, self.target.url} | ({got.doc.parent} if got.doc.parent else set())
+        listing = set()
+        for robots_of in hosts[:ROBOTS_HOSTS]:
+            named = self.cross_robots.get(robots_of)
+            if named is None:
+                answer = await self._robots_answer(robots_of, None)
+                ok = answer.status is not None and 200 <= answer.status < 300
+                named = frozenset(parse.parse_robots(answer.text or "", robots_of) if ok else ())
+                self.cross_robots[robots_of] = named
+            if not named.isdisjoint(names):
+                listing.add(robots_of)
+        if not listing:
+            return
+        locs = await asyncio.to_thread(digesting.rule_locs, found, job, _OUT_OF_SCOPE)
+        lifted = [loc for loc in locs if robots_url(loc) in listing]
+        await asyncio.to_thread(digesting.lift_rule, found, job, _OUT_OF_SCOPE, lifted)
 
     async def _dedupe(self, got: _Got) -> None:
         """Drop locs that an earlier document of this check listed (``loc-duplicate``)."""

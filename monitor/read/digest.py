@@ -45,6 +45,8 @@ __all__ = [
     "diff_stored",
     "digest",
     "drop_duplicates",
+    "lift_rule",
+    "rule_locs",
     "whole",
 ]
 
@@ -628,3 +630,43 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
     del states, rules, stored
     result.data = _pack(result, columns, job.url, stored=previous)
     _compact(result, job)
+
+
+def rule_locs(result: Digest, job: Job, rule: str) -> list[str]:
+    """The locs of a digested document whose verdicts include ``rule`` (the rare path, as
+    ``drop_duplicates``: the entry set decoded)."""
+    rules = entryset.decode(whole(result, job)).rules
+    return [loc for loc, ids in rules.items() if rule in ids.split()]
+
+
+def lift_rule(result: Digest, job: Job, rule: str, locs: Collection[str]) -> None:
+    """Take ``rule`` back from the verdicts of these locs, in place (a warning that the check
+    found does not hold, such as ``loc-out-of-scope`` of a cross-submitted sitemap): decode,
+    drop, encode again, as ``drop_duplicates`` does."""
+    stored = entryset.decode(whole(result, job))
+    states, rules = stored.states, stored.rules
+    lifted = set()
+    for loc in locs:
+        ids = rules.get(loc)
+        if ids is None or rule not in ids.split():
+            continue
+        lifted.add(loc)
+        kept = " ".join(r for r in ids.split() if r != rule)
+        if kept:
+            rules[loc] = kept
+        else:
+            del rules[loc]
+    if not lifted:
+        return
+    result.counts[rule] -= len(lifted)
+    result.counts = +result.counts
+    result.entry_issues = [i for i in result.entry_issues
+                           if i.rule != rule or i.loc not in lifted]
+    result.rows, result.packs, result.delta = b"", [], None  # _fill diffs again
+    result.row_counts, result.row_examples = {}, []
+    previous = _previous(job)
+    columns = _fill(result, states, rules, result.invalid, job, previous)
+    del states, rules, stored
+    result.data = _pack(result, columns, job.url, stored=previous)
+    _compact(result, job)
+

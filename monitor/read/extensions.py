@@ -30,7 +30,8 @@ from monitor.read.iso639 import THREE_LETTER
 from monitor.read.langcodes import LANGUAGES, REGIONS, SCRIPTS
 
 __all__ = ["ENTRY_RULES", "MASK", "Alternates", "Checker", "balance", "balance_of", "batch_ok",
-           "edges", "edges_of", "hrefs", "links_balance", "message", "news_count", "pair_keys"]
+           "edges", "edges_of", "hrefs", "links_balance", "message", "news_count",
+           "news_language_ok", "pair_keys"]
 
 ENTRY_RULES = ("news-too-old", "news-missing-field", "news-field-invalid", "video-missing-field",
                "video-description-too-long", "video-field-invalid", "image-too-many",

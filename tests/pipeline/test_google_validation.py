@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from httpserver import Reply, TestServer
 from site_fixture import Site, index, urlset
 
 from monitor.cli import main
@@ -182,3 +183,27 @@ def test_a_site_robots_txt_may_name_a_sitemap_on_another_host(
     assert [i for i in r["issues"] if i["rule"] == "index-child-out-of-scope"] == []
     assert r["urls"] == 1
     assert site.server.requests_to("/cdn/sitemap.xml")
+
+
+def test_a_host_whose_robots_txt_lists_the_sitemap_is_in_scope(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cross-submission: a loc on another host is in scope when that host's robots.txt names
+    this sitemap (or its index) in a Sitemap: line; a host that does not name it, or has no
+    robots.txt, still gives loc-out-of-scope. A re-read of the changed sitemap says the
+    same."""
+    with TestServer() as listing, TestServer() as silent:
+        sitemap = site.url("/sitemap.xml")
+        listing.route("/robots.txt", Reply(200, f"User-agent: *\nSitemap: {sitemap}\n".encode()))
+        silent.route("/robots.txt", Reply(200, b"User-agent: *\nDisallow:\n"))
+        mine, cross, other = site.url("/p"), listing.url("/x"), silent.url("/y")
+        dead = "http://127.0.0.1:9/z"  # nothing listens: its robots.txt cannot be read
+        site.set("/sitemap.xml", urlset({mine: None, cross: None, other: None, dead: None}))
+        r = check(capsys, sitemap, db)
+        assert [(i["rule"], i["loc"]) for i in r["issues"]] == [
+            ("loc-out-of-scope", other), ("loc-out-of-scope", dead)]
+        assert r["urls"] == 4
+        site.set("/sitemap.xml", urlset({mine: "2024-01-01", cross: "2024-01-01", other: None}))
+        r = check(capsys, sitemap, db)
+        assert [(i["rule"], i["loc"]) for i in r["issues"]] == [("loc-out-of-scope", other)]
+        assert listing.requests_to("/robots.txt")
