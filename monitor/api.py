@@ -37,7 +37,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from monitor import api_listings, listing, openapi
+from monitor import api_listings, listing, openapi, webauth
 from monitor import web as pages
 from monitor.api_listings import error
 from monitor.config import Http, Web
@@ -61,8 +61,9 @@ RETRY_AFTER = 1
 # Refused requests read per second at most, whatever the number of connections: a refused
 # connection waits its turn (number of connections / this) before it is read again.
 REFUSALS_PER_SECOND = 200
-# The scope key in which Admission tells the server how long not to read a refused connection.
-HOLD = "sitemap_monitor.hold_seconds"
+# The scope key in which Admission (and BasicAuth) tell the server how long not to read a
+# refused connection.
+HOLD = webauth.HOLD
 _T = TypeVar("_T")
 log = structlog.get_logger("monitor.api")
 
@@ -333,7 +334,8 @@ def create_app(
     )
     guarded: ASGIApp = routes
     if web is not None and web.basic_auth_users:
-        guarded = BasicAuth(routes, web.basic_auth_users, protect_metrics=web.protect_metrics)
+        guarded = BasicAuth(routes, web.basic_auth_users, protect_metrics=web.protect_metrics,
+                            on_refused=on_refused)
     admitted = Admission(guarded, limits, open_connections=open_connections,
                          on_refused=on_refused)
     return SecurityHeaders(admitted, tls=web is not None and web.tls_cert_file is not None)

@@ -37,7 +37,7 @@ PREFIX = "sitemap_monitor"
 # What the outbox's Deliverer reports per attempt (alerts.outbox.Outcome).
 ALERT_OUTCOMES = ("sent", "retry", "failed", "expired")
 # The bounds of the HTTP port's admission (api.Admission); /healthz has none.
-HTTP_LANES = ("api", "metrics", "readyz")
+HTTP_LANES = ("api", "metrics", "readyz", "login")
 # Checks take from milliseconds (a 304) to minutes (a 50,000-child index): a 304 or a small
 # sitemap, a few documents, W1's 500,000 URLs (2-10 s), a large index, beyond. Four bounds, as
 # each is one more series per target.
@@ -97,7 +97,9 @@ class Metrics:
             f"{p}_config_last_reload_success_timestamp_seconds",
             "When the configuration was last loaded successfully (Unix time).", registry=r)
         self.http_refused = Counter(
-            f"{p}_http_requests_refused", "HTTP requests answered 503 beyond their bound, by lane.",
+            f"{p}_http_requests_refused", "HTTP requests refused, by lane: 503 beyond "
+            "their bound; login: a password check refused (all busy, or 429 to an address "
+            "whose logins keep failing).",
             ["lane"], registry=r)
         # The URL checks (SPEC 11), for the targets that enable them only (opt-in).
         self.url_health = Gauge(
