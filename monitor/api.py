@@ -41,7 +41,7 @@ from monitor import api_listings, listing, openapi, webauth
 from monitor import web as pages
 from monitor.api_listings import error
 from monitor.config import Http, Web
-from monitor.errors import MonitorError, StoreError
+from monitor.errors import MonitorError, SchemaError, StoreError
 from monitor.store import daemon as store
 from monitor.store import db
 from monitor.store import listing as store_listing
@@ -184,6 +184,7 @@ class _WriteProbe:
         self._engine = engine
         self._timeout = timeout
         self._running: asyncio.Future[None] | None = None
+        self._logged: str | None = None
 
     async def __call__(self) -> str | None:
         """None when the database took the write in time, else why not."""
@@ -197,10 +198,22 @@ class _WriteProbe:
         try:
             await asyncio.wait_for(asyncio.shield(self._running), self._timeout)
         except TimeoutError:
-            return f"the database did not answer within {self._timeout:g} s"
+            return self._said(f"the database did not answer within {self._timeout:g} s", None)
         except MonitorError as exc:
-            return str(exc)
+            # The answer is open to anyone: what is wrong, not where (the log says where).
+            # A schema behind names only revisions and the command that helps.
+            public = (str(exc) if isinstance(exc, SchemaError)
+                      else exc.public if isinstance(exc, StoreError) else None)
+            return self._said(public or "the database cannot be written", str(exc))
+        self._logged = None
         return None
+
+    def _said(self, public: str, detail: str | None) -> str:
+        """Log a failure once until it changes or the database is ready again."""
+        if detail is not None and detail != self._logged:
+            log.warning("database not ready", error=detail, answer=public)
+        self._logged = detail
+        return public
 
 
 def create_app(
