@@ -225,7 +225,13 @@ class _Protocol(H11Protocol):
         """The client stopped reading: drop it unless it reads again in ``write_timeout``."""
         super().pause_writing()
         if self._write_timer is None:
-            self._write_timer = self.loop.call_later(self.write_timeout, self.transport.abort)
+            self._write_timer = self.loop.call_later(self.write_timeout, self._reads_nothing)
+
+    def _reads_nothing(self) -> None:
+        self._write_timer = None
+        logger.info("HTTP client dropped: it read nothing of an answer in time",
+                    seconds=self.write_timeout, path=self.scope.get("path") if self.scope else None)
+        self.transport.abort()
 
     def resume_writing(self) -> None:
         """The client reads again."""

@@ -164,3 +164,39 @@ def test_a_kept_alive_connection_serves_requests_then_closes_when_idle(daemon: D
         started = time.monotonic()
         assert sock.recv(65536) == b""  # closed by the daemon after its keep-alive
         assert time.monotonic() - started < 10
+
+
+def test_a_client_that_reads_nothing_of_an_export_is_dropped(
+    http_server: TestServer, tmp_path: Path,
+) -> None:
+    """A client that reads nothing of a long answer is dropped after ``write_timeout``: the
+    request would hold its admission slot until then."""
+    # 9 MB of CSV: more than the kernel buffers of both ends hold (4 MiB each at most here)
+    urls = {http_server.url(f"/p/{i:06d}/" + "x" * 250): None for i in range(30_000)}
+    http_server.route("/s.xml", Reply(body=sitemap(urls)))
+    config = write_config(
+        tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db", [("shop", http_server.url("/s.xml"))],
+        interval="1h", extra="http: {write_timeout: 2s, database_connections: 1}\n")
+    daemon = Daemon(config)
+    try:
+        daemon.started()
+        daemon.event("check", target="shop", timeout=60)
+        stuck = socket.socket()
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a window kept small
+        stuck.connect(_address(daemon))
+        stuck.sendall(b"GET /api/v1/targets/shop/urls?format=csv HTTP/1.1\r\nHost: x\r\n\r\n")
+        started = time.monotonic()
+        daemon.event("HTTP client dropped: it read nothing of an answer in time", timeout=30)
+        dropped = time.monotonic() - started
+        stuck.settimeout(10)
+        received = b""
+        while chunk := stuck.recv(1 << 20):  # what the kernels held, then the end
+            received += chunk
+        assert not received.endswith(b"\r\n0\r\n\r\n")  # the export was cut, not finished
+        answer = httpx.get(daemon.base + "/api/v1/targets", timeout=30)
+        print(f"\na client reading nothing of a 30,000-URL export: dropped after {dropped:.1f} s,"
+              f" {len(received):,} bytes of it sent; then the API answered {answer.status_code}")
+        assert answer.status_code == 200
+        stuck.close()
+    finally:
+        daemon.stop()
