@@ -200,3 +200,32 @@ def test_a_client_that_reads_nothing_of_an_export_is_dropped(
         stuck.close()
     finally:
         daemon.stop()
+
+
+def test_past_max_connections_new_clients_take_the_place_of_silent_ones(
+    http_server: TestServer, tmp_path: Path,
+) -> None:
+    """Silent sockets opened past ``max_connections`` (faster than ``head_timeout`` closes
+    them) close the oldest silent ones, so a client that sends requests is answered."""
+    http_server.route("/s.xml", Reply(body=sitemap({http_server.url("/p"): None})))
+    config = write_config(
+        tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db", [("shop", http_server.url("/s.xml"))],
+        interval="1h", extra="http: {head_timeout: 60s, max_connections: 1000}\n")
+    daemon = Daemon(config)
+    socks: list[socket.socket] = []
+    try:
+        daemon.started()
+        daemon.event("check", target="shop")
+        socks = _open(_address(daemon), 1_500)
+        # Each real request below opens a new connection: past the bound, it closes a silent one.
+        answers = [httpx.get(daemon.base + "/api/v1/targets", timeout=10).status_code
+                   for _ in range(50)]
+        closed, _ = _closed_by_server(socks, 10)
+        print(f"\n1,500 silent connections, max_connections 1,000: {closed} closed to make room;"
+              f" the API answered {answers.count(200)} of 50 ({dict.fromkeys(answers)})")
+        assert answers == [200] * 50
+        assert 500 <= closed < 1_500
+    finally:
+        for sock in socks:
+            sock.close()
+        daemon.stop()
