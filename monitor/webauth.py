@@ -67,7 +67,9 @@ def hash_password(password: str, rounds: int = 12) -> str:
 
 def default_verifications() -> int:
     """bcrypts at a time by default: half the cores this process may run on, at least one."""
-    return max(1, len(os.sched_getaffinity(0)) // 2)
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux only
+    cores = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+    return max(1, cores // 2)
 
 
 @dataclass(slots=True)
