@@ -14,11 +14,12 @@ import os
 import secrets
 import signal
 import socket
+from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 from urllib.parse import urlsplit
 
 import h11
@@ -205,11 +206,18 @@ class _Protocol(H11Protocol):
       ``Retry-After`` has passed (``api.HOLD`` in the request's scope): a client that
       retries at once costs the event loop nothing meanwhile.
     - uvicorn's own answer to a malformed request carries the security headers too.
+    - Past ``max_connections``, a new connection closes the oldest one that waits for a
+      request (``idle``): sockets opened and left silent, faster than ``head_timeout`` closes
+      them, take the place of each other and not of the clients that send requests.
     """
 
     head_timeout: float = 5.0
     write_timeout: float = 30.0
+    max_connections: int = 10_000
     security_headers: tuple[tuple[bytes, bytes], ...] = ()
+    # The connections of this server waiting for a request, oldest first (one dict a server:
+    # ``_serve`` makes a subclass with its own).
+    idle: ClassVar[OrderedDict[_Protocol, None]] = OrderedDict()
     _held: asyncio.TimerHandle | None = None
     _head_timer: asyncio.TimerHandle | None = None
     _write_timer: asyncio.TimerHandle | None = None
@@ -218,6 +226,12 @@ class _Protocol(H11Protocol):
         """Start the clock for the first request's head."""
         super().connection_made(transport)  # type: ignore[arg-type]
         self._head_timer = self.loop.call_later(self.head_timeout, self._head_too_slow)
+        self.idle[self] = None
+        if len(self.connections) > self.max_connections:
+            oldest = next(iter(self.idle))
+            if oldest is not self:
+                del self.idle[oldest]
+                oldest.transport.close()
 
     def data_received(self, data: bytes) -> None:
         """Read as uvicorn does; the first byte of a request starts its head's clock, its
@@ -226,9 +240,11 @@ class _Protocol(H11Protocol):
         if waiting and self._head_timer is None:
             self._head_timer = self.loop.call_later(self.head_timeout, self._head_too_slow)
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE and self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        if self.conn.their_state is not h11.IDLE:
+            self.idle.pop(self, None)
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
 
     def _head_too_slow(self) -> None:
         self._head_timer = None
@@ -239,7 +255,13 @@ class _Protocol(H11Protocol):
         """The client stopped reading: drop it unless it reads again in ``write_timeout``."""
         super().pause_writing()
         if self._write_timer is None:
-            self._write_timer = self.loop.call_later(self.write_timeout, self.transport.abort)
+            self._write_timer = self.loop.call_later(self.write_timeout, self._reads_nothing)
+
+    def _reads_nothing(self) -> None:
+        self._write_timer = None
+        logger.info("HTTP client dropped: it read nothing of an answer in time",
+                    seconds=self.write_timeout, path=self.scope.get("path") if self.scope else None)
+        self.transport.abort()
 
     def resume_writing(self) -> None:
         """The client reads again."""
@@ -269,6 +291,8 @@ class _Protocol(H11Protocol):
             self._unset_keepalive_if_required()
             self.transport.close()
             return
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self.idle[self] = None
         hold = scope.get(api.HOLD) if scope is not None else None
         if (not isinstance(hold, int) or self.transport.is_closing()
                 or self.cycle.scope is not scope):
@@ -294,6 +318,7 @@ class _Protocol(H11Protocol):
             if timer is not None:
                 timer.cancel()
         self._held = self._head_timer = self._write_timer = None
+        self.idle.pop(self, None)
         super().connection_lost(exc)
 
 
@@ -416,6 +441,7 @@ async def _serve(
     )
     protocol = type("_Protocol", (_Protocol,), {
         "head_timeout": cfg.http.head_timeout, "write_timeout": cfg.http.write_timeout,
+        "max_connections": cfg.http.max_connections, "idle": OrderedDict(),
         "security_headers": tuple(webheaders.headers(tls=cfg.web.tls_cert_file is not None))})
     server = _Server(uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3,

@@ -98,7 +98,16 @@ class FetchError(MonitorError):
 
 
 class StoreError(MonitorError):
-    """The database could not do what was asked."""
+    """The database could not do what was asked.
+
+    ``public`` says what is wrong without naming the database's file, host or user, for an
+    answer to a client that need not know them (``/readyz`` is open to anyone); None when
+    not known.
+    """
+
+    def __init__(self, message: str, *, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public
 
 
 class SchemaError(StoreError):

@@ -39,7 +39,7 @@ ALERT_OUTCOMES = ("sent", "retry", "failed", "expired")
 # What the IndexNow submitter reports, in URLs (monitor.indexnow.protocol.OUTCOMES).
 INDEXNOW_OUTCOMES = ("submitted", "rejected", "retry", "key_missing", "expired")
 # The bounds of the HTTP port's admission (api.Admission); /healthz has none.
-HTTP_LANES = ("api", "metrics", "readyz")
+HTTP_LANES = ("api", "metrics", "readyz", "login")
 # Checks take from milliseconds (a 304) to minutes (a 50,000-child index): a 304 or a small
 # sitemap, a few documents, 500,000 URLs (2-10 s), a large index, beyond. Four bounds, as
 # each is one more series per target.
@@ -99,7 +99,9 @@ class Metrics:
             f"{p}_config_last_reload_success_timestamp_seconds",
             "When the configuration was last loaded successfully (Unix time).", registry=r)
         self.http_refused = Counter(
-            f"{p}_http_requests_refused", "HTTP requests answered 503 beyond their bound, by lane.",
+            f"{p}_http_requests_refused", "HTTP requests refused, by lane: 503 beyond "
+            "their bound; login: a password check refused (all busy, or 429 to an address "
+            "whose logins keep failing).",
             ["lane"], registry=r)
         # The URL checks, for the targets that enable them only (opt-in).
         self.url_health = Gauge(

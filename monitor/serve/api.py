@@ -39,7 +39,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from monitor import listings as listing
 from monitor.config import Http, Web
-from monitor.errors import MonitorError, StoreError
+from monitor.errors import MonitorError, SchemaError, StoreError
+from monitor.serve import auth as webauth
 from monitor.serve import listings as api_listings
 from monitor.serve import openapi, pages
 from monitor.serve.auth import BasicAuth
@@ -62,8 +63,9 @@ RETRY_AFTER = 1
 # Refused requests read per second at most, whatever the number of connections: a refused
 # connection waits its turn (number of connections / this) before it is read again.
 REFUSALS_PER_SECOND = 200
-# The scope key in which Admission tells the server how long not to read a refused connection.
-HOLD = "sitemap_monitor.hold_seconds"
+# The scope key in which Admission (and BasicAuth) tell the server how long not to read a
+# refused connection.
+HOLD = webauth.HOLD
 _T = TypeVar("_T")
 log = structlog.get_logger("monitor.serve.api")
 
@@ -184,6 +186,7 @@ class _WriteProbe:
         self._engine = engine
         self._timeout = timeout
         self._running: asyncio.Future[None] | None = None
+        self._logged: str | None = None
 
     async def __call__(self) -> str | None:
         """None when the database took the write in time, else why not."""
@@ -197,10 +200,22 @@ class _WriteProbe:
         try:
             await asyncio.wait_for(asyncio.shield(self._running), self._timeout)
         except TimeoutError:
-            return f"the database did not answer within {self._timeout:g} s"
+            return self._said(f"the database did not answer within {self._timeout:g} s", None)
         except MonitorError as exc:
-            return str(exc)
+            # The answer is open to anyone: what is wrong, not where (the log says where).
+            # A schema behind names only revisions and the command that helps.
+            public = (str(exc) if isinstance(exc, SchemaError)
+                      else exc.public if isinstance(exc, StoreError) else None)
+            return self._said(public or "the database cannot be written", str(exc))
+        self._logged = None
         return None
+
+    def _said(self, public: str, detail: str | None) -> str:
+        """Log a failure once until it changes or the database is ready again."""
+        if detail is not None and detail != self._logged:
+            log.warning("database not ready", error=detail, answer=public)
+        self._logged = detail
+        return public
 
 
 def create_app(
@@ -338,7 +353,8 @@ def create_app(
     )
     guarded: ASGIApp = routes
     if web is not None and web.basic_auth_users:
-        guarded = BasicAuth(routes, web.basic_auth_users, protect_metrics=web.protect_metrics)
+        guarded = BasicAuth(routes, web.basic_auth_users, protect_metrics=web.protect_metrics,
+                            on_refused=on_refused)
     admitted = Admission(guarded, limits, open_connections=open_connections,
                          on_refused=on_refused)
     return SecurityHeaders(admitted, tls=web is not None and web.tls_cert_file is not None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -311,16 +312,34 @@ def check_writable(engine: Engine, *, timeout: float) -> None:
                     connection.exec_driver_sql(f"PRAGMA busy_timeout = {busy}")
                     connection.rollback()
     except SQLAlchemyError as exc:
-        raise StoreError(f"database {where} cannot be written: {_first_line(exc)}") from None
+        raise StoreError(f"database {where} cannot be written: {_first_line(exc)}",
+                         public=f"the database cannot be written: {_public_reason(exc)}"
+                         ) from None
     if sqlite and engine.url.database and engine.url.database != ":memory:":
         folder = Path(engine.url.database).expanduser().resolve().parent
         try:
             free = os.statvfs(folder)
         except OSError as exc:
-            raise StoreError(f"database {where}: {folder}: {exc.strerror}") from None
+            raise StoreError(f"database {where}: {folder}: {exc.strerror}",
+                             public=f"the database's folder: {exc.strerror}") from None
         if free.f_bavail * free.f_frsize < MIN_FREE_BYTES:
             raise StoreError(f"database {where} cannot be written: its file system is full "
-                             f"({free.f_bavail * free.f_frsize} bytes free)")
+                             f"({free.f_bavail * free.f_frsize} bytes free)",
+                             public="the database cannot be written: its file system is full")
+
+
+def _public_reason(exc: SQLAlchemyError) -> str:
+    """Why a write failed, without the file, host or user a driver's message may name: SQLite's
+    messages name none; of PostgreSQL's, only the server's own primary message (a lock
+    timeout, a read-only server), a connection that failed is said so."""
+    orig = getattr(exc, "orig", None)
+    if isinstance(orig, sqlite3.Error):
+        return _first_line(exc)
+    diag = getattr(orig, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    if getattr(orig, "sqlstate", None) and primary:
+        return str(primary)
+    return "no connection to the database server"
 
 
 def bring_to_head(engine: Engine) -> None:

@@ -164,3 +164,68 @@ def test_a_kept_alive_connection_serves_requests_then_closes_when_idle(daemon: D
         started = time.monotonic()
         assert sock.recv(65536) == b""  # closed by the daemon after its keep-alive
         assert time.monotonic() - started < 10
+
+
+def test_a_client_that_reads_nothing_of_an_export_is_dropped(
+    http_server: TestServer, tmp_path: Path,
+) -> None:
+    """A client that reads nothing of a long answer is dropped after ``write_timeout``: the
+    request would hold its admission slot until then."""
+    # 9 MB of CSV: more than the kernel buffers of both ends hold (4 MiB each at most here)
+    urls = {http_server.url(f"/p/{i:06d}/" + "x" * 250): None for i in range(30_000)}
+    http_server.route("/s.xml", Reply(body=sitemap(urls)))
+    config = write_config(
+        tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db", [("shop", http_server.url("/s.xml"))],
+        interval="1h", extra="http: {write_timeout: 2s, database_connections: 1}\n")
+    daemon = Daemon(config)
+    try:
+        daemon.started()
+        daemon.event("check", target="shop", timeout=60)
+        stuck = socket.socket()
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a window kept small
+        stuck.connect(_address(daemon))
+        stuck.sendall(b"GET /api/v1/targets/shop/urls?format=csv HTTP/1.1\r\nHost: x\r\n\r\n")
+        started = time.monotonic()
+        daemon.event("HTTP client dropped: it read nothing of an answer in time", timeout=30)
+        dropped = time.monotonic() - started
+        stuck.settimeout(10)
+        received = b""
+        while chunk := stuck.recv(1 << 20):  # what the kernels held, then the end
+            received += chunk
+        assert not received.endswith(b"\r\n0\r\n\r\n")  # the export was cut, not finished
+        answer = httpx.get(daemon.base + "/api/v1/targets", timeout=30)
+        print(f"\na client reading nothing of a 30,000-URL export: dropped after {dropped:.1f} s,"
+              f" {len(received):,} bytes of it sent; then the API answered {answer.status_code}")
+        assert answer.status_code == 200
+        stuck.close()
+    finally:
+        daemon.stop()
+
+
+def test_past_max_connections_new_clients_take_the_place_of_silent_ones(
+    http_server: TestServer, tmp_path: Path,
+) -> None:
+    """Silent sockets opened past ``max_connections`` (faster than ``head_timeout`` closes
+    them) close the oldest silent ones, so a client that sends requests is answered."""
+    http_server.route("/s.xml", Reply(body=sitemap({http_server.url("/p"): None})))
+    config = write_config(
+        tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db", [("shop", http_server.url("/s.xml"))],
+        interval="1h", extra="http: {head_timeout: 60s, max_connections: 1000}\n")
+    daemon = Daemon(config)
+    socks: list[socket.socket] = []
+    try:
+        daemon.started()
+        daemon.event("check", target="shop")
+        socks = _open(_address(daemon), 1_500)
+        # Each real request below opens a new connection: past the bound, it closes a silent one.
+        answers = [httpx.get(daemon.base + "/api/v1/targets", timeout=10).status_code
+                   for _ in range(50)]
+        closed, _ = _closed_by_server(socks, 10)
+        print(f"\n1,500 silent connections, max_connections 1,000: {closed} closed to make room;"
+              f" the API answered {answers.count(200)} of 50 ({dict.fromkeys(answers)})")
+        assert answers == [200] * 50
+        assert 500 <= closed < 1_500
+    finally:
+        for sock in socks:
+            sock.close()
+        daemon.stop()

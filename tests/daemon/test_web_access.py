@@ -72,7 +72,9 @@ def test_tls_serves_https_only(
     https = f"https://{line['listen']}"
     trust = ssl.create_default_context(cafile=str(cert))
     assert httpx.get(https + "/healthz", verify=trust, timeout=10).status_code == 200
-    assert httpx.get(https + "/api/v1/targets", verify=trust, timeout=10).status_code == 200
+    answer = httpx.get(https + "/api/v1/targets", verify=trust, timeout=10)
+    assert answer.status_code == 200
+    assert answer.headers["strict-transport-security"] == "max-age=63072000"  # HSTS under TLS
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://{line['listen']}/healthz", timeout=5)
 

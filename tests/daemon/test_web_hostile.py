@@ -10,6 +10,7 @@ script, and the only links left to a watched site are http(s).
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,6 +157,16 @@ def test_every_answer_carries_the_security_headers(hostile: Daemon) -> None:
         assert answer.headers.get("x-content-type-options") == "nosniff", path
         assert answer.headers.get("referrer-policy") == "no-referrer", path
         assert "strict-transport-security" not in answer.headers, path  # no TLS here
+    # uvicorn's own answer to a request it cannot read, too
+    host, port = hostile.base.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += sock.recv(4096)
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert f"content-security-policy: {CONTENT_SECURITY_POLICY}".encode() in head.lower()
+    assert b"x-content-type-options: nosniff" in head.lower()
     assert "script-src 'none'" in CONTENT_SECURITY_POLICY
     assert "frame-ancestors 'none'" in CONTENT_SECURITY_POLICY
     # The stylesheet the pages link to is served from the daemon, as the policy requires.
