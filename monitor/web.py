@@ -52,6 +52,8 @@ def _when(context: Any, value: str | None) -> str:
 
 _TEMPLATES.env.filters["when"] = _when
 _BROKEN = [state for state, rule in URL_STATES.items() if rule is not None]
+# The URL-health states of error severity: listed beside the current issues, as they are.
+_ERRORS = [state for state, rule in URL_STATES.items() if rule is not None and rule[1] == "error"]
 _TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff",
            "snapshots": "Snapshots", "url": "URL"}
 # The columns a listing page sorts by (``?sort=COLUMN``, ``-COLUMN`` for descending).
@@ -205,7 +207,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         for event in found["changes"]:
             event["detail"] = listing.change_detail(event)
         return render(request, "story.html", title=loc, name=name, story=found, loc=loc,
-                      severity=RULES, broken=_BROKEN,
+                      errors=_ERRORS,
                       api=f"/api/v1/targets/{quote(name, safe='')}/url?{urlencode({'loc': loc})}")
 
     async def target_page(request: Request, target: dict[str, Any]) -> Response:
@@ -220,6 +222,8 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         return render(request, "target.html", title=name, target=target,
                       snapshots=snapshots, more_snapshots=more, charts=drawn, health=health,
                       states=list(URL_STATES), broken=_BROKEN, issues=issues,
+                      health_errors=[(s, URL_STATES[s], health[s]) for s in _ERRORS
+                                     if health.get(s)],
                       severity=RULES, kinds=listing.KINDS)
 
     async def snapshots_page(request: Request, name: str) -> Response:
