@@ -63,6 +63,7 @@ SORTS = {
     "issues": ("rule", "severity", "loc", "document"),
     "diff": ("kind", "loc"),
     "index": ("name", "state", "urls", "last_check", "changes", "issues"),
+    "snapshots": ("id", "finished_at", "outcome", "urls", "added", "removed", "changed"),
 }
 TARGET_SNAPSHOTS = 20  # snapshots on a target's page (the snapshots page has PAGE_ROWS)
 
@@ -232,6 +233,10 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         if raw and before is None:
             return render(request, "error.html", 400, title="Bad parameter",
                           message=f"before: not a snapshot id: {raw[:40]!r}")
+        try:
+            sort = parse_sort(request.query_params.get("sort"), "snapshots")
+        except listing.BadParameter as exc:
+            return bad(request, exc)
         found = await read(store.list_snapshots, name, limit=PAGE_ROWS + 1, before=before)
         if found is None:
             return not_found(request, f"no target named {name!r}")
@@ -240,11 +245,14 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         api = f"/api/v1/targets/{quote(name, safe='')}/snapshots"
         query = {} if before is None else {"before": before}
         exports = {fmt: f"{api}?{urlencode({**query, 'format': fmt})}" for fmt in ("csv", "ndjson")}
+        older = f"{here}?before={rows[-1]['id']}" if more else None
+        sort_rows(rows, sort)
         return render(request, "snapshots.html", title=f"Snapshots of {name}", name=name,
-                      snapshots=rows, exports=exports,
+                      snapshots=rows, exports=exports, here=here, sort=sort, sorting=query,
+                      sortable=SORTS["snapshots"],
                       api=api if before is None else f"{api}?before={before}",
                       page_rows=PAGE_ROWS, newest=here if before is not None else None,
-                      older=f"{here}?before={rows[-1]['id']}" if more else None)
+                      older=older)
 
     async def listing_page(request: Request, name: str, suffix: str) -> Response:
         params = {k: v for k, v in request.query_params.multi_items() if v != ""}

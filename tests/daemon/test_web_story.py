@@ -78,6 +78,13 @@ def test_listings_sort_by_their_columns(watched: tuple[Daemon, list[str]]) -> No
     assert "sort:" in bad.text
     index = daemon.get("/?sort=-urls")
     assert index.status_code == 200
+    snapshots = daemon.get("/targets/shop/snapshots?sort=-urls").text
+    counts = re.findall(r'<td class="num">(\d+)</td><td>\d{4}-', snapshots)
+    assert counts  # the ids, then: the snapshot of 150 URLs (the first) leads
+    urls = re.findall(r'</td><td class="num">([\d,]+)</td><td class="num">\d+</td><td class="num">',
+                      snapshots)
+    assert urls[0] == "150"
+    assert urls[1:] == ["2"] * (len(urls) - 1)
 
 
 def test_charts_times_the_empty_diff_and_the_started_line(
