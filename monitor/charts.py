@@ -163,5 +163,6 @@ def sparkline(values: Sequence[int], width: int = 120, height: int = 28) -> str:
             f'aria-label="URLs over the last {len(values)} snapshots, from zero: {values[0]} '
             f'to {values[-1]}"><line x1="0" x2="{plot}" y1="{height - 2}" y2="{height - 2}" '
             f'class="axis"/><polyline fill="none" stroke="currentColor" stroke-width="1.5" '
-            f'points="{points}"/><text x="{plot + 4}" y="{max(10.0, last_y + 4):.1f}" '
+            f'points="{points}"/><text x="{plot + 4}" '
+            f'y="{min(height - 3.0, max(10.0, last_y + 4)):.1f}" '
             f'class="value">{_number(values[-1])}</text></svg>')
