@@ -51,14 +51,16 @@ def build(engine: Engine, urls: int, change_rows: int) -> None:
     """The target ``big``: its snapshots, entry sets, URL states and change rows."""
     start = datetime(2026, 1, 1, tzinfo=UTC)
     with engine.begin() as conn:
-        target_id = conn.execute(insert(targets).values(
+        key = conn.execute(insert(targets).values(
             name="big", url="https://shop.example/sitemap.xml", created_at=start)
-        ).inserted_primary_key[0]
+        ).inserted_primary_key
+        assert key is not None
+        target_id = int(key[0])
         conn.execute(insert(snapshots), [
             {"target_id": target_id, "started_at": start + timedelta(hours=i),
              "finished_at": start + timedelta(hours=i, minutes=1), "outcome": "ok",
              "urls": urls} for i in range(SNAPSHOTS)])
-        first = conn.execute(text("SELECT min(id) FROM snapshots")).scalar()
+        first = int(conn.execute(text("SELECT min(id) FROM snapshots")).scalar_one())
     for doc in range(0, urls, PER_DOCUMENT):
         states = {_loc(i): entry_state("2026-01-01", None, None, None, True)
                   for i in range(doc, min(urls, doc + PER_DOCUMENT))}
@@ -126,12 +128,12 @@ def main() -> int:
         else:
             url = os.environ.get("TEST_DATABASE_URL",
                                  "postgresql://postgres@127.0.0.1:5432/postgres")
-            name = f"bench_story_{os.getpid()}"
+            scratch = f"bench_story_{os.getpid()}"
             admin = db.make_engine(url)
             with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                conn.execute(text(f"CREATE DATABASE {name}"))
+                conn.execute(text(f"CREATE DATABASE {scratch}"))
             admin.dispose()
-            url = url.rsplit("/", 1)[0] + "/" + name
+            url = url.rsplit("/", 1)[0] + "/" + scratch
         engine = db.make_engine(url)
         try:
             db.create_schema(engine)
@@ -150,16 +152,16 @@ def main() -> int:
                     engine, "big", None, (), None, q=rare))),
                 ("url big LOC", lambda: read_story(engine, "big", _loc(4242), validate.describe)),
             ]
-            for name, work in cases:
+            for question, work in cases:
                 seconds, found = best(args.repeat, work)
                 size = len(found["changes"]) if isinstance(found, dict) else len(found)
-                print(f"{name:40} {seconds:7.3f} s  ({size} rows)", flush=True)
+                print(f"{question:40} {seconds:7.3f} s  ({size} rows)", flush=True)
         finally:
             engine.dispose()
             if args.database == "postgres":
                 admin = db.make_engine(url.rsplit("/", 1)[0] + "/postgres")
                 with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                    conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
+                    conn.execute(text(f"DROP DATABASE IF EXISTS {scratch}"))
                 admin.dispose()
     return 0
 
