@@ -59,6 +59,9 @@ def test_a_search_of_the_locs(watched: tuple[Daemon, list[str]]) -> None:  # noq
     assert sorted(r["loc"] for r in api["changes"]) == wanted
     urls = daemon.get("/api/v1/targets/shop/urls?q=/p1").json()
     assert [r["loc"] for r in urls["urls"]] == [removed[0].rsplit("/", 1)[0] + "/p1"]
+    health = daemon.get("/api/v1/targets/shop/urls?status=not-found&q=/P1").json()
+    assert [r["loc"] for r in health["urls"]] == [removed[0].rsplit("/", 1)[0] + "/p1"]
+    assert daemon.get("/api/v1/targets/shop/urls?status=not-found&q=/p2").json()["urls"] == []
     page = daemon.get("/targets/shop/changes?kind=removed&q=/p14")
     assert sorted(locs_of(page.text)) == wanted
     assert 'name="q" type="search" value="/p14"' in page.text
