@@ -45,7 +45,8 @@ def lines(story: Mapping[str, Any], now: datetime) -> Iterator[str]:
         checked = (f", checked {times.when(health['checked_at'], now)}"
                    if health.get("checked_at") else ", not checked yet")
         since = f", since {times.when(health['since'], now)}" if health.get("since") else ""
-        detail = f": {health['detail']}" if health.get("detail") else ""
+        detail = (f": {health['detail']}" if health.get("detail")
+                  and health["detail"] != f"HTTP {health.get('http_status')}" else "")
         yield f"  health: {health['state']}{status}{final}{since}{checked}{detail}"
     for issue in story.get("issues") or []:
         yield f"  issue: {issue['severity']} {issue['rule']}: {issue['message']}"

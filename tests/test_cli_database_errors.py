@@ -141,3 +141,25 @@ def test_a_corrupted_sqlite_file_is_one_line(tmp_path: Path, damage: object) -> 
         results = {"check": results["check"]}
     for command, result in results.items():
         assert_one_line(command, result, str(path), "SQLite database")
+
+
+def test_an_unreachable_database_says_why_in_one_line(tmp_path: Path, postgres_url: str) -> None:
+    """A refused port, a database that does not exist and a host that does not resolve each
+    keep the driver's reason, not only the name of its exception."""
+    server = postgres_url.replace("postgresql+psycopg://", "postgresql://").rsplit("/", 1)[0]
+    cases = {
+        f"postgresql://postgres@127.0.0.1:{closed_port()}/monitor": "refused",
+        f"{server}/no_such_database_for_this_test": "does not exist",
+        "postgresql://postgres@no-such-host.invalid:5432/monitor": "no-such-host.invalid",
+    }
+    reasons = set()
+    for url, reason in cases.items():
+        result = sitemap_monitor("urls", "t", "--database-url", url, cwd=tmp_path)
+        lines = result.stderr.splitlines()
+        assert "Traceback" not in result.stderr
+        assert len(lines) == 1, result.stderr
+        assert "unreachable" in lines[0]
+        assert reason in lines[0].lower(), lines[0]
+        assert "OperationalError" not in lines[0]
+        reasons.add(lines[0].split("unreachable: ", 1)[1])
+    assert len(reasons) == 3

@@ -3,10 +3,12 @@
 ``sitemap-monitor url TARGET LOC`` (and its API and page) lists every change of one URL,
 newest first. Without an index on the loc, a target with millions of change rows is read
 whole for each such question; with ``(target_id, loc, snapshot_id, id)`` it reads the URL's
-rows only, in order.
+rows only, in order; and a partial index of the packs of ``changed`` changes (a row per up to
+5,000 of them), which the story searches for the URL's packed changes without reading the
+target's other rows.
 
-Revision ID: 0018
-Revises: 0014
+Revision ID: 0017
+Revises: 0016
 Create Date: 2026-11-28 02:30:00
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0017"
@@ -25,7 +28,11 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.create_index("ix_changes_target_id_loc", "changes",
                     ["target_id", "loc", "snapshot_id", "id"])
+    packs = sa.text("members IS NOT NULL")
+    op.create_index("ix_changes_target_id_packs", "changes", ["target_id", "id"],
+                    sqlite_where=packs, postgresql_where=packs)
 
 
 def downgrade() -> None:
+    op.drop_index("ix_changes_target_id_packs", table_name="changes")
     op.drop_index("ix_changes_target_id_loc", table_name="changes")

@@ -18,7 +18,8 @@ __all__ = ["COLOURS", "bars", "lines", "sparkline", "ticks"]
 COLOURS = ("#1a56b8", "#b3261e", "#1e7b34", "#8a5a00", "#6b3fa0", "#00796b", "#c2185b",
            "#455a64", "#ef6c00", "#5d4037", "#7cb342")
 _W, _H = 640, 220
-_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 12, 14, 40
+_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 12, 26, 40
+_LABEL_GAP = 12  # the least distance between two series' last values, so both can be read
 
 
 def ticks(high: float, count: int = 4) -> list[int]:
@@ -42,7 +43,7 @@ def _frame(title: str, axis: str, scale: list[int], labels: Sequence[str],
     """The axes, the value ticks with grid lines, the first and last time labels."""
     top = scale[-1] or 1
     inner = _H - _TOP - _BOTTOM
-    parts = [f'<text x="4" y="{_TOP - 2}" class="axis-title">{escape(axis)}</text>']
+    parts = [f'<text x="4" y="{_TOP - 14}" class="axis-title">{escape(axis)}</text>']
     for value in scale:
         y = _TOP + inner - value / top * inner
         parts.append(f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{y:.1f}" y2="{y:.1f}" '
@@ -91,6 +92,7 @@ def lines(series: Mapping[str, Sequence[int]], labels: Sequence[str], *, label: 
     x_of = [_LEFT + (i / (count - 1) * inner_w if count > 1 else inner_w / 2)
             for i in range(count)]
     parts = _frame(title, axis, scale, labels, x_of)
+    ends = []
     for n, name in enumerate(names):
         colour = COLOURS[n % len(COLOURS)]
         points = [(x_of[i], _TOP + inner_h - v / scale[-1] * inner_h)
@@ -99,8 +101,13 @@ def lines(series: Mapping[str, Sequence[int]], labels: Sequence[str], *, label: 
                      + " ".join(f"{x:.1f},{y:.1f}" for x, y in points) + '"/>')
         last_x, last_y = points[-1]
         parts.append(f'<circle cx="{last_x:.1f}" cy="{last_y:.1f}" r="3" fill="{colour}"/>')
-        parts.append(f'<text x="{last_x - 4:.1f}" y="{last_y - 6:.1f}" text-anchor="end" '
-                     f'class="value">{_number(series[name][-1])}</text>')
+        ends.append((last_y - 6, colour, series[name][-1]))
+    placed: list[float] = []
+    for y, colour, value in sorted(ends, reverse=True):  # bottom up, each above the last
+        y = min(y, placed[-1] - _LABEL_GAP) if placed else y
+        placed.append(y)
+        parts.append(f'<text x="{x_of[-1] - 6:.1f}" y="{y:.1f}" text-anchor="end" '
+                     f'class="value" fill="{colour}">{_number(value)}</text>')
     desc = "; ".join(f"{name}: " + ", ".join(_number(v) for v in series[name]) for name in names)
     return _svg(label, parts, desc) + _legend(names, {n: series[n][-1] for n in names})
 
@@ -156,5 +163,6 @@ def sparkline(values: Sequence[int], width: int = 120, height: int = 28) -> str:
             f'aria-label="URLs over the last {len(values)} snapshots, from zero: {values[0]} '
             f'to {values[-1]}"><line x1="0" x2="{plot}" y1="{height - 2}" y2="{height - 2}" '
             f'class="axis"/><polyline fill="none" stroke="currentColor" stroke-width="1.5" '
-            f'points="{points}"/><text x="{plot + 4}" y="{max(10.0, last_y + 4):.1f}" '
+            f'points="{points}"/><text x="{plot + 4}" '
+            f'y="{min(height - 3.0, max(10.0, last_y + 4)):.1f}" '
             f'class="value">{_number(values[-1])}</text></svg>')

@@ -65,6 +65,8 @@ _STYLE = Path(__file__).with_name("templates").joinpath("style.css").read_bytes(
 STYLESHEET = f"/static/style.css?v={hashlib.sha256(_STYLE).hexdigest()[:12]}"
 _TEMPLATES.env.globals["stylesheet"] = STYLESHEET
 _BROKEN = [state for state, rule in URL_STATES.items() if rule is not None]
+# The URL-health states of error severity: listed beside the current issues, as they are.
+_ERRORS = [state for state, rule in URL_STATES.items() if rule is not None and rule[1] == "error"]
 _TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff",
            "snapshots": "Snapshots", "url": "URL"}
 # The columns a listing page sorts by (``?sort=COLUMN``, ``-COLUMN`` for descending).
@@ -74,6 +76,7 @@ SORTS = {
     "issues": ("rule", "severity", "loc", "document"),
     "diff": ("kind", "loc"),
     "index": ("name", "state", "urls", "last_check", "changes", "issues"),
+    "snapshots": ("id", "finished_at", "outcome", "urls", "added", "removed", "changed"),
 }
 TARGET_SNAPSHOTS = 20  # snapshots on a target's page (the snapshots page has PAGE_ROWS)
 
@@ -218,7 +221,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         for event in found["changes"]:
             event["detail"] = listing.change_detail(event)
         return render(request, "story.html", title=loc, name=name, story=found, loc=loc,
-                      severity=RULES, broken=_BROKEN,
+                      errors=_ERRORS,
                       api=f"/api/v1/targets/{quote(name, safe='')}/url?{urlencode({'loc': loc})}")
 
     async def target_page(request: Request, target: dict[str, Any]) -> Response:
@@ -234,6 +237,8 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         return render(request, "target.html", title=name, target=target, submitted=submitted,
                       snapshots=snapshots, more_snapshots=more, charts=drawn, health=health,
                       states=list(URL_STATES), broken=_BROKEN, issues=issues,
+                      health_errors=[(s, URL_STATES[s], health[s]) for s in _ERRORS
+                                     if health.get(s)],
                       severity=RULES, kinds=listing.KINDS)
 
     async def snapshots_page(request: Request, name: str) -> Response:
@@ -242,6 +247,10 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         if raw and before is None:
             return render(request, "error.html", 400, title="Bad parameter",
                           message=f"before: not a snapshot id: {raw[:40]!r}")
+        try:
+            sort = parse_sort(request.query_params.get("sort"), "snapshots")
+        except listing.BadParameter as exc:
+            return bad(request, exc)
         found = await read(store.list_snapshots, name, limit=PAGE_ROWS + 1, before=before)
         if found is None:
             return not_found(request, f"no target named {name!r}")
@@ -250,11 +259,14 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         api = f"/api/v1/targets/{quote(name, safe='')}/snapshots"
         query = {} if before is None else {"before": before}
         exports = {fmt: f"{api}?{urlencode({**query, 'format': fmt})}" for fmt in ("csv", "ndjson")}
+        older = f"{here}?before={rows[-1]['id']}" if more else None
+        sort_rows(rows, sort)
         return render(request, "snapshots.html", title=f"Snapshots of {name}", name=name,
-                      snapshots=rows, exports=exports,
+                      snapshots=rows, exports=exports, here=here, sort=sort, sorting=query,
+                      sortable=SORTS["snapshots"],
                       api=api if before is None else f"{api}?before={before}",
                       page_rows=PAGE_ROWS, newest=here if before is not None else None,
-                      older=f"{here}?before={rows[-1]['id']}" if more else None)
+                      older=older)
 
     async def listing_page(request: Request, name: str, suffix: str) -> Response:
         params = {k: v for k, v in request.query_params.multi_items() if v != ""}

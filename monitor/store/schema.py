@@ -192,6 +192,9 @@ changes = Table(
     Index("ix_changes_snapshot_id", "snapshot_id"),
     # One URL's changes in order (store.story), without reading the target's others.
     Index("ix_changes_target_id_loc", "target_id", "loc", "snapshot_id", "id"),
+    # A target's packs (few rows), which a URL's story searches for its packed changes.
+    Index("ix_changes_target_id_packs", "target_id", "id",
+          sqlite_where=text("members IS NOT NULL"), postgresql_where=text("members IS NOT NULL")),
     # One rule's changes in order, without an entry for the (many) changes that have none.
     Index("ix_changes_target_id_rule", "target_id", "rule", "snapshot_id", "id",
           sqlite_where=text("rule IS NOT NULL"), postgresql_where=text("rule IS NOT NULL")),

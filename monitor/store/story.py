@@ -139,7 +139,8 @@ def _events(engine: Engine, target_id: int, loc: str) -> tuple[list[dict[str, An
         # A health transition carries the time its check found it; other changes their check's.
         at = (now or {}).get("checked_at") if kind == "health" else None
         events.append({"id": change_id, "snapshot_id": snapshot_id,
-                       "at": at or times.get(snapshot_id), "kind": kind, "before": was,
+                       "at": at or times.get(snapshot_id), "kind": kind, "loc": loc,
+                       "before": was,
                        "after": now, "reason": reason, "rule": rule})
     return events, more
 

@@ -109,6 +109,9 @@ def _calls(first: dict[str, Any], last: dict[str, Any],
         (f"{TARGET}/diff", shop, {}, 400),
         (f"{TARGET}/changes", {"name": "nope"}, {}, 404),
         (f"{TARGET}/changes", shop, {"since": "99999999999h"}, 400),
+        (f"{TARGET}/url", shop, {"loc": "https://not.listed.example/x"}, 200),
+        (f"{TARGET}/url", shop, {}, 400),
+        (f"{TARGET}/url", {"name": "nope"}, {"loc": "https://x.example/"}, 404),
     ]
 
 
@@ -161,7 +164,7 @@ def test_schemathesis_finds_no_server_error(daemon: Daemon, tmp_path: Path) -> N
     assert run.returncode == 0, run.stdout[-4000:]
     assert report["failures"] == []
     assert report["errors"] == []
-    assert counts["operations"] == report["operations"]["total"] == 10
+    assert counts["operations"] == report["operations"]["total"] == 11
     assert counts["generated"] >= 500
     assert all(p["status"] == "success" for p in report["phases"].values()), report["phases"]
     assert daemon.proc.poll() is None  # and the daemon is still up

@@ -105,3 +105,58 @@ def test_filters_a_diff_and_the_url_health(
     page.get_by_role("link", name="not-found 1").click()
     expect(page.locator("td.loc a")).to_have_text([removed[0].rsplit("/", 1)[0] + "/p1"])
     shot(page, "web-6-not-found", "the URLs of shop that answer 404 now", capsys)
+
+
+def test_search_a_urls_story_the_charts_and_a_narrow_screen(
+    watched: tuple[Daemon, list[str]], page: Page,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    daemon, removed = watched
+    broken = removed[0].rsplit("/", 1)[0] + "/p1"
+    page.goto(daemon.base + "/targets/shop")
+    charts = page.locator("svg.chart")
+    expect(charts).to_have_count(3)
+    expect(page.locator("figcaption")).to_have_text(
+        ["URLs per snapshot", "Changes per check, by kind", "URL health, by state"])
+    # zero-based, with the values written: 150 URLs, then 2
+    expect(charts.nth(0).locator("text", has_text="150").first).to_be_visible()
+    expect(page.locator(".legend").first).to_contain_text("valid 2")
+    shot(page, "web-7-charts", "the shop page: charts of URLs (150 -> 2, from zero), changes "
+         "per check by kind (148 removed) and URL health by state, with axes and values",
+         capsys)
+
+    page.get_by_label("find a URL (part of its loc)").fill("/p1")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("td.loc a")).to_have_text([broken])
+    shot(page, "web-8-search", "the search for '/p1' among the URLs of shop: the one listed "
+         "URL that holds it", capsys)
+
+    page.get_by_role("link", name="story").click()
+    expect(page.get_by_role("heading", name=broken)).to_be_visible()
+    expect(page.locator("dl.facts")).to_contain_text("HTTP 404")
+    expect(page.locator("tbody tr")).to_contain_text(["unknown -> not-found (404)"])
+    shot(page, "web-9-url-story", "the story of /p1: listed now, in /s.xml, health not-found "
+         "(HTTP 404) since the check that found it, its transition", capsys)
+
+    page.goto(daemon.base + "/targets/shop/changes?kind=removed&q=/p14")
+    page.get_by_role("link", name="loc").click()
+    page.get_by_role("link", name="loc ▲").click()
+    shown = page.locator("td.loc a").all_inner_texts()
+    assert shown == sorted((loc for loc in removed if "/p14" in loc), reverse=True)
+
+    narrow = page.context.browser.new_page(viewport={"width": 420, "height": 900})  # type: ignore[union-attr]
+    narrow.goto(daemon.base + "/targets/shop/changes?kind=removed")
+    cell = narrow.locator("td.loc").first
+    box = cell.bounding_box()
+    assert box is not None
+    assert box["width"] > 150  # a loc is read on a line or two, not a character a line
+    for name, what in (("web-10-narrow", "the removals of shop on a 420 px wide screen (its "
+                         "first screenful): the table scrolls sideways, each loc reads on a line"),
+                       ("web-11-narrow-target", "the shop page at 420 px (its first "
+                        "screenful): the charts fit the width")):
+        if name == "web-11-narrow-target":
+            narrow.goto(daemon.base + "/targets/shop")
+        path = screenshot(narrow, name, full_page=False)
+        with capsys.disabled():
+            print(f"\n[screenshot] {path}: {what}")
+    narrow.close()

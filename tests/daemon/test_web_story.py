@@ -59,6 +59,9 @@ def test_a_search_of_the_locs(watched: tuple[Daemon, list[str]]) -> None:  # noq
     assert sorted(r["loc"] for r in api["changes"]) == wanted
     urls = daemon.get("/api/v1/targets/shop/urls?q=/p1").json()
     assert [r["loc"] for r in urls["urls"]] == [removed[0].rsplit("/", 1)[0] + "/p1"]
+    health = daemon.get("/api/v1/targets/shop/urls?status=not-found&q=/P1").json()
+    assert [r["loc"] for r in health["urls"]] == [removed[0].rsplit("/", 1)[0] + "/p1"]
+    assert daemon.get("/api/v1/targets/shop/urls?status=not-found&q=/p2").json()["urls"] == []
     page = daemon.get("/targets/shop/changes?kind=removed&q=/p14")
     assert sorted(locs_of(page.text)) == wanted
     assert 'name="q" type="search" value="/p14"' in page.text
@@ -78,6 +81,13 @@ def test_listings_sort_by_their_columns(watched: tuple[Daemon, list[str]]) -> No
     assert "sort:" in bad.text
     index = daemon.get("/?sort=-urls")
     assert index.status_code == 200
+    snapshots = daemon.get("/targets/shop/snapshots?sort=-urls").text
+    counts = re.findall(r'<td class="num">(\d+)</td><td>\d{4}-', snapshots)
+    assert counts  # the ids, then: the snapshot of 150 URLs (the first) leads
+    urls = re.findall(r'</td><td class="num">([\d,]+)</td><td class="num">\d+</td><td class="num">',
+                      snapshots)
+    assert urls[0] == "150"
+    assert urls[1:] == ["2"] * (len(urls) - 1)
 
 
 def test_charts_times_the_empty_diff_and_the_started_line(

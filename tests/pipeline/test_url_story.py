@@ -202,3 +202,44 @@ def test_validate_a_url_prints_no_snapshot(site: Site, capsys: pytest.CaptureFix
     assert "snapshot" not in out
     assert "added" not in out
     assert "urls=30" in out
+
+
+def test_check_urls_shows_progress_on_a_terminal_and_keeps_its_rate(
+        site: Site, db: str, tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    locs = [site.url(f"/page-{i}") for i in range(20)]
+    serve_pages(site.server, locs, broken="")
+    site.set("/s.xml", urlset(dict.fromkeys(locs)))
+    script = Path(sys.executable).with_name("sitemap-monitor")
+    leader, follower = pty.openpty()
+    started = time.monotonic()
+    done = subprocess.run([str(script), "check", site.url("/s.xml"), "--database-url", db,
+                           "--urls", "--rate", "25"], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=follower, timeout=120, check=False)
+    seconds = time.monotonic() - started
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert done.returncode == 0, shown
+    assert b"url checks: " in shown
+    assert re.search(rb"\d+ checked, [\d.]+/s", shown)
+    assert b"url health: 20 listed, 20 checked" in done.stdout
+    assert seconds > 19 / 25  # 25 a second on one host: the 20 pages take 0.76 s at least
+    refused = subprocess.run([str(script), "check", site.url("/s.xml"), "--database-url", db,
+                              "--urls", "--rate", "0"], capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert refused.returncode == 2
+    assert "--rate" in refused.stderr
