@@ -45,3 +45,12 @@ def test_bars_stack_the_kinds_and_say_their_totals() -> None:
     assert 'class="value">150</text>' in svg
     assert 'class="value">149</text>' in svg
     assert "changed" not in svg.split("<desc>")[1]  # a kind no check had is left out
+
+
+def test_no_chart_carries_a_style_attribute_the_pages_policy_would_refuse() -> None:
+    """The pages' Content-Security-Policy refuses inline styles: a legend's colours are SVG
+    fills, not style attributes."""
+    drawn = charts.lines({"valid": [3, 2], "invalid": [0, 1]}, ["1", "2"], label="URLs",
+                         axis="snapshot", title="URLs per snapshot")
+    assert "style=" not in drawn
+    assert 'fill="' in drawn
