@@ -446,7 +446,8 @@ class Scheduler:
                 error_kind="internal", error_message=str(exc),
                 duration_seconds=(finished - started).total_seconds(),
             )
-            self._metrics.observe(failed, target.name, finished_at=finished)
+            if target.name in self._targets:  # see _report
+                self._metrics.observe(failed, target.name, finished_at=finished)
             return _after(finished, target, jittered=False), False
         self._report(result, target.name)
         return None, True
@@ -454,7 +455,10 @@ class Scheduler:
     def _report(self, result: CheckResult, name: str) -> None:
         # The snapshot's counts are the target's current issues by rule (what it stored).
         counts = result.issue_counts if result.snapshot_id is not None else None
-        self._metrics.observe(result, name, issue_counts=counts, finished_at=self._clock())
+        # A reload that removed the target while it ran has removed its series: observing
+        # now would bring them back, for a target no longer configured, until the restart.
+        if name in self._targets:
+            self._metrics.observe(result, name, issue_counts=counts, finished_at=self._clock())
         fields = {
             "target": name,
             "outcome": result.outcome,
