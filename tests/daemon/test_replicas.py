@@ -88,7 +88,7 @@ def test_three_replicas_check_each_due_target_once(
         # The victim checks before the others start. A replica wakes when the targets it
         # checked are due again and polls every second otherwise, so one that starts beside
         # the others may claim nothing before it is killed (it did in one CI run: [0, 134, 157]).
-        replicas[0].wait_for(lambda line: line.get("event") == "check", timeout=15)
+        replicas[0].wait_for(lambda line: line.get("event") == "check", timeout=60)
         replicas += [Daemon(config) for _ in range(2)]
         for replica in replicas[1:]:
             replica.started(timeout=30)
