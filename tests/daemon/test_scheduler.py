@@ -433,3 +433,48 @@ async def test_a_target_removed_by_a_reload_is_parked(sqlite_engine: Engine) -> 
     assert len(check.calls["b"]) == seen
     assert lease_row(sqlite_engine, "b") == (None, store.PARKED)
     assert scheduler.next_run_time("b") is None
+
+
+async def test_a_check_whose_lease_ran_out_and_was_claimed_again_here_rolls_back(
+    sqlite_engine: Engine,
+) -> None:
+    """Paused past its lease (SIGSTOP), a replica wakes, claims the target again while its old
+    check still runs, and that check must not commit under the new lease: another replica
+    may have checked the target in between (two snapshots of one due check)."""
+    reclaimed = asyncio.Event()
+
+    def lease_until() -> datetime | None:
+        with sqlite_engine.connect() as conn:
+            found = conn.execute(select(targets.c.lease_until)).scalar_one()
+        return None if found is None else found.replace(tzinfo=UTC)
+
+    async def check(t: config.Target, in_transaction: InTransaction) -> CheckResult:
+        # What a pause does: the lease runs out and the target is due (another replica's
+        # check of it came and went).
+        past = datetime.now(UTC) - timedelta(seconds=5)
+        with sqlite_engine.begin() as conn:
+            conn.execute(targets.update().values(lease_until=past, lease_owner=None,
+                                                 next_due_at=past))
+        # This replica claims it again (its heartbeat renews only after 10 s).
+        await until_async(lambda: (lease_until() or past) > datetime.now(UTC),
+                          what="the claim again")
+        reclaimed.set()
+
+        def store_it() -> None:
+            with sqlite_engine.begin() as conn:
+                in_transaction(conn)
+
+        await asyncio.to_thread(store_it)
+        return CheckResult(target=t.name, url=t.url, outcome="ok", duration_seconds=0.01)
+
+    scheduler = Scheduler(
+        engine=sqlite_engine, check=check, metrics=Metrics(CollectorRegistry(), [], []),
+        owner="r1", settings=config.Scheduler(lease=30))
+    with capture_logs() as logs:
+        await scheduler.start([target("a", 60)])
+        await until_async(lambda: any(e["event"].startswith("lease lost") or e["event"] == "check"
+                                      for e in logs), what="the check's end")
+        await scheduler.stop(1)
+    assert reclaimed.is_set()
+    assert [e["event"] for e in logs if e["event"].startswith("lease lost")
+            or e["event"] == "check"] == ["lease lost: the check is rolled back"]
