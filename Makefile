@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CONFIG ?= examples/monitor.yaml
 export SITEMAP_MONITOR_DATABASE_URL ?= sqlite:///./sitemap-monitor.db
 
-.PHONY: run demo test lint typecheck pytest bench install clean
+.PHONY: run demo test test-stress lint typecheck pytest bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ demo: $(VENV)/.installed-run
 
 ## test: lint, type-check, import contracts and the whole test suite
 test: $(VENV)/.installed-test lint typecheck pytest
+
+## test-stress: `make test` three times (STRESS_RUNS) beside two CPU burners: a busy machine
+STRESS_RUNS ?= 3
+test-stress: $(VENV)/.installed-test
+	bash tests/stress.sh $(STRESS_RUNS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check monitor tests migrations

@@ -112,6 +112,10 @@ class Scheduler:
         self._listed = False
         # The claimed targets' runs, by name: one at a time per target, at most concurrency.
         self._runs: dict[str, asyncio.Task[None]] = {}
+        # Targets claimed again while a check of them still ran here: that check's lease ran
+        # out (a pause), another replica may have checked the target since, so it must not
+        # commit under the new lease.
+        self._stale: set[str] = set()
         self._checking: set[asyncio.Task[Any]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         # Due times this replica set (its own checks'), earliest first: when to wake next.
@@ -308,7 +312,10 @@ class Scheduler:
         """Start the check of a target just claimed."""
         target = self._targets.get(name)
         if name in self._runs:
-            return  # its lease ran out under a check of it here, which gives the lease back
+            # Its lease ran out under a check of it here, which rolls back and gives the new
+            # lease back.
+            self._stale.add(name)
+            return
         if target is None and name in self._removed:
             # Removed by a reload while the claim was in the database: parked, as it would be.
             self._spawn(self._release(name, store.PARKED))
@@ -367,6 +374,7 @@ class Scheduler:
             log.warning("check cancelled at shutdown", target=name)
         finally:
             self._runs.pop(name, None)
+            self._stale.discard(name)
             # A slot is free: if due targets were left for want of one, claim again (with the
             # slots freed meanwhile). Else nothing is due before a known due time or a poll.
             if self._behind:
@@ -389,7 +397,8 @@ class Scheduler:
             # only if this replica still holds it; else the whole check rolls back.
             nonlocal handed_back
             due = next_due if name in self._targets else store.PARKED  # removed meanwhile
-            if not store.release_in(conn, name, self._owner, next_due_at=due):
+            if name in self._stale or not store.release_in(conn, name, self._owner,
+                                                            next_due_at=due):
                 raise LeaseLost(f"{name}: the lease was taken over while this check ran")
             handed_back = True
 
@@ -443,7 +452,8 @@ class Scheduler:
                 error_kind="internal", error_message=str(exc),
                 duration_seconds=(finished - started).total_seconds(),
             )
-            self._metrics.observe(failed, target.name, finished_at=finished)
+            if target.name in self._targets:  # see _report
+                self._metrics.observe(failed, target.name, finished_at=finished)
             return _after(finished, target, jittered=False), False
         self._report(result, target.name)
         return None, True
@@ -451,7 +461,10 @@ class Scheduler:
     def _report(self, result: CheckResult, name: str) -> None:
         # The snapshot's counts are the target's current issues by rule (what it stored).
         counts = result.issue_counts if result.snapshot_id is not None else None
-        self._metrics.observe(result, name, issue_counts=counts, finished_at=self._clock())
+        # A reload that removed the target while it ran has removed its series: observing
+        # now would bring them back, for a target no longer configured, until the restart.
+        if name in self._targets:
+            self._metrics.observe(result, name, issue_counts=counts, finished_at=self._clock())
         fields = {
             "target": name,
             "outcome": result.outcome,

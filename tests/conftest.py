@@ -8,7 +8,17 @@ from pathlib import Path
 import pytest
 from databases import database_url, postgres_url  # noqa: F401 - fixtures for every test
 from httpserver import TestServer
+from skips import summary
 from smtpserver import SmtpServer, serve
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before the first test: what this machine will skip, and how to run everything."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    for line in summary(session.items):
+        reporter.write_line(line, yellow=True)
 
 
 @pytest.fixture

@@ -366,7 +366,7 @@ async def test_gzip_bomb_is_cut_at_max_bytes_quickly_in_bounded_memory(
     assert caught.value.kind == "size-too-large"
     assert max_bytes - CHUNK_SIZE < delivered <= max_bytes
     assert responses[0].wire_bytes < max_bytes // 100  # the 1 GiB bomb was not read to its end
-    assert elapsed < 4
+    assert elapsed < 20  # a busy machine is slow; the bomb is not read to its end
     assert peak < 4 * 2**20, f"peak traced memory {peak} bytes"
     assert rss_growth_kib < 64 * 1024
 
@@ -398,7 +398,7 @@ def test_a_gzip_bomb_file_stops_at_max_bytes(tmp_path: Path) -> None:
         delivered.extend(len(chunk) for chunk in chunks)  # counted and dropped: streamed
     assert caught.value.kind == "size-too-large"
     assert sum(delivered) <= 8 * 2**20
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # not read to its end
 
 
 @pytest.mark.parametrize("wire", [gzip_bytes(BIG_XML)[:-100], b"\x1f\x8b" + b"garbage" * 10],
@@ -422,7 +422,7 @@ async def test_endless_body_is_cut_at_max_bytes(
     error = await failure(fetcher, http_server.url("/s.xml"), settings)
     assert error.kind == "size-too-large"
     assert error.permanent
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 20  # an endless body never ends by itself
 
 
 # --- timeouts ---------------------------------------------------------------------------------
@@ -439,7 +439,7 @@ async def test_slow_drip_is_cut_by_the_total_timeout(
     elapsed = time.monotonic() - started
     assert error.kind == "timeout"
     assert "1s in total" in error.message
-    assert 0.9 < elapsed < 2.5
+    assert 0.9 < elapsed < 4.5  # the 1 s total, not the 5 s read timeout
 
 
 async def test_slow_head_is_cut_by_the_read_timeout(
@@ -451,7 +451,7 @@ async def test_slow_head_is_cut_by_the_read_timeout(
     error = await failure(fetcher, http_server.url("/s.xml"), settings)
     assert error.kind == "timeout"
     assert "read timeout" in error.message
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 2.9  # the 0.5 s read timeout, not the 3 s answer
 
 
 # --- redirects --------------------------------------------------------------------------------
@@ -523,8 +523,8 @@ async def test_retry_after_seconds_is_honoured(
     _, body = await read_all(fetcher, http_server.url("/s.xml"))
     assert body == XML
     first, second = http_server.requests
-    assert 0.95 < second.time - first.time < 2.5
-    assert time.monotonic() - started < 3
+    assert 0.95 < second.time - first.time < 4.5  # waited, not the 5 s maximum
+    assert time.monotonic() - started < 10
 
 
 async def test_retry_after_http_date_is_honoured(
@@ -543,7 +543,7 @@ async def test_retry_after_too_long_fails_fast(http_server: TestServer, fetcher:
     http_server.route("/s.xml", Reply(429, headers={"Retry-After": "3600"}))
     started = time.monotonic()
     error = await failure(fetcher, http_server.url("/s.xml"))
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 4  # not the Retry-After it was told
     assert (error.kind, error.status, error.permanent) == ("http-status", 429, False)
     assert "Retry-After 3600" in error.message
     assert len(http_server.requests) == 1

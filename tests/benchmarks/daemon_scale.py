@@ -10,11 +10,13 @@ on every request (no 304, a full parse, diff and write per check).
 ``--replicas N`` starts N daemons on the same PostgreSQL database and targets (SPEC 10): the
 checks per second are the fleet's, the CPU is the sum over the replicas, and the row adds the
 checks per daemon CPU-second and the seconds of the second round (the next ``--targets``
-snapshots after the first round: one full round of re-checks of unchanged targets).
+snapshots after the first round: one full round of re-checks of unchanged targets) and each
+replica's share of the checks in the measured window (``--stagger S`` starts each replica S
+seconds after the one before, so the first holds every due time when the others join).
 
     .venv/bin/python tests/benchmarks/daemon_scale.py [--database sqlite|postgres]
         [--targets 1000] [--seconds 30] [--concurrency 8] [--changing] [--replicas N]
-        [--interval 1]
+        [--interval 1] [--stagger 0]
 """
 
 from __future__ import annotations
@@ -126,6 +128,13 @@ def _claims(ports: list[int]) -> tuple[float, float] | None:
     return total, empty
 
 
+def _checks(port: int) -> float:
+    """The checks this replica made so far (its checks_total over every target)."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("sitemap_monitor_checks_total{"))
+
+
 def _database(kind: str, folder: Path) -> tuple[str, str | None]:
     if kind == "sqlite":
         return f"sqlite:///{folder}/bench.db", None
@@ -162,6 +171,7 @@ def main() -> int:
     # meet (targets / interval checks a second): then the CPU per check is what a check costs
     # at that load, not at saturation of a shared machine.
     parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--stagger", type=float, default=0.0)
     args = parser.parse_args()
     if args.replicas > 1 and args.database != "postgres":
         parser.error("--replicas needs --database postgres (SQLite runs one replica)")
@@ -188,11 +198,12 @@ def main() -> int:
             configs.append(folder / f"bench-{port_of}.yaml")
             configs[-1].write_text(text.replace("{port}", str(port_of)), encoding="utf-8")
         script = Path(sys.executable).with_name("sitemap-monitor")
-        daemons = [
-            subprocess.Popen([str(script), "run", "--config", str(config)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for config in configs
-        ]
+        daemons = []
+        for config in configs:
+            if daemons and args.stagger:
+                time.sleep(args.stagger)  # the earlier replicas check alone meanwhile
+            daemons.append(subprocess.Popen([str(script), "run", "--config", str(config)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
         def snapshot_count() -> int:
             with engine.connect() as conn:
@@ -214,10 +225,12 @@ def main() -> int:
             first_round = wait_for(args.targets)
             second_round = wait_for(snapshot_count() + args.targets)
             claims0 = _claims(ports)
+            checks0 = [_checks(p) for p in ports]
             n0, cpu0, t0 = snapshot_count(), cpu(), time.monotonic()
             time.sleep(args.seconds)
             n1, cpu1, t1 = snapshot_count(), cpu(), time.monotonic()
             claims1 = _claims(ports)
+            made = [_checks(p) - c for p, c in zip(ports, checks0, strict=True)]
             memory = [_memory_mib(d.pid) for d in daemons]
         finally:
             for daemon in daemons:
@@ -241,11 +254,12 @@ def main() -> int:
                   f"({(claims1[1] - claims0[1]) / done:.2f} empty)")
     print("| database | replicas | targets | sitemaps | concurrency | first round s "
           "| second round s | checks/s | CPU (cores) | CPU ms/check | checks/CPU-s "
-          "| claims/check | RSS MiB | peak RSS MiB | exit |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| claims/check | shares % | RSS MiB | peak RSS MiB | exit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    shares = " / ".join(f"{100 * m / max(sum(made), 1):.0f}" for m in made)
     print(f"| {args.database} | {args.replicas} | {args.targets} | {args.urls} URLs, {kind} "
           f"| {args.concurrency} | {first_round:.1f} | {second_round:.1f} | {rate:.1f} "
-          f"| {cores:.2f} | {1000 * cores / rate:.1f} | {rate / cores:.1f} | {claims} "
+          f"| {cores:.2f} | {1000 * cores / rate:.1f} | {rate / cores:.1f} | {claims} | {shares} "
           f"| {rss:.0f} | {peak:.0f} | {' '.join(map(str, codes))} |")
     return 0
 

@@ -97,14 +97,14 @@ class Daemon:
                         f"log:\n{''.join(self.raw[-30:])}")
                 self._changed.wait(min(left, 0.2))
 
-    def wait_for(self, predicate: Callable[[Line], bool], timeout: float = 15.0,
+    def wait_for(self, predicate: Callable[[Line], bool], timeout: float = 60.0,
                  after: int = 0) -> Line:
         """The first line (from index ``after``) that satisfies ``predicate``."""
         return self._until(
             lambda: next((line for line in self.lines[after:] if predicate(line)), None),
             timeout, "such line")
 
-    def more_checks(self, target: str, count: int, timeout: float = 15.0) -> list[Line]:
+    def more_checks(self, target: str, count: int, timeout: float = 60.0) -> list[Line]:
         """The next ``count`` summary lines of the target from now, once they are all there."""
         seen = len(self.checks(target))
 
@@ -114,14 +114,14 @@ class Daemon:
 
         return self._until(probe, timeout, f"{count} more checks of {target}")
 
-    def event(self, name: str, timeout: float = 15.0, after: int = 0, **fields: Any) -> Line:
+    def event(self, name: str, timeout: float = 60.0, after: int = 0, **fields: Any) -> Line:
         """The first line with this event and these fields."""
         return self.wait_for(
             lambda line: line.get("event") == name
             and all(line.get(k) == v for k, v in fields.items()),
             timeout, after)
 
-    def started(self, timeout: float = 20.0) -> Line:
+    def started(self, timeout: float = 60.0) -> Line:
         """Wait for the start line; remember the HTTP base URL."""
         line = self.event("started", timeout)
         self.base = f"http://{line['listen']}"
@@ -145,7 +145,7 @@ class Daemon:
                     return float(sample.value)
         return None
 
-    def outbox_drained(self, timeout: float = 15.0) -> None:
+    def outbox_drained(self, timeout: float = 60.0) -> None:
         """Wait until every notification written so far has been delivered or given up
         (the ``alerts_pending`` gauge, counted at each scrape, is 0)."""
         deadline = time.monotonic() + timeout

@@ -13,6 +13,7 @@ from conftest import T0, add_snapshot, add_target
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 from starlette.types import ASGIApp
+from waiting import until_async
 
 from monitor import config
 from monitor.metrics import Metrics
@@ -152,7 +153,10 @@ def test_requests_beyond_their_bound_get_503_at_once_and_probes_pass(
     refused: list[str] = []
     release = asyncio.Event()
 
+    scraping: list[None] = []
+
     async def slow_scrape() -> None:
+        scraping.append(None)
         await release.wait()
 
     app = api.create_app(
@@ -165,7 +169,7 @@ def test_requests_beyond_their_bound_get_503_at_once_and_probes_pass(
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
             # Two scrapes fill the /metrics lane; the third is refused, the probe is not.
             held = [asyncio.create_task(c.get("/metrics")) for _ in range(2)]
-            await asyncio.sleep(0.05)
+            await until_async(lambda: len(scraping) == 2, what="two scrapes admitted")
             answers = [await c.get("/metrics"), await c.get("/healthz"),
                        await c.get("/api/v1/targets")]
             release.set()

@@ -45,7 +45,6 @@ def test_checks_metrics_and_api_follow_the_sitemap(
     assert daemon.metric("sitemap_monitor_urls", target="shop") == 3
     assert daemon.metric("sitemap_monitor_invalid_urls", target="shop") == 1
     assert daemon.metric("sitemap_monitor_issues", target="shop", rule="lastmod-invalid") == 1
-    assert daemon.metric("sitemap_monitor_documents", target="shop", outcome="ok") == 1
     assert daemon.metric("sitemap_monitor_target_interval_seconds", target="shop") == 1.0
     # 23 series a target (checks_total by its 5 outcomes, "partial" and "error" included),
     # plus one per document outcome and issue rule it has had.
@@ -53,7 +52,10 @@ def test_checks_metrics_and_api_follow_the_sitemap(
             if not line.startswith("#") and 'target="shop"' in line]
     outcomes = [line for line in shop if line.startswith("sitemap_monitor_documents{")]
     rules = [line for line in shop if line.startswith("sitemap_monitor_issues{")]
-    assert len(outcomes) == 1
+    # One document, answered: "ok", or by the time of this scrape (a busy machine reads the
+    # metrics above one by one, a second apart) a re-check's "not_modified" beside an "ok" at 0.
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in outcomes) == 1
+    assert 1 <= len(outcomes) <= 2
     assert rules
     assert len(shop) == 23 + len(outcomes) + len(rules)
 
@@ -81,10 +83,11 @@ def test_checks_metrics_and_api_follow_the_sitemap(
     assert daemon.get("/healthz").status_code == 200
     assert promtool_problems(daemon.get("/metrics").content) == ""
 
-    # On schedule: one check a second, give or take the start.
-    before = len(daemon.checks("shop"))
-    time.sleep(3)
-    assert 2 <= len(daemon.checks("shop")) - before <= 4
+    # On schedule: three more checks, never closer than the 1 s interval (less what a busy
+    # machine moves a check's start by).
+    began = time.monotonic()
+    daemon.more_checks("shop", 3, timeout=60)
+    assert time.monotonic() - began >= 1.5
     daemon.signal(signal.SIGTERM)
     assert daemon.wait() == 0
     assert count(url, snapshots) == len(daemon.checks("shop"))
@@ -110,7 +113,7 @@ def test_sigterm_during_a_slow_check_exits_0_and_writes_nothing(
     sent = time.monotonic()
     daemon.signal(signal.SIGTERM)
     assert daemon.wait(15) == 0
-    assert time.monotonic() - sent < 6
+    assert time.monotonic() - sent < 9  # the 1 s grace, not the body's 15 s
     assert daemon.event("stopped")["checks_cancelled"] == 1
     for table in (snapshots, documents, entry_sets, changes):
         assert count(url, table) == 0, table
@@ -254,7 +257,8 @@ def test_no_secret_reaches_the_log(
     ):
         time.sleep(0.1)
     assert any(r.route.startswith("/hook/") for r in http_server.requests), daemon.raw
-    time.sleep(0.5)
+    daemon.wait_for(lambda line: str(line.get("event", "")).startswith(
+        ("notification delivery failed", "notification not delivered")), timeout=30)
     daemon.signal(signal.SIGTERM)
     assert daemon.wait() == 0
     text = "".join(daemon.raw)

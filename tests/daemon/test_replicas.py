@@ -83,15 +83,15 @@ def test_three_replicas_check_each_due_target_once(
     config.write_text("\n".join(lines) + "\n", encoding="utf-8")
     replicas = [Daemon(config)]
     try:
-        replicas[0].started(timeout=30)
+        replicas[0].started(timeout=60)
         begin = time.monotonic()  # checks may start from here on
         # The victim checks before the others start. A replica wakes when the targets it
         # checked are due again and polls every second otherwise, so one that starts beside
         # the others may claim nothing before it is killed (it did in one CI run: [0, 134, 157]).
-        replicas[0].wait_for(lambda line: line.get("event") == "check", timeout=15)
+        replicas[0].wait_for(lambda line: line.get("event") == "check", timeout=60)
         replicas += [Daemon(config) for _ in range(2)]
         for replica in replicas[1:]:
-            replica.started(timeout=30)
+            replica.started(timeout=60)
         # A while of three replicas, each of which has made checks of its own.
         until(lambda: time.monotonic() - begin >= BEFORE_KILL
               and all(len(r.checks()) >= 3 for r in replicas),
@@ -176,16 +176,16 @@ def test_a_replica_paused_past_its_lease_writes_nothing(
     paused = Daemon(config)
     others: list[Daemon] = []
     try:
-        paused.started(timeout=30)
-        deadline = time.monotonic() + 10
+        paused.started(timeout=60)
+        deadline = time.monotonic() + 60
         while len(http_server.requests) < PAUSED_TARGETS and time.monotonic() < deadline:
             time.sleep(0.02)
         assert len(http_server.requests) == PAUSED_TARGETS, "replica 0 never started its checks"
         paused.proc.send_signal(signal.SIGSTOP)
         others = [Daemon(config) for _ in range(2)]
         for replica in others:
-            replica.started(timeout=30)
-        deadline = time.monotonic() + 30
+            replica.started(timeout=60)
+        deadline = time.monotonic() + 60
         while _snapshot_count(engine) < PAUSED_TARGETS and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _snapshot_count(engine) == PAUSED_TARGETS, "the others never took over"
@@ -193,7 +193,7 @@ def test_a_replica_paused_past_its_lease_writes_nothing(
         for i in range(PAUSED_TARGETS):  # replica 0's checks end, one way or the other
             paused.wait_for(lambda line, i=i: line.get("target") == f"p{i}" and (
                 line.get("event") in ("check", "lease lost: the check is rolled back")),
-                timeout=30)
+                timeout=60)
         for replica in [paused, *others]:
             replica.signal(signal.SIGTERM)
         for replica in [paused, *others]:
@@ -259,7 +259,7 @@ def test_three_replicas_share_the_work_without_racing_for_it(
     replicas = [Daemon(config) for _ in range(3)]
     try:
         for replica in replicas:
-            replica.started(timeout=30)
+            replica.started(timeout=60)
         begin = time.monotonic()
         time.sleep(SHARED_SECONDS)
         # Read before the stop: what each replica's claims found.
