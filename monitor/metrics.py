@@ -8,9 +8,10 @@ one there is. Gauges are restored from the database at start-up (``restore``), s
 does not blank a dashboard; counters start at zero, which Prometheus reads as a reset.
 
 Series per target are what a scrape costs (68 a target made a 20,000-target scrape
-104 MB and 9 s of CPU): 22, plus one per document outcome and one per issue rule the target
-has had. The counters' ``_created`` series are not exported (Prometheus reads a reset from the
-counter itself).
+104 MB and 9 s of CPU): one per check outcome and per change kind, the histogram's, one for
+each plain gauge and counter, plus one per document outcome and per issue rule the target has
+had (docs/metrics.md counts them). The counters' ``_created`` series are not exported
+(Prometheus reads a reset from the counter itself).
 """
 
 from __future__ import annotations
