@@ -6,7 +6,7 @@ grows with every round). Nullable: a target already checked before this migratio
 its next round that finds no URL unchecked. A downgrade drops it.
 
 Revision ID: 0016
-Revises: 0014
+Revises: 0015
 Create Date: 2026-11-28 02:20:00
 """
 

@@ -5,8 +5,8 @@ newest first. Without an index on the loc, a target with millions of change rows
 whole for each such question; with ``(target_id, loc, snapshot_id, id)`` it reads the URL's
 rows only, in order.
 
-Revision ID: 0018
-Revises: 0014
+Revision ID: 0017
+Revises: 0016
 Create Date: 2026-11-28 02:30:00
 """
 
