@@ -2,7 +2,8 @@
 
 Every command and option of the parser is in docs/cli.md; every key of the configuration's
 models is in the section of docs/configuration.md that documents its model; every metric the
-daemon exports is a row of docs/metrics.md, with each of its labels; docs/README.md lists every
+daemon exports is a row of docs/metrics.md, with each of its labels; every route of the OpenAPI
+document is a row of docs/daemon.md, with each of its parameters; docs/README.md lists every
 page of docs/; every relative link of docs/*.md and README.md reaches a file, and a heading
 where it names one.
 """
@@ -22,6 +23,7 @@ from pydantic import BaseModel
 from monitor import cli, config
 from monitor.metrics import Metrics
 from monitor.model import CheckResult, DocumentResult, Issue
+from monitor.serve import openapi
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -222,6 +224,46 @@ def test_a_metric_or_a_label_left_out_of_the_page_is_named() -> None:
     assert _unlisted(text.replace(row, "")) == ["sitemap_monitor_alerts_total"]
     assert _unlisted(text.replace(row, row.replace("`channel`", "channel"))) == [
         "sitemap_monitor_alerts_total{channel}"]
+
+
+# ---- the HTTP routes ----------------------------------------------------------------------
+
+# The paging parameters every listing takes, described once beside the routes' table.
+_PAGING = {"limit", "cursor", "format"}
+
+
+def _undescribed_routes(text: str) -> list[str]:
+    """The routes of the OpenAPI document that are no row of ``text``, and the parameters that
+    their row (or, for paging, the page) does not name."""
+    rows = {m.group(1): m.group(0)
+            for m in re.finditer(r"^\|\s*`(/[^`]*)`.*$", text, re.MULTILINE)}
+    missing = []
+    for path, item in openapi.document()["paths"].items():
+        row = rows.get(path)
+        if row is None:
+            missing.append(path)
+            continue
+        for param in item["get"].get("parameters", []):
+            name = param["name"]
+            if param["in"] != "query":
+                continue
+            if f"`{name}`" not in (text if name in _PAGING else row):
+                missing.append(f"{path}?{name}")
+    return missing
+
+
+def test_every_route_and_its_parameters_are_in_the_daemon_page() -> None:
+    text = (DOCS / "daemon.md").read_text(encoding="utf-8")
+    assert _undescribed_routes(text) == [], "docs/daemon.md does not describe these"
+
+
+def test_a_route_or_a_parameter_left_out_is_named() -> None:
+    text = (DOCS / "daemon.md").read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines()
+               if line.startswith("| `/api/v1/targets/{name}/urls`"))
+    assert _undescribed_routes(text.replace(row, row.replace("`q`", "q"))) == [
+        "/api/v1/targets/{name}/urls?q"]
+    assert _undescribed_routes(text.replace(row, "")) == ["/api/v1/targets/{name}/urls"]
 
 
 # ---- the links ----------------------------------------------------------------------------
