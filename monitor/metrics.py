@@ -2,14 +2,16 @@
 
 Labels are configured names only (never a URL), and every label set of a configured target
 or channel exists from the start (at zero), so a dashboard or an ``increase()`` has a series
-before the first event; the one exception is ``issues{rule}``, which has a series for each rule
-the target has had (at 0 once it clears), not for each of the 24 rules. Gauges are restored from
-the database at start-up (``restore``), so a restart does not blank a dashboard; counters start
-at zero, which Prometheus reads as a reset.
+before the first event; the exceptions are ``issues{rule}`` and ``documents{outcome}``, which
+have a series for each rule or outcome the target has had (at 0 once it clears), not for each
+one there is. Gauges are restored from the database at start-up (``restore``), so a restart
+does not blank a dashboard; counters start at zero, which Prometheus reads as a reset.
 
 Series per target are what a scrape costs (68 a target made a 20,000-target scrape
-104 MB and 9 s of CPU): 25 in all, plus one per issue rule the target has had. The counters'
-``_created`` series are not exported (Prometheus reads a reset from the counter itself).
+104 MB and 9 s of CPU): one per check outcome and per change kind, the histogram's, one for
+each plain gauge and counter, plus one per document outcome and per issue rule the target has
+had (docs/metrics.md counts them). The counters' ``_created`` series are not exported
+(Prometheus reads a reset from the counter itself).
 """
 
 from __future__ import annotations
