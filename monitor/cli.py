@@ -194,24 +194,21 @@ def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None])
     url.add_argument("--json", action="store_true", help="the same as --format json")
 
 
-def _positive(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more: {raw!r}")
-    return value
+def _at_least(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``least``, or a one-line error."""
+    def whole(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be {least} or more: {raw!r}")
+        return value
+    return whole
 
 
-def _non_negative(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more: {raw!r}")
-    return value
+_positive = _at_least(1)
+_non_negative = _at_least(0)
 
 
 def _rate(raw: str) -> float:
