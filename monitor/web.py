@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from monitor import api_listings, listing
+from monitor import api_listings, listing, robotsdiff
 from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
 from monitor.store import daemon as store
 from monitor.store import health as health_store
@@ -45,6 +45,19 @@ def _when(iso: str | None) -> str:
 
 
 _TEMPLATES.env.filters["when"] = _when
+
+
+def _robots_diff(change: dict[str, Any]) -> str:
+    """A ``robots`` change row's unified diff (rows from the listings carry it already)."""
+    found = change.get("diff")
+    if isinstance(found, dict):
+        return str(found.get("text") or "")
+    return robotsdiff.of_change(change.get("before"), change.get("after"),
+                                str(change.get("loc") or "robots.txt")).text
+
+
+# ``{{ row | robots_diff }}`` on any page that shows a robots.txt change
+_TEMPLATES.env.filters["robots_diff"] = _robots_diff
 _BROKEN = [state for state, rule in URL_STATES.items() if rule is not None]
 _TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff",
            "snapshots": "Snapshots"}

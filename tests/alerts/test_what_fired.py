@@ -84,7 +84,7 @@ def test_a_robots_alert_carries_the_diff_and_no_url_examples() -> None:
     [robots] = p["robots"]
     assert robots["diff"].splitlines()[2:] == ["@@ -1,2 +1,2 @@", " User-agent: *",
                                                "-Allow: /", "+Disallow: /"]
-    assert (robots["added"], robots["removed"], robots["truncated"]) == (1, 1, False)
+    assert (robots["added"], robots["removed"], robots["diff_truncated"]) == (1, 1, False)
     assert p["page"].startswith(f"{BASE}/targets/shop/changes?since=")
     assert p["page"].endswith("&kind=robots")
     assert "  +Disallow: /" in text_lines(p)
