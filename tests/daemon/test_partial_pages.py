@@ -32,7 +32,11 @@ def test_a_partial_check_is_amber_and_names_its_child(
     daemon = Daemon(config)
     daemons.append(daemon)
     daemon.started()
-    daemon.event("check", target="shop", outcome="partial")
+    line = daemon.event("check", target="shop", outcome="partial")
+    # the log line is a warning that names the child and its error
+    assert line["level"] == "warning"
+    assert line["failed_documents"] == [
+        f"{s.url('/b.xml')}: HTTP 500 Internal Server Error from {s.url('/b.xml')}"]
     assert daemon.metric("sitemap_monitor_checks_total", target="shop",
                          outcome="partial") >= 1
     assert daemon.metric("sitemap_monitor_checks_total", target="shop", outcome="ok") == 0
