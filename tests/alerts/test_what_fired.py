@@ -168,3 +168,20 @@ def test_broken_counts_errors_only() -> None:
     cfg = alerts(when="url_health")
     warnings = url_round({"ok": 5, "redirect": 4, "canonicalized": 3})
     assert evaluate_urls(cfg, "shop", warnings, {}, T0) == []
+
+
+def test_slack_shows_the_diff_the_failed_documents_and_each_states_listing() -> None:
+    from monitor.alerts.slack import message
+
+    payload = {"state": "firing", "severity": "warning", "target": "shop", "rule": "r",
+               "summary": "s", "documents": [{"url": CHILD, "http_status": 500,
+                                              "error": "HTTP 500 Internal Server Error"}],
+               "robots": [{"url": "https://shop.example/robots.txt",
+                           "diff": "-Allow: /\n+Disallow: /"}],
+               "examples": {"gone": ["https://shop.example/g"]},
+               "pages": {"gone": f"{BASE}/targets/shop/urls?status=gone"}}
+    texts = [b["text"]["text"] for b in message(payload)["blocks"] if "text" in b]
+    assert f"*Failed* {CHILD}: HTTP 500 Internal Server Error" in texts
+    assert "*https://shop.example/robots.txt*\n```-Allow: /\n+Disallow: /```" in texts
+    assert (f"*gone* (examples)\n<{BASE}/targets/shop/urls?status=gone|every gone URL>\n"
+            "• https://shop.example/g") in texts
