@@ -25,7 +25,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from monitor import api_listings, listing, robotsdiff
-from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
+from monitor.model import BROKEN_STATES, CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
 from monitor.store import daemon as store
 from monitor.store import health as health_store
 
@@ -58,7 +58,7 @@ def _robots_diff(change: dict[str, Any]) -> str:
 
 # ``{{ row | robots_diff }}`` on any page that shows a robots.txt change
 _TEMPLATES.env.filters["robots_diff"] = _robots_diff
-_BROKEN = [state for state, rule in URL_STATES.items() if rule is not None]
+_BROKEN = list(BROKEN_STATES)  # error states only: redirects and canonicals are warnings
 _TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff",
            "snapshots": "Snapshots"}
 TARGET_SNAPSHOTS = 20  # snapshots on a target's page (the snapshots page has PAGE_ROWS)
