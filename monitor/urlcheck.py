@@ -29,6 +29,7 @@ from monitor.alerts import rules
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.fetch import Answer, Fetcher, retry_after_seconds
+from monitor.model import BROKEN_STATES
 from monitor.store import health as store
 from monitor.store import outbox
 from monitor.store.sql import transaction
@@ -267,7 +268,9 @@ class _Saver:
         r.outcomes[verdict.state] = r.outcomes.get(verdict.state, 0) + 1
         if due.listed and verdict.broken and len(r.broken) < EXAMPLES:
             r.broken.append(_example(due.loc, verdict))
-        if due.listed and verdict.broken and verdict.state != due.state:  # newly broken
+        # newly broken: a page that was fine (or a warning), not a 404 that turned 410
+        if (due.listed and verdict.broken and verdict.state != due.state
+                and due.state not in BROKEN_STATES):
             _keep(r.examples, verdict.state, due.loc)
             r.new[verdict.state] = r.new.get(verdict.state, 0) + 1
         self._pending.append((due, checked))

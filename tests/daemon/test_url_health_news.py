@@ -105,3 +105,7 @@ def test_one_message_per_round_that_finds_newly_broken_pages(
     daemon._until(lambda: len(messages()) > 2 or None, 60, "the message of /p1")
     more_rounds(5)
     assert [m["examples"] for m in messages()[2:]] == [{"gone": [s.url("/p1")]}]
+
+    s.route("/p2", page(status=410))  # broken before, broken still: no news
+    more_rounds(6)
+    assert len(messages()) == 3
