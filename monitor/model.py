@@ -38,6 +38,9 @@ URL_STATES: dict[str, tuple[str, Severity] | None] = {
     "disallowed": ("url-disallowed", "error"),
     "unknown": None,
 }
+# "Broken" pages are those in an error state: a redirect or a canonical elsewhere is a warning.
+BROKEN_STATES: tuple[str, ...] = tuple(
+    state for state, rule in URL_STATES.items() if rule is not None and rule[1] == "error")
 URL_REDIRECT_LOOP = "url-redirect-loop"
 URL_RULES: tuple[str, ...] = tuple(
     [rule[0] for rule in URL_STATES.values() if rule is not None] + [URL_REDIRECT_LOOP])

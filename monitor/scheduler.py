@@ -484,6 +484,9 @@ class Scheduler:
         if result.outcome == "failed":
             log.warning("check", **fields, error_kind=result.error_kind,
                         error=result.error_message)
+        elif result.outcome == "partial":  # a warning: part of the URL set went unread
+            log.warning("check", **fields, failed_documents=[
+                f"{d.url}: {d.error}" for d in result.failed_documents[:5]])
         else:
             log.info("check", **fields)
 

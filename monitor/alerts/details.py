@@ -101,5 +101,5 @@ def robots(result: CheckResult) -> list[dict[str, Any]]:
         diff = robotsdiff.unified(found.get("before"), found.get("after"), found["url"])
         out.append({"url": found["url"], "http_status": found.get("http_status"),
                     "diff": diff.text, "added": diff.added, "removed": diff.removed,
-                    "truncated": diff.omitted > 0})
+                    "diff_truncated": diff.omitted > 0})
     return out

@@ -8,7 +8,13 @@ The payload is a plain JSON object (stored in the outbox, posted as-is by the we
      "counts": {"urls": ..., "invalid": ..., "added": ..., "removed": ..., "changed": ...,
                 "invalid_new": ..., "previous_urls": ...},
      "examples": {"removed": ["https://..."]}, "examples_truncated": false,
-     "error": null | {"kind": ..., "message": ...}, "link": "https://.../changes?since=..."}
+     "error": null | {"kind": ..., "message": ...}, "link": "https://.../changes?since=...",
+     "page": "https://.../targets/shop/changes?since=..."}
+
+Rules add what explains them (``monitor.alerts.details``): ``documents`` (a failed or partial
+check's unread documents), ``issues`` (an issues rule's), ``dropped_documents`` (the children
+an index stopped listing), ``robots`` (each changed robots.txt with its diff), ``pages`` (a
+``url_health`` rule's listing of each state). docs/alerts.md describes them for users.
 """
 
 from __future__ import annotations

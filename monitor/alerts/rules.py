@@ -42,8 +42,8 @@ from monitor.alerts.payload import (
 )
 from monitor.config import Alerts, Channel, Delivery, Rule
 from monitor.model import (
+    BROKEN_STATES,
     CHANGE_KINDS,
-    URL_STATES,
     CheckResult,
     Notification,
     NotificationState,
@@ -318,9 +318,6 @@ def _examples(result: CheckResult, limit: int) -> tuple[dict[str, list[str]], bo
 
 # ---- the URL checks' rules ---------------------------------------------------------
 
-# "Broken" is an error: a redirect or a canonical elsewhere is a warning, not a broken page.
-BROKEN_STATES = tuple(state for state, rule in URL_STATES.items()
-                      if rule is not None and rule[1] == "error")
 
 
 def for_url_checks(rule: Rule) -> bool:

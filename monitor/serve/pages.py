@@ -30,8 +30,8 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from monitor import listings as listing
-from monitor import times
-from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
+from monitor import robotsdiff, times
+from monitor.model import BROKEN_STATES, CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
 from monitor.serve import charts
 from monitor.serve import listings as api_listings
 from monitor.serve.links import external_link
@@ -64,7 +64,20 @@ _TEMPLATES.env.filters["external_link"] = external_link
 _STYLE = Path(__file__).with_name("templates").joinpath("style.css").read_bytes()
 STYLESHEET = f"/static/style.css?v={hashlib.sha256(_STYLE).hexdigest()[:12]}"
 _TEMPLATES.env.globals["stylesheet"] = STYLESHEET
-_BROKEN = [state for state, rule in URL_STATES.items() if rule is not None]
+
+
+def _robots_diff(change: dict[str, Any]) -> str:
+    """A ``robots`` change row's unified diff (rows from the listings carry it already)."""
+    found = change.get("diff")
+    if isinstance(found, dict):
+        return str(found.get("text") or "")
+    return robotsdiff.of_change(change.get("before"), change.get("after"),
+                                str(change.get("loc") or "robots.txt")).text
+
+
+# ``{{ row | robots_diff }}`` on any page that shows a robots.txt change
+_TEMPLATES.env.filters["robots_diff"] = _robots_diff
+_BROKEN = list(BROKEN_STATES)  # error states only: redirects and canonicals are warnings
 # The URL-health states of error severity: listed beside the current issues, as they are.
 _ERRORS = [state for state, rule in URL_STATES.items() if rule is not None and rule[1] == "error"]
 _TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff",

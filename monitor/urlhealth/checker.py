@@ -30,6 +30,7 @@ from monitor.check import robotswatch as robots_judge
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.indexnow import submissions
+from monitor.model import BROKEN_STATES
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Answer, Fetcher, retry_after_seconds
 from monitor.read.robotstxt import GOOGLEBOT, robots_url
@@ -282,7 +283,9 @@ class _Saver:
         r.outcomes[verdict.state] = r.outcomes.get(verdict.state, 0) + 1
         if due.listed and verdict.broken and len(r.broken) < EXAMPLES:
             r.broken.append(_example(due.loc, verdict))
-        if due.listed and verdict.broken and verdict.state != due.state:  # newly broken
+        # newly broken: a page that was fine (or a warning), not a 404 that turned 410
+        if (due.listed and verdict.broken and verdict.state != due.state
+                and due.state not in BROKEN_STATES):
             _keep(r.examples, verdict.state, due.loc)
             r.new[verdict.state] = r.new.get(verdict.state, 0) + 1
         self._pending.append((due, checked))

@@ -84,7 +84,7 @@ def test_a_robots_alert_carries_the_diff_and_no_url_examples() -> None:
     [robots] = p["robots"]
     assert robots["diff"].splitlines()[2:] == ["@@ -1,2 +1,2 @@", " User-agent: *",
                                                "-Allow: /", "+Disallow: /"]
-    assert (robots["added"], robots["removed"], robots["truncated"]) == (1, 1, False)
+    assert (robots["added"], robots["removed"], robots["diff_truncated"]) == (1, 1, False)
     assert p["page"].startswith(f"{BASE}/targets/shop/changes?since=")
     assert p["page"].endswith("&kind=robots")
     assert "  +Disallow: /" in text_lines(p)
@@ -127,7 +127,8 @@ def test_no_url_health_count_before_the_first_complete_round() -> None:
     done = url_round({"ok": 7, "not-found": 7})
     [hook, _am] = evaluate_urls(cfg, "shop", done, {}, T0)
     assert hook.payload["summary"] == "shop: 7 listed URLs " + "/".join(
-        ["not-found", "gone", "client-error", "server-error", "noindex", "disallowed"]) + (
+        ["not-found", "gone", "forbidden", "client-error", "server-error", "noindex",
+         "disallowed"]) + (
         " (50.0% of 14): not-found 7")
     assert hook.payload["examples"] == {"not-found": ["https://shop.example/not-found/0",
                                                       "https://shop.example/not-found/1"]}
@@ -165,6 +166,28 @@ def test_every_newly_broken_page_is_news() -> None:
 
 
 def test_broken_counts_errors_only() -> None:
+    from monitor.model import BROKEN_STATES
+
+    # the pages' "N broken" and the alerts' default states are the error states
+    assert BROKEN_STATES == ("not-found", "gone", "forbidden", "client-error", "server-error",
+                             "noindex", "disallowed")
     cfg = alerts(when="url_health")
     warnings = url_round({"ok": 5, "redirect": 4, "canonicalized": 3})
     assert evaluate_urls(cfg, "shop", warnings, {}, T0) == []
+
+
+def test_slack_shows_the_diff_the_failed_documents_and_each_states_listing() -> None:
+    from monitor.alerts.slack import message
+
+    payload = {"state": "firing", "severity": "warning", "target": "shop", "rule": "r",
+               "summary": "s", "documents": [{"url": CHILD, "http_status": 500,
+                                              "error": "HTTP 500 Internal Server Error"}],
+               "robots": [{"url": "https://shop.example/robots.txt",
+                           "diff": "-Allow: /\n+Disallow: /"}],
+               "examples": {"gone": ["https://shop.example/g"]},
+               "pages": {"gone": f"{BASE}/targets/shop/urls?status=gone"}}
+    texts = [b["text"]["text"] for b in message(payload)["blocks"] if "text" in b]
+    assert f"*Failed* {CHILD}: HTTP 500 Internal Server Error" in texts
+    assert "*https://shop.example/robots.txt*\n```-Allow: /\n+Disallow: /```" in texts
+    assert (f"*gone* (examples)\n<{BASE}/targets/shop/urls?status=gone|every gone URL>\n"
+            "• https://shop.example/g") in texts

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness import Daemon, sitemap
 from httpserver import Reply, Request, TestServer
+from sqlalchemy import Engine
 
 PAGE = b"<!doctype html><html><head><title>p</title>%s</head><body>page</body></html>"
 SECRET = "news-hook-key"  # noqa: S105 - a test key, not a credential
@@ -24,8 +25,10 @@ def page(head: bytes = b"", status: int = 200) -> Reply:
 
 
 def test_one_message_per_round_that_finds_newly_broken_pages(
-    http_server: TestServer, tmp_path: Path, daemons: list[Daemon],
+    http_server: TestServer, tmp_path: Path, engine: Engine, daemons: list[Daemon],
 ) -> None:
+    database_url = engine.url.render_as_string(hide_password=False).replace(
+        "postgresql+psycopg://", "postgresql://")
     s = http_server
     received: list[dict[str, Any]] = []
     lock = threading.Lock()
@@ -53,7 +56,7 @@ def test_one_message_per_round_that_finds_newly_broken_pages(
     config = tmp_path / "c.yaml"
     # rate 2/s and a 4 s lease: rounds of 2 URLs, so the first pass takes 4 rounds
     config.write_text(
-        f"database_url: sqlite:///{tmp_path}/m.db\nlisten: 127.0.0.1:0\n"
+        f"database_url: {database_url}\nlisten: 127.0.0.1:0\n"
         "defaults: {interval: 1h, jitter: 0, timeout: 10s, allow_private: true,"
         " url_checks: {enabled: true, rate: 2, recheck: 1s}}\n"
         "scheduler: {lease: 4s}\n"
@@ -102,3 +105,7 @@ def test_one_message_per_round_that_finds_newly_broken_pages(
     daemon._until(lambda: len(messages()) > 2 or None, 60, "the message of /p1")
     more_rounds(5)
     assert [m["examples"] for m in messages()[2:]] == [{"gone": [s.url("/p1")]}]
+
+    s.route("/p2", page(status=410))  # broken before, broken still: no news
+    more_rounds(6)
+    assert len(messages()) == 3

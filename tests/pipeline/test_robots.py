@@ -200,6 +200,7 @@ def test_a_robots_change_raises_one_alert_with_both_texts(
     assert alert["robots"] == [{"url": site.url("/robots.txt"), "http_status": 200,
                                 "before": "User-agent: *\nAllow: /\n",
                                 "after": "User-agent: *\nDisallow: /\n", "truncated": False,
-                                "diff": diff, "added": 1, "removed": 1}]
+                                "diff": diff, "added": 1, "removed": 1,
+                                "diff_truncated": False}]
     assert alert["examples"] == {}  # the sitemap's URLs are another matter
     assert "robots.txt changed" in alert["summary"]

@@ -192,7 +192,7 @@ def test_fail_on_url_rules_exits_3_for_ci_pipelines(
                          "--fail-on", "url-not-found")
     assert code == 2
     assert err.strip().splitlines()[-1] == (
-        "sitemap-monitor: --fail-on: unknown kind 'url-not-found' (URL rule ids need --urls)")
+        "sitemap-monitor: --fail-on: 'url-not-found' is found by the URL checks: add --urls")
     code, out, err = run(capsys, "check", "t", "--config", cfg, "--database-url", db,
                          "--urls")
     assert code == 0
