@@ -66,14 +66,15 @@ def _no_docker() -> str | None:
 
 def summary(items: Sequence[pytest.Item]) -> list[str]:
     """Header lines: each missing thing and how many of these tests it skips; none when
-    nothing is missing."""
+    nothing these tests need is missing."""
     verb = "fail (CI is set)" if os.environ.get("CI") else "skip"
     lines = []
     no_postgres = postgres_missing()
     if no_postgres:
         count = sum(1 for item in items if item.get_closest_marker("postgres")
                     or "postgres_url" in getattr(item, "fixturenames", ()))
-        lines.append(f"  PostgreSQL: {no_postgres}: {count} tests will {verb}")
+        if count:
+            lines.append(f"  PostgreSQL: {no_postgres}: {count} tests will {verb}")
     absent = [name for name in _TOOLS
               if _which(name) is None and not (name.startswith("prometheus-")
                                               and _which(name.removeprefix("prometheus-")))]
@@ -81,10 +82,12 @@ def summary(items: Sequence[pytest.Item]) -> list[str]:
         places = {place for name in absent for place in _TOOLS[name]}
         count = sum(1 for item in items
                     if any(item.nodeid.startswith(place) for place in places))
-        lines.append(f"  tools: {', '.join(absent)} not installed: {count} tests will {verb}")
+        if count:
+            lines.append(f"  tools: {', '.join(absent)} not installed: {count} tests will {verb}")
     if not Path("/usr/bin/chromium").exists():
         count = sum(1 for item in items if "browser" in item.nodeid)
-        lines.append(f"  Chromium: /usr/bin/chromium missing: {count} browser tests will fail")
+        if count:
+            lines.append(f"  Chromium: /usr/bin/chromium missing: {count} browser tests will fail")
     if not lines:
         return []
     return ["not everything runs on this machine:", *lines,
