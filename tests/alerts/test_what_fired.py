@@ -127,7 +127,7 @@ def test_no_url_health_count_before_the_first_complete_round() -> None:
     done = url_round({"ok": 7, "not-found": 7})
     [hook, _am] = evaluate_urls(cfg, "shop", done, {}, T0)
     assert hook.payload["summary"] == "shop: 7 listed URLs " + "/".join(
-        ["not-found", "gone", "forbidden", "client-error", "server-error", "noindex",
+        ["not-found", "gone", "forbidden", "client-error", "server-error", "noindex", "soft-404",
          "disallowed"]) + (
         " (50.0% of 14): not-found 7")
     assert hook.payload["examples"] == {"not-found": ["https://shop.example/not-found/0",
@@ -170,7 +170,7 @@ def test_broken_counts_errors_only() -> None:
 
     # the pages' "N broken" and the alerts' default states are the error states
     assert BROKEN_STATES == ("not-found", "gone", "forbidden", "client-error", "server-error",
-                             "noindex", "disallowed")
+                             "noindex", "soft-404", "disallowed")
     cfg = alerts(when="url_health")
     warnings = url_round({"ok": 5, "redirect": 4, "canonicalized": 3})
     assert evaluate_urls(cfg, "shop", warnings, {}, T0) == []
