@@ -1,6 +1,6 @@
 """A database URL or file that cannot be used ends every command with one line and exit 2
-(SPEC 5), never a traceback: a port that is not a number, a folder this user cannot write, a
-file that is not (or no longer) a SQLite database (issue 21).
+, never a traceback: a port that is not a number, a folder this user cannot write, a
+file that is not (or no longer) a SQLite database.
 
 Each case runs the console script in a child process, as a user runs it: ``check``, ``db
 upgrade`` and ``run`` (whose one line is its JSON log line).

@@ -1,5 +1,5 @@
 """`check`'s start-up: a database at head, or an empty SQLite one, is opened without importing
-Alembic (issue 5).
+Alembic.
 
 The schema test reads the migration files as text; these tests hold it to Alembic's answer on
 the shipped migrations and on shapes it must leave to Alembic, and run the real console entry in

@@ -107,7 +107,7 @@ def test_retention_merges_key_by_key_and_keeps_at_least_one_snapshot() -> None:
     a, b = cfg.resolved_targets()
     assert (a.settings.retention.snapshots, a.settings.retention.keep_last) == (30 * 86400, 5)
     assert (b.settings.retention.snapshots, b.settings.retention.keep_last) == (30 * 86400, 100)
-    assert parse({}).defaults.retention.snapshots == 90 * 86400  # SPEC 13's defaults
+    assert parse({}).defaults.retention.snapshots == 90 * 86400  # the defaults
     with pytest.raises(ConfigError, match="keep_last"):
         parse({"defaults": {"retention": {"keep_last": 0}}})
     with pytest.raises(ConfigError, match="retention"):

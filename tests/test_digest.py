@@ -444,7 +444,7 @@ def test_a_job_without_fingerprints_digests_the_same_without_them(stored: bool) 
 
 
 def test_a_re_read_document_whose_every_lastmod_changed_is_never_held_whole() -> None:
-    """Issue 27: a re-read document is compared with its stored set a batch at a time, and its
+    """a re-read document is compared with its stored set a batch at a time, and its
     changes leave as compressed rows, so the digest holds neither its parsed entries nor its
     changes: its peak (the stored set, the new columns and their compression) stays near what
     holding the parsed document alone takes. Measured: 1.10x; 2.18x before (every entry

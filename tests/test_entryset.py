@@ -255,7 +255,7 @@ def test_fingerprints_of_many_documents_are_runs_of_sorted_buckets() -> None:
 
 
 def test_fingerprints_of_an_index_take_about_8_bytes_each() -> None:
-    """SPEC 3.4: 100 documents of 2,000 fingerprints, held in about 8 bytes each."""
+    """100 documents of 2,000 fingerprints, held in about 8 bytes each."""
     rng = random.Random(7)
     index = entryset.Fingerprints(arrays=4)
     for _ in range(100):

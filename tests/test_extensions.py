@@ -1,4 +1,4 @@
-"""SPEC 12's extension rules, each hit and missed, through the parser and the validator (both
+"""The extension rules, each hit and missed, through the parser and the validator (both
 of its paths: entry by entry, and CleanDocument's batches)."""
 
 from __future__ import annotations

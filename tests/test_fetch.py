@@ -1,4 +1,4 @@
-"""The fetch stage against real HTTP servers on 127.0.0.1 (SPEC 3.3-3.7)."""
+"""The fetch stage against real HTTP servers on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -289,7 +289,7 @@ async def test_compressed_body_streamed_in_tiny_pieces(
     assert body == BIG_XML
 
 
-# A body that announces gzip and cannot be inflated is the rule gzip-invalid (SPEC 4); an
+# A body that announces gzip and cannot be inflated is the rule gzip-invalid; an
 # encoding the monitor does not speak is no rule of a sitemap's, and stays "decode".
 @pytest.mark.parametrize(("headers", "wire", "kind"), [
     pytest.param({}, gzip_bytes(BIG_XML)[:-100], "gzip-invalid", id="truncated-gzip"),

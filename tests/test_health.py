@@ -1,4 +1,4 @@
-"""The health stage's pure rules (SPEC 11), table by table: answers -> state, robots.txt
+"""The health stage's pure rules, table by table: answers -> state, robots.txt
 matching by Google's rules, a removal's reason."""
 
 from __future__ import annotations

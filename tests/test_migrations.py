@@ -227,7 +227,7 @@ class _Killed(Exception):
 
 
 def _first_start_of_an_earlier_release(path: Path, folder: Path, statements: int) -> bool:
-    """Migrate an empty SQLite file as releases before issue 21 did (DDL outside any
+    """Migrate an empty SQLite file as earlier releases did (DDL outside any
     transaction: their env.py without transactional_ddl, the driver's own transactions) and
     stop it before its ``statements``-th statement, as a kill would; True if it got to the end.
     """
@@ -254,7 +254,7 @@ def _first_start_of_an_earlier_release(path: Path, folder: Path, statements: int
 
 def test_every_database_an_earlier_release_left_half_made_is_made_again(tmp_path: Path) -> None:
     """Each state a kill anywhere in an earlier release's first start on SQLite can leave
-    (every prefix of its migration statements) opens at the next start. The one in issue 21
+    (every prefix of its migration statements) opens at the next start. The one reported
     (five tables of 0001, "entries" among them, no version) was refused as not ours."""
     import shutil
 

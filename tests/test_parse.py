@@ -94,7 +94,7 @@ TEXT = (
             "urlset",
             [
                 Entry("https://example.com/a?x=1&y=2", "2024-01-02", "daily", "0.8"),
-                Entry("https://example.com/b"),  # <lastmod/> is no lastmod (SPEC 4)
+                Entry("https://example.com/b"),  # <lastmod/> is no lastmod
             ],
             [],
             id="urlset",
@@ -213,7 +213,7 @@ def test_comments_and_processing_instructions_are_skipped() -> None:
     assert doc.entries == [Entry("https://example.com/a")]
 
 
-# -- read as search engines read (SPEC 4, revised) ----
+# -- read as search engines read ----
 
 
 @pytest.mark.parametrize(
@@ -298,7 +298,7 @@ def test_a_doctype_that_is_not_html_is_still_refused() -> None:
 
 def test_an_element_that_never_ends_is_refused_in_bounded_memory() -> None:
     """One element of a million attributes (12 MB): lxml would hold it whole at ~35 bytes a
-    byte; the parser gives up past 1 MiB without the end of an item (issue 21, item 6)."""
+    byte; the parser gives up past 1 MiB without the end of an item."""
     attributes = b"".join(b' a%d="xy"' % i for i in range(1_000_000))
     data = urlset("<loc>https://example.com/a</loc>") .replace(
         b"</urlset>", b"<url><loc" + attributes + b">https://example.com/b</loc></url></urlset>")

@@ -34,7 +34,7 @@ priorities = st.none() | st.sampled_from(["0.5", "1.0", "2", "x"])
 extensions = st.none() | st.sampled_from(['{"image":[{"loc":"a"}]}', '{"image":[{"loc":"b"}]}'])
 fields = st.tuples(lastmods, changefreqs, priorities, extensions)
 later = st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=30))
-# News published the day before T0: too old (news-too-old, SPEC 12) from T0 + 1 day on.
+# News published the day before T0: too old (news-too-old) from T0 + 1 day on.
 NEWS = ('{"news":[{"publication":{"language":"en","name":"The Daily"},'
         '"publication_date":"2024-05-31T12:00:00Z","title":"Headline"}]}')
 # Fields without an issue, but where a lastmod is: what a CMS's sitemap usually has.
@@ -180,7 +180,7 @@ def _assert_full_path(found: reread.Reread, previous: bytes,
     assert packed == [r for r in changerows.of(changes) if r[0] == "changed"]
     assert found.row_examples == changes[:examples]
     assert sum(found.row_counts.values()) == len(changes)
-    # SPEC 12, by its definition: the lastmods valid on both sides, those that changed, and
+    # By its definition: the lastmods valid on both sides, those that changed, and
     # those that went back.
     both = [(old[0], new[0]) for _, old, new in rows if _valid(old[0]) and _valid(new[0])]
     moved = [(was, now) for was, now in both if was != now]
@@ -219,7 +219,7 @@ def test_a_lifted_future_lastmod_is_validated_again() -> None:
     assert found.columns.header["rules"] == {"1": "changefreq-invalid"}
     assert found.counts == {"changefreq-invalid": 1}
     assert [i.rule for i in found.issues] == ["changefreq-invalid"]
-    assert found.invalid == 0  # a field error leaves the URL valid (SPEC 4)
+    assert found.invalid == 0  # a field error leaves the URL valid
     assert found.rows == b""  # a warning lifted: the entry itself did not change
 
 

@@ -159,7 +159,7 @@ def test_rules(entry: Entry, expected: str | None) -> None:
         assert issue.loc == entry.loc
         assert issue.document == DOC
         assert issue.message
-    # SPEC 4 (revised): only an unusable loc makes an entry invalid; a field error leaves it a URL
+    # only an unusable loc makes an entry invalid; a field error leaves it a URL
     unusable = expected is not None and not UNUSABLE_LOC.isdisjoint(expected.split())
     assert result.entries[entry.loc].valid is not unusable
     assert result.invalid == int(unusable)
@@ -198,7 +198,7 @@ def test_duplicates_in_one_document() -> None:
         ("loc-duplicate", IN),
         ("loc-duplicate", IN + "2"),
     ]
-    assert result.invalid == 0  # a duplicate is a warning, counted apart (SPEC 4)
+    assert result.invalid == 0  # a duplicate is a warning, counted apart
     assert result.duplicates == 2
     assert {RULES[i.rule] for i in result.issues} == {"warning"}
     assert result.rules == {}  # both kept entries are clean

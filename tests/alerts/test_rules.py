@@ -102,7 +102,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], RuleContext, list[tuple[s
      RuleContext(previous_urls=5), [("hook", "firing")]),
     ("target-glob-excludes", {"when": "removed", "targets": ["blog-*", "news"]},
      {"removed": 1}, RuleContext(previous_urls=5), []),
-    # events: each check that holds notifies once; nothing to resolve (SPEC 9)
+    # events: each check that holds notifies once; nothing to resolve
     ("removed-is-an-event-each-check", {"when": "removed"}, {"removed": 7},
      RuleContext(previous_urls=50, firing=FIRING_R), [("hook", "firing")]),
     ("an-event-goes-to-every-channel", {"when": "removed", "channels": ["hook", "am"]},
@@ -180,7 +180,7 @@ def test_payload_names_target_rule_counts_examples_and_link() -> None:
     assert "30 URLs removed (3.0% of 1000)" in p["summary"]
     assert p["link"] == ("https://monitor.example/api/v1/targets/shop%2Feu/changes"
                          "?since=2025-01-06T11%3A59%3A57Z&kind=removed")
-    # the web page of the same changes (SPEC 14)
+    # the web page of the same changes
     assert p["page"] == ("https://monitor.example/targets/shop%2Feu/changes"
                          "?since=2025-01-06T11%3A59%3A57Z&kind=removed")
 
@@ -269,7 +269,7 @@ def test_write_is_idempotent_on_the_key(engine: Engine) -> None:
 
 def test_events_notify_once_each_and_never_resolve(engine: Engine) -> None:
     """Through the store: two removals are two messages; the quiet checks between and after
-    send nothing, no "resolved" that would read as "the URLs came back" (SPEC 9)."""
+    send nothing, no "resolved" that would read as "the URLs came back"."""
     cfg = alerts({"when": "removed", "channels": ["hook", "am"]})
     steps = [(0, []), (5, ["hook", "am"]), (0, []), (3, ["hook", "am"]), (0, [])]
     for i, (removed, expected) in enumerate(steps):
@@ -320,7 +320,7 @@ def test_issues_fire_once_when_the_cms_starts_writing_bad_dates(engine: Engine) 
                             "(previous check: 0)")
 
 
-# ---- the URL checks' rules (SPEC 11) ----------------------------------------------------------
+# ---- the URL checks' rules ----------------------------------------------------------
 
 def url_round(states: dict[str, int], reasons: dict[str, int] | None = None) -> Any:
     from monitor.alerts.rules import UrlRound

@@ -7,7 +7,7 @@ first round (every target checked once), it counts snapshots for ``--seconds`` a
 daemon's CPU time and memory from /proc. Optionally ``--changing`` makes every sitemap change
 on every request (no 304, a full parse, diff and write per check).
 
-``--replicas N`` starts N daemons on the same PostgreSQL database and targets (SPEC 10): the
+``--replicas N`` starts N daemons on the same PostgreSQL database and targets: the
 checks per second are the fleet's, the CPU is the sum over the replicas, and the row adds the
 checks per daemon CPU-second and the seconds of the second round (the next ``--targets``
 snapshots after the first round: one full round of re-checks of unchanged targets) and each

@@ -1,4 +1,4 @@
-"""A daemon with many small targets (issue 27): start-up, memory per target, logs, a scrape.
+"""A daemon with many small targets: start-up, memory per target, logs, a scrape.
 
 Starts the sitemap server of daemon_scale.py (20-URL sitemaps with ETags) in its own process
 and ``sitemap-monitor run`` with ``--targets`` targets at ``--interval``, far more than one

@@ -1,4 +1,4 @@
-"""History's growth (issue 25): a target checked hourly for 30 simulated days, with and without
+"""History's growth: a target checked hourly for 30 simulated days, with and without
 retention, on SQLite and PostgreSQL.
 
     .venv/bin/python tests/benchmarks/growth.py [--database sqlite|postgres]

@@ -1,4 +1,4 @@
-"""Queries against a long history (issue 27): does a page cost the rows it lists, or the history?
+"""Queries against a long history: does a page cost the rows it lists, or the history?
 
     .venv/bin/python tests/benchmarks/history_queries.py [--database sqlite|postgres]
         [--rows 50000 500000 2500000]

@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/benchmarks/lastmod_churn.py REV [--rounds N] [--database sqlite|postgres]
 
-The re-check that SPEC 12's lastmod counts and ``lastmod-regressed`` run in (issue 24): every one
+The re-check that SPEC 12's lastmod counts and ``lastmod-regressed`` run in: every one
 of W1's 500,000 lastmods moves a year on (W1 with each ``<lastmod>YYYY`` as YYYY+1, all still in
 the past), so every URL is a ``changed`` change and every lastmod is compared. Each round, each
 side: a fresh database, W1's first check (not timed), the switch to the bumped copy, and the

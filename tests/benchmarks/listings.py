@@ -1,4 +1,4 @@
-"""The listings of 500,000 rows (SPEC 5): peak memory, time to the first byte, time to the end.
+"""The listings of 500,000 rows: peak memory, time to the first byte, time to the end.
 
     .venv/bin/python tests/benchmarks/listings.py [--database sqlite|postgres]
         [--pattern removed|changed]

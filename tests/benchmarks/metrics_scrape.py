@@ -1,4 +1,4 @@
-"""/metrics of a daemon with many targets (issue 27): series per target, scrape size, CPU.
+"""/metrics of a daemon with many targets: series per target, scrape size, CPU.
 
     .venv/bin/python tests/benchmarks/metrics_scrape.py [--targets 20000]
 

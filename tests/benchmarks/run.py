@@ -6,7 +6,7 @@
 Without options it runs W1 and W2 on SQLite and PostgreSQL; W4 (50 x 50,000 URLs) runs the first
 check only. Every measured run is its own process;
 the table gives wall and CPU seconds and the peak RSS of that process alone, and the issue's
-targets (issue 5) with PASS/FAIL. See README.md beside this file.
+targets with PASS/FAIL. See README.md beside this file.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def report_w4(out: dict[str, Any]) -> list[str]:
             f"{m.extra['peak_rss_mb']:.0f} | {m.extra['tree_pss_mb']:.0f} | "
             f"{_fmt(m.extra.get('in_process'))} | {m.extra.get('verified')} |"
         )
-    lines += ["", "| target (issue 27) | database | measured | limit | result | |",
+    lines += ["", "| target | database | measured | limit | result | |",
               "|---|---|---|---|---|---|"]
     for kind, m in out["checks"].items():
         _target(lines, kind, m.extra.get("verified") == "yes",
@@ -313,7 +313,7 @@ def report_w1(out: dict[str, Any]) -> list[str]:
         )
     lines += [
         "",
-        "| target (issue 5) | database | measured | limit | result "
+        "| target | database | measured | limit | result "
         "| same ratio in CPU s (+ PostgreSQL's) |",
         "|---|---|---|---|---|---|",
     ]
@@ -436,8 +436,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--workload", choices=["W1", "W1H", "W2", "W4"], action="append",
-        help="W1H: W1 with three hreflang alternates and an image on every URL (issue 24); "
-        "W4: an index of 50 x 50,000 URLs, its first check only (issue 27)",
+        help="W1H: W1 with three hreflang alternates and an image on every URL; "
+        "W4: an index of 50 x 50,000 URLs, its first check only",
     )
     parser.add_argument("--database", choices=["sqlite", "postgres"], action="append")
     parser.add_argument("--data-dir", type=Path, default=workloads.default_data_dir())

@@ -1,4 +1,4 @@
-"""The daemon's web pages (SPEC 14) on a 500,000-URL target: time of each page over HTTP.
+"""The daemon's web pages on a 500,000-URL target: time of each page over HTTP.
 
     .venv-bench/bin/python tests/benchmarks/web_pages.py [--database sqlite|postgres]
         [--requests 20] [--warmups 2] [--analyze]

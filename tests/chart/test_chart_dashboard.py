@@ -244,7 +244,7 @@ def test_links_open_the_api_listings() -> None:
                           r"labels)\.target:percentencode\}(/(changes|issues|urls|snapshots))?)?"
                           r"(\?[^ ]*)?$")
     assert [url for url in links if not listings.match(url) and url != "${api_url}/"] == []
-    # each listing also opens as a web page (SPEC 14), with the same query
+    # each listing also opens as a web page, with the same query
     pages = {url.replace("/targets/", "/api/v1/targets/", 1) for url in links
              if url.startswith("${api_url}/targets/")}
     api = {url for url in links if url.startswith("${api_url}/api/v1/targets/")

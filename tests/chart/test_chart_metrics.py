@@ -36,7 +36,7 @@ SITEMAP = b"""<?xml version="1.0" encoding="UTF-8"?>
   <url><loc>http://127.0.0.1/b</loc><lastmod>not-a-date</lastmod></url>
 </urlset>
 """
-# SPEC section 8: what the chart is allowed to rely on.
+# what the chart is allowed to rely on.
 SPEC_METRICS = {
     "sitemap_monitor_checks_total", "sitemap_monitor_check_duration_seconds_bucket",
     "sitemap_monitor_last_check_timestamp_seconds",

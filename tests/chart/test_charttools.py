@@ -1,5 +1,5 @@
 """Where the chart tests find their tools: this checkout's ``.tools/bin``, then PATH, nowhere
-else (issue 21: they also looked under one machine's absolute checkout path)."""
+else (they also looked under one machine's absolute checkout path)."""
 
 from __future__ import annotations
 

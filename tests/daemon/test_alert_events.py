@@ -1,5 +1,5 @@
 """Alerts a user can trust, end to end: the daemon checks a real local site on its schedule and
-delivers to real receivers on 127.0.0.1 (SPEC 9): a webhook, a Slack incoming webhook, an SMTP
+delivers to real receivers on 127.0.0.1: a webhook, a Slack incoming webhook, an SMTP
 server.
 
 A removal is an event: exactly one message, and no "resolved" at the quiet checks after it (it

@@ -1,4 +1,4 @@
-"""The HTTP surface (SPEC 7) through Starlette's test client, on a real SQLite database."""
+"""The HTTP surface through Starlette's test client, on a real SQLite database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The lastmod churn gauge of a real daemon (SPEC 8, 12): a CMS that writes "lastmod = now"
+"""The lastmod churn gauge of a real daemon: a CMS that writes "lastmod = now"
 makes ``sitemap_monitor_lastmod_churn_ratio`` 1 and, from the second re-check on, the
 ``lastmod-churn`` issue; a restart restores the gauge from the database."""
 

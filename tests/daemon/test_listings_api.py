@@ -1,4 +1,4 @@
-"""The API's listings (SPEC 5, 7) on a running daemon that checked a real local site: a removal of
+"""The API's listings on a running daemon that checked a real local site: a removal of
 50,000 URLs listed in full as CSV and NDJSON streams and in JSON pages that follow their
 cursors to the end; bad parameters are JSON 400s that name them."""
 

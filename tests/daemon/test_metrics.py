@@ -1,4 +1,4 @@
-"""The metrics of SPEC 8 on a fresh registry: label sets, observe, restore, promtool."""
+"""The metrics on a fresh registry: label sets, observe, restore, promtool."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_label_sets_exist_before_any_check() -> None:
         assert value(registry, "checks_total", target=target, outcome="partial") == 0
         assert value(registry, "checks_total", target=target, outcome="error") == 0
         assert value(registry, "changes_total", target=target, kind="removed") == 0
-        # An issue rule has a series once the target has had an issue of it (issue 27).
+        # An issue rule has a series once the target has had an issue of it.
         assert value(registry, "issues", target=target, rule="lastmod-invalid") is None
         # So does a document outcome, once a check of the target has had one.
         assert value(registry, "documents", target=target, outcome="ok") is None
@@ -101,7 +101,7 @@ def test_observe_sets_gauges_and_counts() -> None:
 
 def test_a_target_has_22_series_plus_one_per_document_outcome_and_issue_rule_it_has_had(
 ) -> None:
-    """Issue 27: 68 series a target made a 20,000-target scrape 104 MB and 9 s of CPU; at
+    """68 series a target made a 20,000-target scrape 104 MB and 9 s of CPU; at
     most 26 in the steady state of a target whose documents answer and that has had a few
     issue rules (23: checks_total{outcome} has partial and error beside ok, unchanged and
     failed)."""
@@ -137,7 +137,7 @@ def test_a_target_has_22_series_plus_one_per_document_outcome_and_issue_rule_it_
 
 
 def test_the_lastmod_churn_ratio_is_the_last_re_checks() -> None:
-    """SPEC 12: the share of the compared lastmods that changed; a baseline or a failed check
+    """the share of the compared lastmods that changed; a baseline or a failed check
     compares none and leaves the gauge as it was."""
     registry = CollectorRegistry()
     m = Metrics(registry, ["shop"], [])

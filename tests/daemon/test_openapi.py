@@ -1,4 +1,4 @@
-"""The OpenAPI document (SPEC 7) against a running daemon that checked a real local site: it
+"""The OpenAPI document against a running daemon that checked a real local site: it
 names every route; each route's real answers (pages, CSV, NDJSON, 400s, 404s) validate against
 it; schemathesis, fuzzing the API from it, finds no server error and no answer that breaks it.
 Once on SQLite and once on PostgreSQL. A database error is a 503 that does not say where the

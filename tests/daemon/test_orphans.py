@@ -1,5 +1,5 @@
-"""Helper processes die with the daemon (SPEC 10): after a SIGKILL of ``sitemap-monitor run``,
-its forkserver, parse workers and resource tracker do not live on (issue 21: about 55 MB a set,
+"""Helper processes die with the daemon: after a SIGKILL of ``sitemap-monitor run``,
+its forkserver, parse workers and resource tracker do not live on (about 55 MB a set,
 one worker blocked for ever on its own pipe).
 
 The daemon checks an index of big children, so that its pool of parse workers starts; the

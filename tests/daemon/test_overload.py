@@ -1,4 +1,4 @@
-"""The daemon under load it does not control (SPEC 7, 10): a flood of API connections from
+"""The daemon under load it does not control: a flood of API connections from
 another process, and a reload to 10,000 targets. Throughout, a prober asks ``/healthz`` on a
 new connection every 0.2 s, as a kubelet does, and the checks keep their schedule.
 """

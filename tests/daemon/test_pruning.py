@@ -1,4 +1,4 @@
-"""The daemon prunes history past each target's retention on its interval (SPEC 13), while the
+"""The daemon prunes history past each target's retention on its interval, while the
 checks go on, on both databases."""
 
 from __future__ import annotations

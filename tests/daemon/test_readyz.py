@@ -1,4 +1,4 @@
-"""``/readyz`` proves a write and has its own timeout (SPEC 7), on a real daemon: a locked or
+"""``/readyz`` proves a write and has its own timeout, on a real daemon: a locked or
 full SQLite file, and a PostgreSQL server of the test's own that is frozen (SIGSTOP)."""
 
 from __future__ import annotations

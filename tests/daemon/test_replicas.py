@@ -1,4 +1,4 @@
-"""Three replicas on one PostgreSQL database share the targets (SPEC 10).
+"""Three replicas on one PostgreSQL database share the targets.
 
 20 targets with 1-2 s intervals for about 20 s: no target is ever checked twice within its
 interval (every due check runs once, not once per replica), none misses more than the slack of
@@ -155,7 +155,7 @@ def test_a_replica_paused_past_its_lease_writes_nothing(
 ) -> None:
     """Replica 0 claims every target and is SIGSTOPped mid-check; the others take the targets
     over once its leases run out and check them when they are next due; when replica 0 wakes,
-    its checks must roll back: no two snapshots of a target overlap in time (SPEC 10)."""
+    its checks must roll back: no two snapshots of a target overlap in time."""
     engine = db.make_engine(postgres_url)
     db.upgrade(engine)
     lines = [
@@ -236,7 +236,7 @@ SHARED_SECONDS = 15.0
 def test_three_replicas_share_the_work_without_racing_for_it(
     http_server: TestServer, tmp_path: Path, postgres_url: str
 ) -> None:
-    """Issue 27: replicas do not all schedule all targets. 150 targets every 3 s, each check
+    """replicas do not all schedule all targets. 150 targets every 3 s, each check
     50 ms at the server, three replicas of 4 slots each (about the load they can carry): no
     due check runs twice, every replica does a share of the checks, and the claims that find
     nothing (a replica losing a race, or asking when nothing is due) stay few: the replicas

@@ -1,4 +1,4 @@
-"""A start-up that a SIGKILL can interrupt anywhere (SPEC 10): the next start opens the database.
+"""A start-up that a SIGKILL can interrupt anywhere: the next start opens the database.
 
 In Kubernetes an OOM kill or a node drain can end a pod's first start while it builds or
 migrates its embedded SQLite database. Each test kills ``sitemap-monitor run`` at moments spread

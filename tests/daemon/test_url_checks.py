@@ -1,4 +1,4 @@
-"""The daemon checks listed URLs on its own (SPEC 11): a real local site, the daemon as a
+"""The daemon checks listed URLs on its own: a real local site, the daemon as a
 subprocess scraped over HTTP, alerts delivered to a real webhook receiver, and PostgreSQL
 replicas sharing the URL checks without checking a URL twice in one period."""
 
@@ -130,7 +130,7 @@ def test_replicas_share_the_url_checks_without_checking_a_url_twice(
     rounds = [sum(1 for line in d.lines if line.get("event") == "url checks") for d in daemons]
     assert sum(rounds) >= 8
     # robots.txt once a day per host and replica, not once a round (the URL checks' own, by
-    # their page Accept header: each sitemap check also reads it, SPEC 12)
+    # their page Accept header: each sitemap check also reads it)
     from monitor.read.fetch import _ACCEPT_PAGE
 
     by_url_checks = [r for r in s.requests_to("/robots.txt")

@@ -1,4 +1,4 @@
-"""Every newly broken page is news (SPEC 9, 11): the daemon checks a real local site's pages
+"""Every newly broken page is news: the daemon checks a real local site's pages
 a few at a time and a real webhook receiver, which verifies each signature, hears of the
 broken pages once the first complete round is done, then once for each round that finds more,
 and never for a round that finds none."""

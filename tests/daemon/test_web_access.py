@@ -1,4 +1,4 @@
-"""Who may read the daemon's port (SPEC 14): basic auth with bcrypt hashes and TLS, the daemon
+"""Who may read the daemon's port: basic auth with bcrypt hashes and TLS, the daemon
 as a subprocess asked over real HTTP(S); the probes stay open."""
 
 from __future__ import annotations

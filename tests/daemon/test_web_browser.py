@@ -1,4 +1,4 @@
-"""The web pages (SPEC 14) in a real browser: Debian's Chromium driven by Playwright, against a
+"""The web pages in a real browser: Debian's Chromium driven by Playwright, against a
 daemon watching a real local site (the ``watched`` fixture: 150 URLs, then 148 removed, one
 page answering 404). A person's path from the targets page to a removal's URLs and their CSV,
 a filter, a diff and the URL health; a screenshot of each page goes to the tests' artifacts

@@ -1,4 +1,4 @@
-"""The web pages (SPEC 14) of a daemon watching a real local site: asked over HTTP here, and
+"""The web pages of a daemon watching a real local site: asked over HTTP here, and
 driven in a real browser (Debian's Chromium through Playwright) in test_web_browser.py."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_the_pages_show_targets_changes_health_and_exports(
     diff = daemon.get("/targets/shop/diff?from=1&kind=removed")
     assert len(re.findall(r'<td class="loc">', diff.text)) == 100
 
-    by_rule = daemon.get("/targets/shop/changes?rule=url-not-found")  # SPEC 14's rule filter
+    by_rule = daemon.get("/targets/shop/changes?rule=url-not-found")  # the rule filter
     assert by_rule.status_code == 200
     assert re.findall(r'<td class="loc"><a href="([^"]+)"', by_rule.text) == [
         removed[0].rsplit("/", 1)[0] + "/p1"]

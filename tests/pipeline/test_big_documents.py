@@ -142,7 +142,7 @@ def test_past_its_fingerprints_bound_a_check_leaves_big_documents_to_the_workers
     site: Site, db: str, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch, bound: int,
 ) -> None:
-    """SPEC 3.4: a check's loc fingerprints grow with its index; past ``DIGEST_HERE_MAX`` of
+    """a check's loc fingerprints grow with its index; past ``DIGEST_HERE_MAX`` of
     them, this process digests no big document itself (its own digest on top of them was W4's
     peak), and the worker digests them all. Below it, this process takes its share while the
     worker is busy. The URL sets are the same either way."""

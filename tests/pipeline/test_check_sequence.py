@@ -224,8 +224,8 @@ def test_unchanged_recheck_is_one_read_and_three_writes(
     site: Site, db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A re-check answered 304 reads the target and its documents in one query (and the
-    validators of its robots.txt in another, SPEC 12) and writes its snapshot whole in one
-    statement, its only new row (a 304 document is counted in it, not given a row: issue 27);
+    validators of its robots.txt in another) and writes its snapshot whole in one
+    statement, its only new row (a 304 document is counted in it, not given a row);
     then the document's and the target's rows move. An unchanged robots.txt writes nothing."""
     site.set("/a.xml", urlset({U + "1": "2024-01-01", U + "2": "2024-01-02"}))
     code, first = check(capsys, site.url("/a.xml"), db)

@@ -1,5 +1,5 @@
-"""A whole check has a deadline (``check_timeout``, SPEC 10): past it the check fails as a
-value, keeps the previous entries current (SPEC 3.1) and frees its slot."""
+"""A whole check has a deadline (``check_timeout``): past it the check fails as a
+value, keeps the previous entries current and frees its slot."""
 
 from __future__ import annotations
 

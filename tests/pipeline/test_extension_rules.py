@@ -1,4 +1,4 @@
-"""SPEC 12's extension rules through `check --json` against a real HTTP server on 127.0.0.1,
+"""The extension rules through `check --json` against a real HTTP server on 127.0.0.1,
 each backend storing the snapshot: every rule fires on its fixture (tests/data/extensions), none
 on the near misses, and hreflang-not-reciprocal is a verdict of the whole target (an index's
 children), which lasts while nothing changes and goes when the alternate answers."""
@@ -73,7 +73,7 @@ def listed(capsys: pytest.CaptureFixture[str], db: str, root: str) -> list[dict[
 
 
 def new_rules(issues: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
-    """(rule, the path of its loc) of SPEC 12's rules, sorted."""
+    """(rule, the path of its loc) of the rules, sorted."""
     return sorted((i["rule"], i["loc"] and i["loc"].split("/", 3)[3])
                   for i in issues if i["rule"] in NEW_RULES)
 
@@ -96,7 +96,7 @@ def test_check_json_shows_each_extension_rule(
     assert (r["urls"], r["invalid"]) == (15 + 1001, 0)  # none makes an entry invalid
     assert new_rules(listed(capsys, db, root)) == new_rules(r["issues"])
 
-    # The near misses: no rule of SPEC 12 fires, the URLs stay.
+    # The near misses: no extension rule fires, the URLs stay.
     site.set("/rules.xml", fixture("clean.xml", host))
     site.set("/news.xml", news_sitemap(host, 1000))
     r = check(capsys, root, db)

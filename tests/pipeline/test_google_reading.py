@@ -1,4 +1,4 @@
-"""robots.txt and the URL checks read as Google reads them (SPEC 11, 12): each case a real local
+"""robots.txt and the URL checks read as Google reads them: each case a real local
 site run through ``check --json --urls`` on both databases, compared with what Google's own
 documentation says Googlebot concludes."""
 

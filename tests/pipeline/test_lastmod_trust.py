@@ -1,4 +1,4 @@
-"""lastmod that can be trusted (SPEC 12): ``lastmod-churn`` and ``lastmod-regressed`` through the
+"""lastmod that can be trusted: ``lastmod-churn`` and ``lastmod-regressed`` through the
 CLI, against sitemaps served by a real HTTP server on 127.0.0.1, with the database of each
 backend; the churn alert delivered to a real webhook receiver on 127.0.0.1."""
 
@@ -212,7 +212,7 @@ REGRESSIONS = [
     ("2024-06", "2024-05-31", True),
     ("2024-05", "2024-05-31", False),  # the same month
     ("2024", "2023-12-31T23:00:00Z", True),
-    ("last tuesday", "2024-01-01", False),  # invalid before: ignored (SPEC 4)
+    ("last tuesday", "2024-01-01", False),  # invalid before: ignored
     ("2024-05-02", "yesterday", False),  # invalid now: lastmod-invalid, not regressed
     (None, "2024-01-01", False),
     ("2024-05-02", None, False),

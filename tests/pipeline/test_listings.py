@@ -1,4 +1,4 @@
-"""Every count, listed (SPEC 5): `urls`, `issues`, `diff` and `changes` through the CLI, against
+"""Every count, listed: `urls`, `issues`, `diff` and `changes` through the CLI, against
 a real local site, on both databases."""
 
 from __future__ import annotations

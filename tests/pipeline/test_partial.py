@@ -33,7 +33,7 @@ def test_a_failing_child_makes_a_partial_check(
 
     site.status["/b.xml"] = 500
     code, r = check(capsys, root, db)
-    # completed (exit 0, SPEC 5), but not ok: b.xml went unread and its URL stays current
+    # completed (exit 0), but not ok: b.xml went unread and its URL stays current
     assert (code, r["outcome"], r["urls"]) == (0, "partial", 3)
     assert [d["url"] for d in r["documents"] if d["outcome"] == "failed"] == [
         site.url("/b.xml")]

@@ -1,4 +1,4 @@
-"""What a prune gives back (SPEC 13): robots.txt versions no kept snapshot had in force, the
+"""What a prune gives back: robots.txt versions no kept snapshot had in force, the
 SQLite file's freed pages (incremental vacuum; ``db vacuum`` once for a file made before it),
 and a prune running beside checks that never holds their write lock for long."""
 

@@ -1,4 +1,4 @@
-"""Retention (SPEC 13): a prune deletes the snapshots it no longer keeps and what only they
+"""Retention: a prune deletes the snapshots it no longer keeps and what only they
 needed, and every kept snapshot reads exactly as before: its URL set, its changes, the diff
 between any two of them. Through the CLI, against a real local site, on both databases."""
 

@@ -1,4 +1,4 @@
-"""The robots.txt of a target's hosts, watched with each check (SPEC 12): the rules on their
+"""The robots.txt of a target's hosts, watched with each check: the rules on their
 own (``check.robotswatch``, pure), then through ``check --json`` against a real local site on
 both databases, with a change, a 5xx, a disallowed sitemap and the conditional GET."""
 

@@ -1,5 +1,5 @@
 """An upgrade from the rules of 0.x (an empty ``<lastmod/>`` made a URL invalid, so did a bad
-field) to SPEC 4 (revised): a database the old release wrote, checked by this one, raises no
+field) to a database the old release wrote, checked by this one, raises no
 flood of ``added`` or ``invalid`` changes, and so no alert.
 
 The old release is the real one: its code at ``OLD`` is taken out of this repository's history

@@ -1,4 +1,4 @@
-"""Sitemaps read as search engines read them (SPEC 4, revised): each case of issue 20 through
+"""Sitemaps read as search engines read them: each case through
 the CLI, against a real HTTP server on 127.0.0.1 or a real file, with the database of each
 backend where the check stores a snapshot."""
 
@@ -262,7 +262,7 @@ def test_robots_of_100000_sitemap_lines_is_capped(
 
 def test_an_attribute_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     """One element of a million attributes (12 MB): lxml held it whole, 418 MB at peak; the
-    parser gives up past 1 MiB without the end of an item (issue 21, item 6)."""
+    parser gives up past 1 MiB without the end of an item."""
     attributes = b"".join(b' a%d="xy"' % i for i in range(1_000_000))
     path = tmp_path / "attributes.xml"
     path.write_bytes(document("<loc>https://example.test/a</loc>").replace(

@@ -1,4 +1,4 @@
-"""The health of listed URLs (SPEC 11) through ``check --urls``: a real local site with every
+"""The health of listed URLs through ``check --urls``: a real local site with every
 state, on both databases; politeness measured from the server's request log."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def page(head: bytes = b"", headers: dict[str, str] | None = None, status: int =
 
 def by_url_checks(server: TestServer, route: str | None = None) -> list[Any]:
     """The requests the URL checks made (their page Accept header): a check also reads the
-    host's robots.txt, for itself (SPEC 12), with the sitemap fetch's."""
+    host's robots.txt, for itself, with the sitemap fetch's."""
     from monitor.read.fetch import _ACCEPT_PAGE
 
     return [r for r in server.requests if r.headers.get("accept") == _ACCEPT_PAGE
@@ -289,7 +289,7 @@ def test_a_check_without_urls_fetches_no_page(
     assert "url_health" not in json.loads(out)
     assert not http_server.requests_to("/p")
     assert not by_url_checks(http_server)
-    assert len(http_server.requests_to("/robots.txt")) == 1  # the check's own (SPEC 12)
+    assert len(http_server.requests_to("/robots.txt")) == 1  # the check's own
 
 
 def test_listings_show_health_transitions_and_reasons(
@@ -435,7 +435,7 @@ def test_changes_by_rule(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``changes --rule``: the URLs whose health broke by that rule, the entries that became
-    invalid by it (SPEC 14's filter), exact ids or globs; an unknown one says so."""
+    invalid by it (the filter), exact ids or globs; an unknown one says so."""
     for p in ("/a", "/b", "/c"):
         http_server.route(p, page())
     listed = {site.url(p): None for p in ("/a", "/b", "/c")}
