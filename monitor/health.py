@@ -146,7 +146,7 @@ def judge(answers: Sequence[Answered], *, listed_url: str, loop: bool = False,
                       server_errors=server_errors, now=now or datetime.now(UTC))
     if not hops:
         return end
-    via = f"redirects ({hops} hops) to {last.url}"
+    via = f"redirects ({hops} hop{'' if hops == 1 else 's'}) to {last.url}"
     if end.state == "ok":
         detail = f"{via} ({last.status})" + (f"; {end.detail}" if end.detail else "")
         return Verdict("redirect", last.status, last.url, hops, detail=detail)
