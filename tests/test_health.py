@@ -201,3 +201,24 @@ def test_soft_404_reaches_every_list_of_states() -> None:
     assert "soft-404" in listing.STATUSES
     assert '"soft-404"' in json.dumps(openapi.document())
     assert "soft-404" in web._BROKEN
+
+
+def test_a_commented_out_noindex_does_not_count() -> None:
+    page = answer(head=b'<html><head><!-- <meta name="robots" content="noindex"> --></head>')
+    assert judge([page], listed_url=U).state == "ok"
+
+
+@pytest.mark.parametrize("body", [
+    b"<html><body>x" + b"<meta name=a " * 150_000,  # tags that never close
+    b"<html><head>" + b"<!-- a" * 300_000,  # comments that never close
+    b"<html><body>" + b"<h1>a" * 300_000,
+    b"<html><head><title>t</title><s" + b"x" * 2_000_000,
+])
+def test_a_hostile_2_mib_page_is_judged_in_linear_time(body: bytes) -> None:
+    """The body is scanned as bytes: no pattern goes back over the page once per tag (these
+    took minutes before the scans were made possessive)."""
+    import time
+
+    started = time.process_time()
+    judge([Answered(U, 200, HTML, body)], listed_url=U)
+    assert time.process_time() - started < 10  # about 0.2 s; quadratic is minutes

@@ -112,20 +112,14 @@ class Checker:
 
     async def check(self, url: str, *, server_errors: int = 0) -> Checked:
         """One URL's verdict; ``server_errors``: its 5xx answers in a row before this one."""
-        held, why = await self._rules(url)
-        if held is None:
-            return Checked(url, health.failed(url, "robots", why))
-        rules = held.rules
-        if not rules.allows(url, GOOGLEBOT):
-            return Checked(url, health.Verdict(
-                "disallowed", detail="robots.txt disallows it to Googlebot"))
-        if not rules.allows(url, self._agent):
-            # Not a search fact: Google may crawl it, only this monitor may not ask for it.
-            return Checked(url, health.Verdict("unknown", detail=DISALLOWS_MONITOR))
         answers: list[health.Answered] = []
         seen = {url}
         current = url
         while True:
+            # Each hop is asked of its host's robots.txt first, as Googlebot asks it.
+            barred = await self._barred(current, len(answers))
+            if barred is not None:
+                return Checked(url, barred)
             try:
                 answer = await self._get(current, self._target.settings.url_checks.body_limit)
             except FetchError as exc:
@@ -143,6 +137,23 @@ class Checker:
                 return Checked(url, health.judge(answers, listed_url=url, loop=True))
             seen.add(nxt)
             current = nxt
+
+    async def _barred(self, url: str, hops: int) -> health.Verdict | None:
+        """The verdict when robots.txt keeps ``url`` (reached after ``hops`` redirects) from
+        being requested, or None: disallowed to Googlebot, or to this monitor alone."""
+        held, why = await self._rules(url)
+        if held is None:
+            return health.failed(url, "robots", why, hops=hops)
+        via = f"redirects ({hops} hop{'' if hops == 1 else 's'}) to {url}: " if hops else ""
+        final = url if hops else None
+        if not held.rules.allows(url, GOOGLEBOT):
+            return health.Verdict("disallowed", final_url=final, hops=hops,
+                                  detail=f"{via}robots.txt disallows it to Googlebot")
+        if not held.rules.allows(url, self._agent):
+            # Not a search fact: Google may crawl it, only this monitor may not ask for it.
+            return health.Verdict("unknown", final_url=final, hops=hops,
+                                  detail=via + DISALLOWS_MONITOR)
+        return None
 
     async def _get(self, url: str, body_limit: int) -> Answer:
         host = urlsplit(url).netloc

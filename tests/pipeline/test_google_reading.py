@@ -87,6 +87,32 @@ def test_a_group_for_googlebot_alone_disallows_its_pages(
     assert not by_url_checks(http_server, "/private/x")
 
 
+def test_a_redirect_into_a_disallowed_path_is_not_followed(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each hop of a redirect is asked of robots.txt, as Googlebot asks it: a chain that ends
+    in a path disallowed to Googlebot is ``disallowed``, and one the monitor alone may not
+    fetch is not requested either."""
+    http_server.route("/to-private", Reply(301, headers={"Location": "/private/x"}))
+    http_server.route("/to-mine", Reply(301, headers={"Location": "/not-for-monitors/x"}))
+    for p in ("/private/x", "/not-for-monitors/x"):
+        http_server.route(p, page())
+    robots(site, "User-agent: Googlebot\nDisallow: /private/\n\n"
+                 "User-agent: *\nDisallow: /private/\nDisallow: /not-for-monitors/\n")
+    listing(site, ["/to-private", "/to-mine"])
+    check_urls(capsys, config(tmp_path, site), db)
+    found = rows(db)
+    assert (found["/to-private"].state, found["/to-private"].rule,
+            found["/to-private"].hops) == ("disallowed", "url-disallowed", 1)
+    assert found["/to-private"].final_url == site.url("/private/x")
+    assert (found["/to-mine"].state, found["/to-mine"].detail) == (
+        "unknown", f"redirects (1 hop) to {site.url('/not-for-monitors/x')}: "
+                   "robots.txt disallows this monitor")
+    assert not http_server.requests_to("/private/x")
+    assert not http_server.requests_to("/not-for-monitors/x")
+
+
 @pytest.mark.parametrize("shared", [True, False], ids=["one-process", "stored-version"])
 def test_a_robots_change_seen_by_a_check_is_in_force_for_the_url_checks(
     site: Site, http_server: TestServer, db: str, tmp_path: Path, shared: bool,
