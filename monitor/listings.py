@@ -232,7 +232,10 @@ def change_detail(row: Mapping[str, Any]) -> str:
     """One line that says what a change moved: ``ok -> not-found (404)``, ``lastmod: a -> b``."""
     before, after = row.get("before") or {}, row.get("after") or {}
     if row.get("kind") == "robots":
-        return f"robots.txt: {_lines(before.get('text'))} -> {_lines(after.get('text'))}"
+        diff = row.get("diff")
+        counts = (f", {diff.get('added', 0)} added, {diff.get('removed', 0)} removed"
+                 if isinstance(diff, Mapping) else "")
+        return f"robots.txt: {_lines(before.get('text'))} -> {_lines(after.get('text'))}{counts}"
     if row.get("kind") == "health":
         return f"{before.get('state')} -> {after.get('state')}" + (
             f" ({after.get('http_status')})" if after.get("http_status") else "")

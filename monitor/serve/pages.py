@@ -342,22 +342,3 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
     return [Route("/", index), Route("/targets/{rest:path}", target_routes),
             Route("/static/style.css", stylesheet)]
 
-
-def _lines(text: str | None) -> str:
-    return "none" if text is None else f"{len(text.splitlines())} lines"
-
-
-def _change_detail(row: dict[str, Any]) -> str:
-    """One line for a change: what moved (a lastmod, a health state)."""
-    before, after = row.get("before") or {}, row.get("after") or {}
-    if row.get("kind") == "robots":
-        diff = row.get("diff") or {}
-        return (f"robots.txt: {_lines(before.get('text'))} -> {_lines(after.get('text'))}, "
-                f"{diff.get('added', 0)} added, {diff.get('removed', 0)} removed")
-    if row.get("kind") == "health":
-        return f"{before.get('state')} -> {after.get('state')}" + (
-            f" ({after.get('http_status')})" if after.get("http_status") else "")
-    moved = [f"{key}: {before.get(key)} -> {after.get(key)}"
-             for key in sorted(set(before) | set(after))
-             if before.get(key) != after.get(key) and key not in ("document",)]
-    return "; ".join(moved)[:200] if before and after else ""

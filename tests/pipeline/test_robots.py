@@ -135,7 +135,9 @@ def test_robots_txt_is_watched_with_each_check(
     # the table shows the lines that moved under the change, not two sizes to compare
     assert main(["changes", "t", "--kind", "robots", "--database-url", db]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[1].split()[-2:] == ["robots", site.url("/robots.txt")]
+    row = table[1].split()
+    assert row[row.index("robots"):row.index("robots") + 2] == ["robots", site.url("/robots.txt")]
+    assert table[1].endswith("robots.txt: 3 lines -> 2 lines, 1 added, 2 removed")
     assert table[2:] == [f"      --- {site.url('/robots.txt')} (before)",
                          f"      +++ {site.url('/robots.txt')} (after)",
                          "      @@ -1,3 +1,2 @@", "       User-agent: *", "      -Allow: /",
