@@ -111,6 +111,9 @@ values = st.lists(st.none() | st.sampled_from(["", "x", '{"image":[{"loc":"https
                                               "é" * 40]), max_size=300)
 
 
+# No deadline: an example takes 160 ms on a quiet machine and twice that on a busy one; what
+# is held is the packed bytes, not the time.
+@settings(deadline=None)
 @given(values, st.lists(st.integers(min_value=1, max_value=90), min_size=1), st.booleans())
 def test_a_stream_packs_as_the_column_text_does(extensions: list[str | None], cuts: list[int],
                                                  whole: bool) -> None:

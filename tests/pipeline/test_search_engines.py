@@ -247,11 +247,13 @@ def test_robots_of_100000_sitemap_lines_is_capped(
     site.server.route("/robots.txt", Reply(200, lines.encode()))
     config = tmp_path / "monitor.yaml"
     config.write_text(f"targets:\n  - name: many\n    site: {base}\n    max_children: 20\n")
-    started = time.monotonic()
+    # CPU time, not wall time: the bound is about the work (no sitemap past the cap is
+    # fetched or resolved), which a busy machine's scheduling must not decide.
+    started = time.process_time()
     code = main(["check", "many", "--config", str(config), "--database-url",
                  f"sqlite:///{tmp_path}/m.db", "--json"])
     r = json.loads(capsys.readouterr().out)
-    assert time.monotonic() - started < 10
+    assert time.process_time() - started < 10
     assert code == 0
     assert r["urls"] == 20
     assert len(r["documents"]) == 21
