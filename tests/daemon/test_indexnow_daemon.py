@@ -4,15 +4,14 @@ SIGKILL before its delivery and is delivered once by the next start, on both dat
 from __future__ import annotations
 
 import signal
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 from harness import Daemon, sitemap
 from httpserver import Reply, TestServer
 from indexnow_receiver import KEY, Receiver
 from sqlalchemy import Engine, select
+from waiting import until
 
 from monitor.store.schema import indexnow_submissions
 
@@ -28,13 +27,6 @@ def _config(path: Path, database_url: str, server: TestServer, receiver: Receive
         f"targets:\n  - {{name: shop, url: '{server.url('/sitemap.xml')}'}}\n",
         encoding="utf-8")
     return path
-
-
-def _until(probe: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not probe():
-        assert time.monotonic() < deadline, f"no {what} within {timeout}s"
-        time.sleep(0.1)
 
 
 def test_a_submission_survives_a_sigkill_before_delivery_and_goes_once(
@@ -53,7 +45,7 @@ def test_a_submission_survives_a_sigkill_before_delivery_and_goes_once(
     http_server.route("/sitemap.xml", Reply(200, sitemap(
         {f"{base}a": None, f"{base}b": None, f"{base}c": None})))
     # Committed with its snapshot, then sent: the endpoint holds the request unanswered.
-    _until(lambda: bool(http_server.requests_to("/indexnow")), 30, "submission sent")
+    until(lambda: bool(http_server.requests_to("/indexnow")), within=30, what="submission sent")
     with engine.connect() as conn:
         assert conn.execute(select(indexnow_submissions.c.status)).scalars().all() == [
             "pending"]
@@ -65,7 +57,7 @@ def test_a_submission_survives_a_sigkill_before_delivery_and_goes_once(
     daemons.append(second)
     second.started()
     # The killed replica's lease on the row runs out (2 x 2 s + 10 s), then it goes.
-    _until(lambda: bool(receiver.accepted), 60, "submission accepted")
+    until(lambda: bool(receiver.accepted), within=60, what="submission accepted")
     second.more_checks("shop", 3, timeout=30)  # more checks: nothing new to submit
     assert Counter(receiver.urls()) == {f"{base}b": 1, f"{base}c": 1}
     assert len(receiver.accepted) == 1
