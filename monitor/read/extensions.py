@@ -9,7 +9,7 @@ for the keys a rule is about (``"caption":`` cannot occur inside a JSON string, 
 are escaped). Only news, video, a deprecated key or a list long enough to hold 1,001 images is
 decoded and checked field by field.
 
-``hreflang-not-reciprocal`` is the target's (monitor.check.pipeline): here are its pieces, the
+``hreflang-not-reciprocal`` is the target's (monitor.check.reciprocity): here are its pieces, the
 alternates of each entry as fingerprint pairs (``edges``) and their sums (``balance``).
 """
 
@@ -521,7 +521,7 @@ def balance(locs: Sequence[str], exts: Sequence[str | None]) -> int:
 
     Over a whole target the sum is 0 when every "A names B" has its "B names A" (the usual
     site): then no alternate is unanswered, and nothing more is looked at. Otherwise (or by a
-    chance of about 2**-64) the target is checked pair by pair (monitor.check.pipeline).
+    chance of about 2**-64) the target is checked pair by pair (monitor.check.reciprocity).
     """
     return balance_of(locs, "\x00".join([ext or "" for ext in exts]))
 

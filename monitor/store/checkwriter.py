@@ -44,6 +44,7 @@ __all__ = [
     "open_snapshot",
     "read_columns",
     "read_sets",
+    "stored_value",
     "transaction",
     "url_set_at",
     "write_change_rows",
@@ -81,6 +82,7 @@ class TargetState:
     documents: dict[str, DocumentState]
     # (compared, changed) lastmods of the last re-check that compared any, or None
     lastmods: tuple[int, int] | None = None
+    last_snapshot_id: int | None = None  # the newest snapshot when the state was read
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +146,13 @@ def _first_line(exc: BaseException) -> str:
 
 # The statements every check runs, built once: building a statement and its cache key cost
 # more than running it (load_state 236 -> 37 us, a snapshot's INSERT 509 -> 117).
+_LAST_SNAPSHOT = (select(func.max(snapshots.c.id)).where(snapshots.c.target_id == targets.c.id)
+                  .scalar_subquery())
 _LOAD_STATE = (
     select(targets.c.id.label("target_id_"), targets.c.url.label("target_url_"),
            targets.c.lastmod_compared.label("lastmod_compared_"),
-           targets.c.lastmod_changed.label("lastmod_changed_"), target_documents)
+           targets.c.lastmod_changed.label("lastmod_changed_"),
+           _LAST_SNAPSHOT.label("last_snapshot_id_"), target_documents)
     .outerjoin(target_documents, target_documents.c.target_id == targets.c.id)
     .where(targets.c.name == bindparam("target_name"))
 )
@@ -205,7 +210,8 @@ def load_state(conn: Connection, name: str, url: str, now: datetime) -> TargetSt
             issue_counts=json.loads(d.issue_counts),
             lastmods=d.lastmods,
         )
-    return TargetState(target_id=target_id, documents=docs, lastmods=lastmods)
+    return TargetState(target_id=target_id, documents=docs, lastmods=lastmods,
+                       last_snapshot_id=rows[0].last_snapshot_id_)
 
 
 def load_entry_sets(
@@ -228,7 +234,7 @@ def load_entry_sets(
             if not entrydelta.is_delta(data):
                 result[url] = StoredSet(row_id, url, data)
                 continue
-            base = _stored_value(conn, entrydelta.base_of(data))
+            base = stored_value(conn, entrydelta.base_of(data))
             result[url] = (StoredSet(row_id, url, entrydelta.apply(base, data)) if whole
                            else StoredSet(row_id, url, data, base))
     return result
@@ -292,7 +298,7 @@ def read_sets(conn: Connection, query: Select[Any], *, whole: bool = True,
     if whole:
         for i, row in enumerate(rows):
             if entrydelta.is_delta(row[-1]):
-                rows[i] = (*row[:-1], entrydelta.apply(_stored_value(
+                rows[i] = (*row[:-1], entrydelta.apply(stored_value(
                     conn, entrydelta.base_of(row[-1])), row[-1]))
     return rows
 
@@ -304,12 +310,12 @@ def read_columns(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
     for i, row in enumerate(rows):
         data = row[-1]
         rows[i] = (*row[:-1], entrydelta.resolve(
-            _stored_value(conn, entrydelta.base_of(data)), data)[0]
+            stored_value(conn, entrydelta.base_of(data)), data)[0]
             if entrydelta.is_delta(data) else entryset.unpack(data))
     return rows
 
 
-def _stored_value(conn: Connection, set_id: int) -> bytes:
+def stored_value(conn: Connection, set_id: int) -> bytes:
     """An entry-set version's stored value as it is (a delta stays one)."""
     found = read_sets(conn, select(entry_sets.c.data).where(entry_sets.c.id == set_id),
                       whole=False)
@@ -353,10 +359,10 @@ def write_entry_set(conn: Connection, w: EntrySetWrite) -> int:
             base_id, value = w.made
         elif w.delta:
             assert w.data is not None
-            previous = _stored_value(conn, w.previous_id)
+            previous = stored_value(conn, w.previous_id)
             base_id = entrydelta.base_of(previous) if entrydelta.is_delta(previous) else (
                 w.previous_id)
-            base = _stored_value(conn, base_id) if base_id != w.previous_id else previous
+            base = stored_value(conn, base_id) if base_id != w.previous_id else previous
             del previous
             delta = entrydelta.make(base, w.data, base_id)
             value, base_id = (w.data, None) if delta is None else (delta, base_id)

@@ -97,6 +97,10 @@ class Daemon:
                         f"log:\n{''.join(self.raw[-30:])}")
                 self._changed.wait(min(left, 0.2))
 
+    def until(self, probe: Callable[[], T | None], timeout: float, what: str) -> T:
+        """The first non-None answer of ``probe``, asked at each new log line (or 0.2 s)."""
+        return self._until(probe, timeout, what)
+
     def wait_for(self, predicate: Callable[[Line], bool], timeout: float = 60.0,
                  after: int = 0) -> Line:
         """The first line (from index ``after``) that satisfies ``predicate``."""

@@ -220,13 +220,15 @@ def test_duplicates_across_many_children(site: Site, db: str,
     assert (r["urls"], r["invalid"], r["duplicates"], r["added"]) == (120, 0, 6, 120)
 
 
-def test_unchanged_recheck_is_one_read_and_three_writes(
+def test_unchanged_recheck_is_two_reads_and_one_short_write(
     site: Site, db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A re-check answered 304 reads the target and its documents in one query (and the
-    validators of its robots.txt in another) and writes its snapshot whole in one
-    statement, its only new row (a 304 document is counted in it, not given a row);
-    then the document's and the target's rows move. An unchanged robots.txt writes nothing."""
+    """A re-check answered 304 reads the target, its newest snapshot and its documents in one
+    query (and the validators of its robots.txt in another) before it fetches anything; at
+    the end, one transaction takes the target's row, makes sure no other snapshot came
+    meanwhile, and writes its snapshot whole in one statement, its only new row (a 304
+    document is counted in it, not given a row); then the document's and the target's rows
+    move. An unchanged robots.txt writes nothing."""
     site.set("/a.xml", urlset({U + "1": "2024-01-01", U + "2": "2024-01-02"}))
     code, first = check(capsys, site.url("/a.xml"), db)
     assert (code, first["added"]) == (0, 2)
@@ -246,6 +248,7 @@ def test_unchanged_recheck_is_one_read_and_three_writes(
     # The CLI's schema check comes first; the check's own statements begin with its read.
     checked = statements[[s.split()[:2] for s in statements].index(["SELECT", "targets.id"]):]
     assert checked == ["SELECT targets.id AS", "SELECT robots_files.url, robots_files.text,",
+                       "UPDATE targets SET", "SELECT max(snapshots.id) AS",
                        "INSERT INTO snapshots",
                        "UPDATE target_documents SET", "UPDATE targets SET"]
     engine = create_engine(db)

@@ -1,0 +1,125 @@
+"""``hreflang-not-reciprocal``: a verdict of the whole target, known once every document was
+read.
+
+Each document was digested without it; it is stored with the entries all the same (an entry's
+rules), so that it lasts while nothing changes. When no document was read or dropped, the stored
+verdicts stand. Otherwise the target's balance (``monitor.read.extensions.balance``: this
+check's documents', the others' from the first bytes of their stored sets) is nearly always 0,
+every alternate answered, and only stored verdicts that no longer hold are taken back. Else each
+document's set is read once more and its alternates checked pair by pair
+(``extensions.Alternates``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from monitor.check.context import Context
+from monitor.check.tally import INDEX_KINDS
+from monitor.codec import entryset
+from monitor.model import RULES_VERSION, Entry
+from monitor.read import extensions, validate
+from monitor.rules import RuleId
+from monitor.store import checkwriter as store
+from monitor.store.checkwriter import DocumentState
+
+__all__ = ["NOT_RECIPROCAL", "mark_unanswered"]
+
+NOT_RECIPROCAL: RuleId = "hreflang-not-reciprocal"
+
+
+async def mark_unanswered(ctx: Context, dropped: list[str]) -> None:
+    """Mark the entries whose alternates a URL of the target does not answer."""
+    tally = ctx.tally
+    if not tally.balances and not dropped:
+        return
+    docs = {**ctx.state.documents, **tally.read}
+    for url in dropped:
+        docs.pop(url, None)
+    sitemaps = [url for url, doc in docs.items() if doc.kind not in INDEX_KINDS]
+    others = [url for url in sitemaps if url not in tally.balances]
+    balance = sum(tally.balances.get(url, 0) for url in sitemaps)
+    heads = (await ctx.reads.call(store.load_set_heads, ctx.target_id, others)
+             if others else {})
+    for url in others:
+        if url not in heads:
+            continue
+        head = entryset.head(heads[url])
+        if head is None or head[0] != RULES_VERSION:  # stored before balances were kept
+            balance += await _balance(ctx, url)
+        else:
+            balance += head[1]
+    stale = {url for url in others if docs[url].issue_counts.get(NOT_RECIPROCAL)}
+    if not balance & extensions.MASK and not stale:
+        return
+    found = await _unanswered(ctx, sitemaps) if balance & extensions.MASK else {}
+    for url in sorted(stale | set(found), key=sitemaps.index):
+        await _mark(ctx, url, docs[url], found.get(url, set()))
+
+
+async def _balance(ctx: Context, url: str) -> int:
+    stored = (await ctx.reads.stored([url])).get(url)
+    if stored is None:
+        return 0
+    columns = await asyncio.to_thread(entryset.unpack, stored.data)
+    return extensions.balance(columns.locs(), columns.column(4))
+
+
+async def _unanswered(ctx: Context, sitemaps: list[str]) -> dict[str, set[int]]:
+    held = extensions.Alternates()
+    for url in sitemaps:  # one entry set in memory at a time
+        stored = await ctx.reads.current(url)
+        if stored is not None:
+            await asyncio.to_thread(_add_alternates, held, url, stored.whole())
+    return await asyncio.to_thread(held.unanswered)
+
+
+async def _mark(ctx: Context, url: str, state: DocumentState, positions: set[int]) -> None:
+    """Record a document's entries with ``hreflang-not-reciprocal`` on these positions only."""
+    tally, writes = ctx.tally, ctx.writes
+    stored = await ctx.reads.current(url)
+    if stored is None:
+        return
+    marked = await asyncio.to_thread(_marked, stored.whole(), positions)
+    if marked is None:
+        return
+    data, locs, exts = marked
+    if writes.recorded(url):  # this snapshot's own version: the same entries
+        writes.replace_set(url, data)
+    else:  # an earlier snapshot's: a new version, so that history keeps its verdicts
+        writes.entry_set(url, stored.id, state.urls, state.invalid, data,
+                         delta=True)  # new verdicts only
+        if url in tally.untouched:
+            tally.untouched.remove(url)
+    counts = {rule: n for rule, n in state.issue_counts.items() if rule != NOT_RECIPROCAL}
+    if positions:
+        counts[NOT_RECIPROCAL] = len(positions)
+    tally.read[url] = replace(state, issue_counts=counts)
+    for i in sorted(positions)[: max(0, tally.limit - len(tally.issues))]:
+        tally.found(validate.issue(NOT_RECIPROCAL, Entry(locs[i], extensions=exts[i]), url),
+                    count=False)
+
+
+def _marked(data: bytes, positions: set[int]) -> tuple[bytes, list[str], list[Any]] | None:
+    """A stored entry set with ``hreflang-not-reciprocal`` on these positions only, with its
+    locs and extensions column; None when its verdicts are those already (pure: run in a
+    thread, a 50,000-entry set takes a while to unpack and pack)."""
+    columns = entryset.unpack(data)
+    before = columns.rules()
+    rules = {i: kept for i, ids in before.items()
+             if (kept := " ".join(r for r in ids.split() if r != NOT_RECIPROCAL))}
+    for i in positions:
+        rules[i] = f"{rules[i]} {NOT_RECIPROCAL}" if i in rules else NOT_RECIPROCAL
+    if rules == before:
+        return None
+    columns.header.pop("rules", None)
+    if rules:
+        columns.header["rules"] = {str(i): rules[i] for i in sorted(rules)}
+    return entryset.pack(columns), columns.locs(), columns.column(4)
+
+
+def _add_alternates(held: extensions.Alternates, url: str, data: bytes) -> None:
+    stored = entryset.unpack(data)
+    held.add(url, stored.locs(), stored.column(4))
