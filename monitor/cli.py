@@ -688,7 +688,6 @@ def _validate_file(path: Path, cfg: Config) -> CheckResult:
     d = cfg.defaults
     parser = parse.DocumentParser(url, max_bytes=d.max_bytes, max_urls=d.max_urls,
                                   max_children=d.max_children)
-    result = CheckResult(target=str(path), url=url, outcome="ok")
     doc = DocumentResult(url=url, outcome="ok")
     try:
         # Bounded while it inflates, as a fetch is: a gzip bomb stops at max_bytes.
@@ -704,21 +703,20 @@ def _validate_file(path: Path, cfg: Config) -> CheckResult:
     parsed = parser.close()
     failure = failure or parsed.failure
     doc.kind = parsed.kind
-    result.documents.append(doc)
     if failure is not None:
-        result.outcome, doc.outcome, doc.error = "failed", "failed", failure.message
-        result.error_kind, result.error_message = failure.rule, failure.message
-        result.issues.append(failure)
-        return result
-    result.issues.extend(parsed.issues)
-    result.issues.extend(filter(None, (validate.child_issue(c, url) for c in parsed.children)))
+        doc.outcome, doc.error = "failed", failure.message
+        return CheckResult(target=str(path), url=url, outcome="failed", documents=[doc],
+                           error_kind=failure.rule, error_message=failure.message,
+                           issues=[failure])
     checked = validate.validate_document(parsed.entries, url, now=datetime.now(UTC))
-    result.issues.extend(checked.issues)
-    result.issues.extend(_file_extension_issues(checked, url))
-    doc.urls = result.urls = sum(1 for s in checked.entries.values() if s.valid)
-    doc.invalid = result.invalid = checked.invalid + parsed.unkeyed_invalid
-    doc.duplicates = result.duplicates = checked.duplicates
-    return result
+    issues = [*parsed.issues,
+              *filter(None, (validate.child_issue(c, url) for c in parsed.children)),
+              *checked.issues, *_file_extension_issues(checked, url)]
+    doc.urls = sum(1 for s in checked.entries.values() if s.valid)
+    doc.invalid = checked.invalid + parsed.unkeyed_invalid
+    doc.duplicates = checked.duplicates
+    return CheckResult(target=str(path), url=url, outcome="ok", documents=[doc], issues=issues,
+                       urls=doc.urls, invalid=doc.invalid, duplicates=doc.duplicates)
 
 
 def _file_extension_issues(checked: ValidatedDocument, url: str) -> list[Issue]:

@@ -270,7 +270,7 @@ class DocumentResult:
         }
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CheckResult:
     """The outcome of one check of one target: what the CLI prints and the daemon reports."""
 

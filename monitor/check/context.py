@@ -21,8 +21,8 @@ from monitor.check.tally import Tally
 from monitor.config import Defaults, Target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
-from monitor.store import checkplan, robotsfiles
 from monitor.store import checkwriter as store
+from monitor.store import robotsfiles
 from monitor.store.checkplan import CheckWrites
 from monitor.store.checkwriter import StoredSet, TargetState
 

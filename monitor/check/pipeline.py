@@ -18,6 +18,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -152,9 +153,9 @@ class _Check:
             document_states=list(tally.read.values()), dropped_documents=dropped,
             untouched_documents=tally.untouched,
             issues=_snapshot_issues(tally.check_issues, current_docs.values()))
-        await asyncio.to_thread(checkplan.commit, self.engine, ctx.writes, end,
-                                self._after(result, end.finished_at))
-        return result
+        snapshot_id = await asyncio.to_thread(checkplan.commit, self.engine, ctx.writes, end,
+                                              self._after(result, end.finished_at))
+        return replace(result, snapshot_id=snapshot_id)
 
     def _after(self, result: CheckResult, finished_at: datetime) -> list[checkplan.Then]:
         """What runs in the snapshot's transaction once it is written."""
@@ -167,7 +168,7 @@ class _Check:
         if self.alerts is not None and self.alerts.rules:
             alerts = self.alerts
             steps.append(lambda conn, written: _raise_alerts(
-                conn, alerts, result, written.snapshot_id, self.started))
+                conn, alerts, replace(result, snapshot_id=written.snapshot_id), self.started))
         if self.in_transaction is not None:
             hook = self.in_transaction
             steps.append(lambda conn, _written: hook(conn))
@@ -277,9 +278,7 @@ def _snapshot_issues(found: list[Issue], docs: Iterable[DocumentState]) -> list[
     return out
 
 
-def _raise_alerts(
-    conn: Connection, alerts: Alerts, result: CheckResult, snapshot_id: int, now: datetime
-) -> None:
+def _raise_alerts(conn: Connection, alerts: Alerts, result: CheckResult, now: datetime) -> None:
     """Evaluate the alert rules and write the outbox rows in the snapshot's transaction."""
     # Imported here: a daemon without alert rules never loads the alerting code.
     from monitor.alerts import rules
@@ -287,4 +286,5 @@ def _raise_alerts(
 
     context = outbox.rule_context(conn, result.target, now)
     notifications = rules.evaluate(alerts, result.target, result, context, now)
-    outbox.write(conn, snapshot_id, notifications, now)
+    assert result.snapshot_id is not None
+    outbox.write(conn, result.snapshot_id, notifications, now)

@@ -52,8 +52,8 @@ _UNSET = "\x01"  # an unset value in a stored column (monitor.codec.entryset)
 
 _FUTURE = "lastmod-future"
 _INVALID = "lastmod-invalid"
-# A verdict of the whole target (monitor.check.reciprocity), not of the entry: a document is digested
-# without it, and the check adds it back where it still holds.
+# A verdict of the whole target (monitor.check.reciprocity), not of the entry: a document is
+# digested without it, and the check adds it back where it still holds.
 _TARGET_RULES = frozenset({"hreflang-not-reciprocal"})
 
 

@@ -223,7 +223,6 @@ class CheckWrites:
         changes = end.changes_written + ids.changes_written
         snapshot_id = writer.close_snapshot(conn, replace(
             end, snapshot_id=ids.snapshot_id, changes_written=changes))
-        end.result.snapshot_id = snapshot_id
         for then in after:
             then(conn, Written(snapshot_id, changes))
         return snapshot_id

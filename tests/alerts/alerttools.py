@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from httpserver import Request
@@ -48,7 +49,7 @@ def store_check(engine: Engine, alerts: Alerts, check: CheckResult,
                 .returning(targets.c.id)
             ).scalar_one()
         started = now - timedelta(seconds=check.duration_seconds)
-        check.snapshot_id = conn.execute(
+        snapshot_id = conn.execute(
             insert(snapshots).values(
                 target_id=target_id, started_at=started, finished_at=now,
                 outcome=check.outcome, urls=check.urls, invalid=check.invalid,
@@ -59,8 +60,9 @@ def store_check(engine: Engine, alerts: Alerts, check: CheckResult,
             ).returning(snapshots.c.id)
         ).scalar_one()
         context = store_outbox.rule_context(conn, check.target, now)
-        notes = evaluate(alerts, check.target, check, context, now)
-        store_outbox.write(conn, check.snapshot_id, notes, now)
+        notes = evaluate(alerts, check.target, replace(check, snapshot_id=snapshot_id), context,
+                         now)
+        store_outbox.write(conn, snapshot_id, notes, now)
     return notes
 
 

@@ -7,6 +7,7 @@ import json
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -47,9 +48,9 @@ def raise_alert(engine: Engine, cfg: Alerts, now: datetime | None = None,
     """A first check, then one that removes URLs; returns the notification's idempotency key."""
     now = now or datetime.now(UTC)
     store_check(engine, cfg, result(urls=100, added=100), now - timedelta(hours=1))
-    check = result(urls=100 - removed, removed=removed)
-    check.changes = [Change("removed", f"https://shop.example/p/{i}", EntryState(), None)
-                     for i in range(removed)]
+    check = replace(result(urls=100 - removed, removed=removed),
+                    changes=[Change("removed", f"https://shop.example/p/{i}", EntryState(), None)
+                             for i in range(removed)])
     [note] = store_check(engine, cfg, check, now)
     return note.idempotency_key
 

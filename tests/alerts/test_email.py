@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,9 @@ def test_email_over_starttls_with_auth(smtp_tls: SmtpServer, sqlite_engine: Engi
                  delivery=Delivery(api_base_url="https://monitor.example"))
     now = datetime.now(UTC)
     store_check(sqlite_engine, cfg, result(urls=10, added=10), now)
-    check = result(urls=8, removed=2)
-    check.changes = [Change("removed", f"https://shop.example/p/{i}", EntryState(), None)
-                     for i in range(2)]
+    check = replace(result(urls=8, removed=2),
+                    changes=[Change("removed", f"https://shop.example/p/{i}", EntryState(), None)
+                             for i in range(2)])
     [note] = store_check(sqlite_engine, cfg, check, now)
     assert deliver(sqlite_engine, mail) == ["sent"]
     [(message, rcpt, over_tls, login)] = smtp_tls.mailbox.messages

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -150,8 +151,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], RuleContext, list[tuple[s
 def test_evaluate(rule: dict[str, Any], counts: dict[str, Any], context: RuleContext,
                   expected: list[tuple[str, str]]) -> None:
     """Each rule kind fires, stays quiet or resolves exactly as the table says."""
-    check = result(**counts)
-    check.snapshot_id = 7
+    check = result(**counts, snapshot_id=7)
     notes = evaluate(alerts(rule), "shop", check, context, T0)
     assert [(n.channel, n.state) for n in notes] == expected
     for n in notes:
@@ -161,11 +161,10 @@ def test_evaluate(rule: dict[str, Any], counts: dict[str, Any], context: RuleCon
 
 def test_payload_names_target_rule_counts_examples_and_link() -> None:
     """The payload carries what a person needs, capped at delivery.examples URLs per kind."""
-    check = result(removed=30, added=2, urls=970, duration_seconds=2.5)
-    check.snapshot_id = 42
-    check.changes = [Change("removed", f"https://shop.example/p/{i}", EntryState(), None)
-                     for i in range(30)]
-    check.changes.append(Change("added", "https://shop.example/new", None, EntryState()))
+    check = replace(result(removed=30, added=2, urls=970, duration_seconds=2.5, snapshot_id=42),
+                    changes=[*(Change("removed", f"https://shop.example/p/{i}", EntryState(),
+                                      None) for i in range(30)),
+                             Change("added", "https://shop.example/new", None, EntryState())])
     cfg = alerts({"when": "removed", "threshold": 10, "severity": "critical"},
                  examples=5, api_base_url="https://monitor.example/")
     [note] = evaluate(cfg, "shop/eu", check, RuleContext(previous_urls=1000), T0)
@@ -193,8 +192,7 @@ def test_snapshot_id_is_required() -> None:
 
 def test_link_is_omitted_without_api_base_url() -> None:
     """No api_base_url, no link (never a relative or guessed one)."""
-    check = result(removed=1)
-    check.snapshot_id = 1
+    check = result(removed=1, snapshot_id=1)
     [note] = evaluate(alerts({"when": "removed"}), "shop", check, RuleContext(previous_urls=3),
                       T0)
     assert note.payload["link"] is None

@@ -4,6 +4,7 @@ each round that finds newly broken URLs (pure cases of the rules)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -27,15 +28,15 @@ def alerts(**rule: Any) -> Alerts:
 
 
 def partial_check(**counts: Any) -> Any:
-    check = result(outcome="partial", urls=282, snapshot_id=9, **counts)
-    check.documents = [
-        DocumentResult("https://shop.example/index.xml", "ok", http_status=200),
-        DocumentResult(CHILD, "failed", http_status=500,
-                       error=f"HTTP 500 Internal Server Error from {CHILD}")]
-    check.issues = [Issue("child-fetch-failed", f"HTTP 500 Internal Server Error from {CHILD}",
-                          loc=CHILD, document="https://shop.example/index.xml")]
-    check.issue_counts = {"child-fetch-failed": 1}
-    return check
+    return replace(
+        result(outcome="partial", urls=282, snapshot_id=9, **counts),
+        documents=[
+            DocumentResult("https://shop.example/index.xml", "ok", http_status=200),
+            DocumentResult(CHILD, "failed", http_status=500,
+                           error=f"HTTP 500 Internal Server Error from {CHILD}")],
+        issues=[Issue("child-fetch-failed", f"HTTP 500 Internal Server Error from {CHILD}",
+                      loc=CHILD, document="https://shop.example/index.xml")],
+        issue_counts={"child-fetch-failed": 1})
 
 
 def test_a_partial_check_is_a_state_that_names_its_documents() -> None:
@@ -72,11 +73,11 @@ def test_an_issues_alert_names_the_document_and_its_error() -> None:
 
 
 def test_a_robots_alert_carries_the_diff_and_no_url_examples() -> None:
-    check = result(snapshot_id=4, added=1, urls=3)
-    check.changes = [Change("added", "https://shop.example/new", None, EntryState())]
-    check.robots = [{"url": "https://shop.example/robots.txt", "http_status": 200,
-                     "changed": True, "before": "User-agent: *\nAllow: /\n",
-                     "after": "User-agent: *\nDisallow: /\n"}]
+    check = replace(result(snapshot_id=4, added=1, urls=3),
+                    changes=[Change("added", "https://shop.example/new", None, EntryState())],
+                    robots=[{"url": "https://shop.example/robots.txt", "http_status": 200,
+                             "changed": True, "before": "User-agent: *\nAllow: /\n",
+                             "after": "User-agent: *\nDisallow: /\n"}])
     [note, _] = evaluate(alerts(when="robots_changed"), "shop", check,
                          RuleContext(previous_urls=2, first_check_at=T0), T0)
     p = note.payload
@@ -91,8 +92,8 @@ def test_a_robots_alert_carries_the_diff_and_no_url_examples() -> None:
 
 
 def test_a_mass_removal_says_a_child_left_the_index() -> None:
-    check = result(snapshot_id=5, removed=2, urls=1)
-    check.dropped_documents = {"https://shop.example/c.xml": 2}
+    check = replace(result(snapshot_id=5, removed=2, urls=1),
+                    dropped_documents={"https://shop.example/c.xml": 2})
     [note, _] = evaluate(alerts(when="removed", ratio=0.5), "shop", check,
                          RuleContext(previous_urls=3), T0)
     assert note.payload["summary"] == ("shop: 2 URLs removed (66.7% of 3); the index no "
