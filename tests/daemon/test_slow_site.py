@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 from harness import Daemon, sitemap
-
 from httpserver import Reply, TestServer
+
 from monitor.store import db
 
 FAST = ("f1", "f2", "f3", "f4")
