@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
@@ -54,6 +55,32 @@ RULES: dict[str, Severity] = {
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
 UNUSABLE_LOC = frozenset({"loc-missing", "loc-not-absolute", "loc-too-long"})
 MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
+# An escape spelled with a lower-case hex digit: the same byte as its upper-case spelling
+# (RFC 3986 6.2.2.1), so the same page.
+LOWER_ESCAPE = re.compile(r"%(?:[a-f][0-9A-Fa-f]|[0-9A-F][a-f])")
+
+
+def page(loc: str) -> str:
+    """The page a loc names: without its ``#fragment`` (which never reaches the server) and
+    with its percent-escapes in upper case. Two locs of one page are ``loc-duplicate``, in one
+    document or in two of a target (whose fingerprints are those of their pages)."""
+    cut = loc.find("#")
+    if cut >= 0:
+        loc = loc[:cut]
+    if "%" in loc:
+        loc = LOWER_ESCAPE.sub(_upper, loc)
+    return loc
+
+
+def own_pages(locs: Sequence[str]) -> bool:
+    """Whether each of these locs is its own ``page`` (the usual batch, told by one scan of
+    them all in C): no ``#`` in any, and no escape in lower case."""
+    joined = "".join(locs)
+    return "#" not in joined and ("%" not in joined or LOWER_ESCAPE.search(joined) is None)
+
+
+def _upper(match: re.Match[str]) -> str:
+    return match.group().upper()
 
 
 def utcnow() -> datetime:

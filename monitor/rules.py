@@ -123,7 +123,8 @@ _RULES: tuple[Rule, ...] = (
     Rule("loc-out-of-scope", "warning", "rules.md",
          "loc on another host, scheme or port, or above the sitemap's directory"),
     Rule("loc-duplicate", "warning", "rules.md",
-         'the same loc twice in one target (the later one is dropped, counted in duplicates)'),
+         'the same page twice in one target (a #fragment or the case of an escape aside; the '
+         'later one is dropped, counted in duplicates)'),
     Rule("lastmod-invalid", "error", "rules.md",
          "not a W3C Datetime (the field's error: the URL stays valid)"),
     Rule("lastmod-future", "warning", "rules.md",

@@ -753,7 +753,7 @@ class _Check:
                    and state.kind not in INDEX_KINDS and state.urls + state.invalid > 0]
         duplicates: set[str] = set()
         async for data in self._entry_sets(unread):
-            duplicates |= new.intersection(await asyncio.to_thread(entryset.locs, data))
+            duplicates |= await asyncio.to_thread(entryset.pages_listed, data, new)
         if duplicates:
             await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
 

@@ -207,3 +207,27 @@ def test_a_host_whose_robots_txt_lists_the_sitemap_is_in_scope(
         r = check(capsys, sitemap, db)
         assert [(i["rule"], i["loc"]) for i in r["issues"]] == [("loc-out-of-scope", other)]
         assert listing.requests_to("/robots.txt")
+
+
+def test_one_page_in_two_children_of_an_index_is_a_duplicate(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A #fragment, or an escape in lower case, in a later child: the page an earlier child
+    listed. The later child's loc is the duplicate, as within one document; a re-check that
+    reads only the changed child (the other answers 304) says the same of a loc it adds."""
+    first, second = site.url("/1.xml"), site.url("/2.xml")
+    page, escaped = site.url("/a"), site.url("/caf%C3%A9")
+    site.set("/index.xml", index([first, second]))
+    site.set("/1.xml", urlset({page: None, escaped: None, site.url("/b"): None}))
+    site.set("/2.xml", urlset({page + "#x": None, site.url("/caf%c3%a9"): None,
+                               site.url("/c"): None}))
+    r = check(capsys, site.url("/index.xml"), db)
+    assert (r["urls"], r["duplicates"]) == (4, 2)
+    assert [(i["rule"], i["severity"], i["loc"]) for i in r["issues"]] == [
+        ("loc-duplicate", "warning", page + "#x"),
+        ("loc-duplicate", "warning", site.url("/caf%c3%a9"))]
+    site.set("/2.xml", urlset({page + "#x": None, site.url("/caf%c3%a9"): None,
+                               site.url("/c"): None, site.url("/b#y"): None}))
+    r = check(capsys, site.url("/index.xml"), db)
+    assert (r["urls"], r["duplicates"]) == (4, 3)
+    assert ("loc-duplicate", site.url("/b#y")) in [(i["rule"], i["loc"]) for i in r["issues"]]
