@@ -79,6 +79,17 @@ def test_one_page_listed_twice_is_a_duplicate(
         ("loc-duplicate", locs[1]), ("loc-duplicate", locs[3])]
 
 
+def test_an_alternate_to_a_page_with_a_fragment_names_that_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """hreflang-not-reciprocal reads pages as loc-duplicate does: B#x is B, which does not
+    name A back."""
+    other = "https://example.com/other"
+    r = validate(tmp_path, capsys, f"<url><loc>{PAGE}</loc>{alternate('en', PAGE)}"
+                 f"{alternate('de', other + '#x')}</url><url><loc>{other}</loc></url>")
+    assert [(i["rule"], i["loc"]) for i in r["issues"]] == [("hreflang-not-reciprocal", PAGE)]
+
+
 @pytest.mark.parametrize(("path", "expected"), [
     ("/100%", ["loc-not-encoded"]), ("/a%zz", ["loc-not-encoded"]), ("/a%2", ["loc-not-encoded"]),
     ("/a%20b", []), ("/caf%c3%a9", []),
