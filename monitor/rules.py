@@ -111,7 +111,7 @@ _RULES: tuple[Rule, ...] = (
     Rule("index-cycle", "error", "rules.md",
          'an index that reaches itself'),
     Rule("index-child-out-of-scope", "warning", "rules.md",
-         'a child on another host than its index (not fetched)'),
+         "a child on another host than its index, or outside its directory (not fetched)"),
     Rule("child-fetch-failed", "error", "rules.md",
          'a child sitemap could not be fetched or parsed'),
     Rule("loc-missing", "error", "rules.md",

@@ -165,9 +165,10 @@ def check(capsys: pytest.CaptureFixture[str], url: str, db: str) -> dict[str, An
 
 
 def test_an_index_child_outside_the_index_directory_is_out_of_scope(
-    site: Site, db: str, capsys: pytest.CaptureFixture[str]
+    site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Reported, and read all the same: its own directory bounds its URLs."""
+    """Like a child on another host: reported and not fetched, unless the target allows
+    children beyond its index (allow_cross_host_children), which then reads it silently."""
     inside, outside = site.url("/sec/in.xml"), site.url("/other/out.xml")
     site.set("/sec/index.xml", index([inside, outside]))
     site.set("/sec/in.xml", urlset({site.url("/sec/1"): None}))
@@ -175,8 +176,20 @@ def test_an_index_child_outside_the_index_directory_is_out_of_scope(
     r = check(capsys, site.url("/sec/index.xml"), db)
     assert [(i["rule"], i["severity"], i["loc"]) for i in r["issues"]] == [
         ("index-child-out-of-scope", "warning", outside)]
-    assert "outside the directory of its index" in r["issues"][0]["message"]
+    assert r["issues"][0]["message"] == (
+        f"{outside} is outside the directory of its index; not fetched")
+    assert r["urls"] == 1
+    assert [d["url"] for d in r["documents"]] == [site.url("/sec/index.xml"), inside]
+    assert not site.server.requests_to("/other/out.xml")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"targets:\n  - name: t\n    url: {site.url('/sec/index.xml')}\n"
+                      "    allow_cross_host_children: true\n")
+    code = main(["check", "t", "--config", str(config), "--database-url", db, "--json"])
+    r = json.loads(capsys.readouterr().out)
+    assert code == 0, r
+    assert r["issues"] == []
     assert r["urls"] == 2
+    assert site.server.requests_to("/other/out.xml")
 
 
 def test_a_site_robots_txt_may_name_a_sitemap_on_another_host(
