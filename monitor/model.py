@@ -43,8 +43,13 @@ URL_STATES: dict[str, tuple[str, Severity] | None] = {
 BROKEN_STATES: tuple[str, ...] = tuple(
     state for state, rule in URL_STATES.items() if rule is not None and rule[1] == "error")
 URL_REDIRECT_LOOP = "url-redirect-loop"
+# The info findings a URL's state may carry as its rule (an ok page whose canonicals disagree):
+# never broken, never a health change.
+URL_CANONICAL_CONFLICT = "url-canonical-conflict"
+URL_NOTES: tuple[str, ...] = (URL_CANONICAL_CONFLICT,)
 URL_RULES: tuple[str, ...] = tuple(
-    [rule[0] for rule in URL_STATES.values() if rule is not None] + [URL_REDIRECT_LOOP])
+    [rule[0] for rule in URL_STATES.values() if rule is not None] + [URL_REDIRECT_LOOP,
+                                                                     *URL_NOTES])
 # What became of a removed URL, once checked.
 REMOVAL_REASONS = ("moved", "gone", "live", "unknown")
 
@@ -108,8 +113,9 @@ def invalid_rule(loc: str) -> str:
 
 # The rule ids a recorded change can be about (``changes.rule``): an entry that became invalid,
 # a URL whose health moved to a broken state (the pages filter changes by them).
-CHANGE_RULES: tuple[str, ...] = ("loc-not-absolute", "loc-too-long", *URL_RULES,
-                                  "robots-changed")
+CHANGE_RULES: tuple[str, ...] = (
+    "loc-not-absolute", "loc-too-long", *(r for r in URL_RULES if r not in URL_NOTES),
+    "robots-changed")
 # Changes that are not about the URL set, which a diff compares: the URL checks' health
 # transitions and the new versions of a host's robots.txt.
 OTHER_CHANGE_KINDS = ("health", "robots")

@@ -16,7 +16,9 @@ from typing import Literal, NamedTuple, cast, get_args
 
 __all__ = ["IDS", "TABLE", "Rule", "RuleId", "Severity", "rule_id"]
 
-Severity = Literal["error", "warning"]
+# "info": a finding that explains a verdict and is never a problem (counted as no error nor
+# warning, failing ``--fail-on`` only when named)
+Severity = Literal["error", "warning", "info"]
 
 RuleId = Literal[
     "xml-malformed",
@@ -77,6 +79,7 @@ RuleId = Literal[
     "url-soft-404",
     "url-disallowed",
     "url-redirect-loop",
+    "url-canonical-conflict",
 ]
 
 
@@ -215,6 +218,8 @@ _RULES: tuple[Rule, ...] = (
          "the host's robots.txt disallows the URL to Googlebot"),
     Rule("url-redirect-loop", "error", "url-health.md",
          'a redirect chain that repeats a URL or runs past 10 hops'),
+    Rule("url-canonical-conflict", "info", "url-health.md",
+         'several rel=canonical that disagree: all ignored, as Google ignores them'),
 )
 
 TABLE: dict[str, Rule] = {rule.id: rule for rule in _RULES}
