@@ -580,6 +580,7 @@ def _print_result(result: CheckResult, urls: Any = None, *, as_json: bool,
             out["url_health"] = urls.states
             out["url_checks"] = urls.as_json()
             out["url_problems"] = urls.broken
+            out["url_notes"] = urls.notes
         _out(json.dumps(out, ensure_ascii=False))
         return
     if not stored:  # ``validate``: nothing was compared nor kept
@@ -625,6 +626,9 @@ def _print_result(result: CheckResult, urls: Any = None, *, as_json: bool,
                     for b in urls.broken])
             _out(f"  (every URL of a state: sitemap-monitor urls "
                  f"{shlex.quote(result.target)} --status STATE)")
+        if urls.notes:
+            _table(["SEVERITY", "RULE", "LOC", "DETAIL"],
+                   [[n["severity"], n["rule"], n["loc"], n["detail"]] for n in urls.notes])
 
 
 def _hints(result: CheckResult) -> list[str]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
@@ -42,8 +43,13 @@ URL_STATES: dict[str, tuple[str, Severity] | None] = {
 BROKEN_STATES: tuple[str, ...] = tuple(
     state for state, rule in URL_STATES.items() if rule is not None and rule[1] == "error")
 URL_REDIRECT_LOOP = "url-redirect-loop"
+# The info findings a URL's state may carry as its rule (an ok page whose canonicals disagree):
+# never broken, never a health change.
+URL_CANONICAL_CONFLICT = "url-canonical-conflict"
+URL_NOTES: tuple[str, ...] = (URL_CANONICAL_CONFLICT,)
 URL_RULES: tuple[str, ...] = tuple(
-    [rule[0] for rule in URL_STATES.values() if rule is not None] + [URL_REDIRECT_LOOP])
+    [rule[0] for rule in URL_STATES.values() if rule is not None] + [URL_REDIRECT_LOOP,
+                                                                     *URL_NOTES])
 # What became of a removed URL, once checked.
 REMOVAL_REASONS = ("moved", "gone", "live", "unknown")
 
@@ -54,6 +60,32 @@ RULES: dict[str, Severity] = {
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
 UNUSABLE_LOC = frozenset({"loc-missing", "loc-not-absolute", "loc-too-long"})
 MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
+# An escape spelled with a lower-case hex digit: the same byte as its upper-case spelling
+# (RFC 3986 6.2.2.1), so the same page.
+LOWER_ESCAPE = re.compile(r"%(?:[a-f][0-9A-Fa-f]|[0-9A-F][a-f])")
+
+
+def page(loc: str) -> str:
+    """The page a loc names: without its ``#fragment`` (which never reaches the server) and
+    with its percent-escapes in upper case. Two locs of one page are ``loc-duplicate``, in one
+    document or in two of a target (whose fingerprints are those of their pages)."""
+    cut = loc.find("#")
+    if cut >= 0:
+        loc = loc[:cut]
+    if "%" in loc:
+        loc = LOWER_ESCAPE.sub(_upper, loc)
+    return loc
+
+
+def own_pages(locs: Sequence[str]) -> bool:
+    """Whether each of these locs is its own ``page`` (the usual batch, told by one scan of
+    them all in C): no ``#`` in any, and no escape in lower case."""
+    joined = "".join(locs)
+    return "#" not in joined and ("%" not in joined or LOWER_ESCAPE.search(joined) is None)
+
+
+def _upper(match: re.Match[str]) -> str:
+    return match.group().upper()
 
 
 def utcnow() -> datetime:
@@ -81,8 +113,9 @@ def invalid_rule(loc: str) -> str:
 
 # The rule ids a recorded change can be about (``changes.rule``): an entry that became invalid,
 # a URL whose health moved to a broken state (the pages filter changes by them).
-CHANGE_RULES: tuple[str, ...] = ("loc-not-absolute", "loc-too-long", *URL_RULES,
-                                  "robots-changed")
+CHANGE_RULES: tuple[str, ...] = (
+    "loc-not-absolute", "loc-too-long", *(r for r in URL_RULES if r not in URL_NOTES),
+    "robots-changed")
 # Changes that are not about the URL set, which a diff compares: the URL checks' health
 # transitions and the new versions of a host's robots.txt.
 OTHER_CHANGE_KINDS = ("health", "robots")

@@ -16,7 +16,9 @@ from typing import Literal, NamedTuple, cast, get_args
 
 __all__ = ["IDS", "TABLE", "Rule", "RuleId", "Severity", "rule_id"]
 
-Severity = Literal["error", "warning"]
+# "info": a finding that explains a verdict and is never a problem (counted as no error nor
+# warning, failing ``--fail-on`` only when named)
+Severity = Literal["error", "warning", "info"]
 
 RuleId = Literal[
     "xml-malformed",
@@ -77,6 +79,7 @@ RuleId = Literal[
     "url-soft-404",
     "url-disallowed",
     "url-redirect-loop",
+    "url-canonical-conflict",
 ]
 
 
@@ -111,7 +114,7 @@ _RULES: tuple[Rule, ...] = (
     Rule("index-cycle", "error", "rules.md",
          'an index that reaches itself'),
     Rule("index-child-out-of-scope", "warning", "rules.md",
-         'a child on another host than its index (not fetched)'),
+         "a child on another host than its index, or outside its directory (not fetched)"),
     Rule("child-fetch-failed", "error", "rules.md",
          'a child sitemap could not be fetched or parsed'),
     Rule("loc-missing", "error", "rules.md",
@@ -123,7 +126,8 @@ _RULES: tuple[Rule, ...] = (
     Rule("loc-out-of-scope", "warning", "rules.md",
          "loc on another host, scheme or port, or above the sitemap's directory"),
     Rule("loc-duplicate", "warning", "rules.md",
-         'the same loc twice in one target (the later one is dropped, counted in duplicates)'),
+         'the same page twice in one target (a #fragment or the case of an escape aside; the '
+         'later one is dropped, counted in duplicates)'),
     Rule("lastmod-invalid", "error", "rules.md",
          "not a W3C Datetime (the field's error: the URL stays valid)"),
     Rule("lastmod-future", "warning", "rules.md",
@@ -214,6 +218,8 @@ _RULES: tuple[Rule, ...] = (
          "the host's robots.txt disallows the URL to Googlebot"),
     Rule("url-redirect-loop", "error", "url-health.md",
          'a redirect chain that repeats a URL or runs past 10 hops'),
+    Rule("url-canonical-conflict", "info", "url-health.md",
+         'several rel=canonical that disagree: all ignored, as Google ignores them'),
 )
 
 TABLE: dict[str, Rule] = {rule.id: rule for rule in _RULES}

@@ -12,6 +12,7 @@ from typing import Any
 
 from monitor import times
 from monitor.listings import change_detail
+from monitor.model import URL_NOTES
 
 __all__ = ["lines"]
 
@@ -48,6 +49,8 @@ def lines(story: Mapping[str, Any], now: datetime) -> Iterator[str]:
         detail = (f": {health['detail']}" if health.get("detail")
                   and health["detail"] != f"HTTP {health.get('http_status')}" else "")
         yield f"  health: {health['state']}{status}{final}{since}{checked}{detail}"
+        if health.get("rule") in URL_NOTES:
+            yield f"  issue: info {health['rule']}: {health.get('detail') or ''}"
     for issue in story.get("issues") or []:
         yield f"  issue: {issue['severity']} {issue['rule']}: {issue['message']}"
     events = story.get("changes") or []

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.codec import entryset
-from monitor.model import EntryState
+from monitor.model import EntryState, page
 
 # Any text XML can carry: no \x00-\x02 (not XML characters), no lone surrogates.
 text = st.text(st.characters(min_codepoint=3, exclude_categories=("Cs",)), max_size=30)
@@ -190,6 +190,39 @@ def test_loc_hash_is_stable_across_processes() -> None:
     assert entryset.loc_hash("https://example.com/") == 0x682DF0D0F100754
     assert all(entryset.loc_hash(f"https://example.com/{i}") < 2**60 for i in range(1000))
     assert entryset.loc_hash("https://example.com/a") != entryset.loc_hash("https://example.com/")
+
+
+# Locs that differ by a #fragment or the case of an escape, among plain ones.
+spelling = st.lists(st.sampled_from(["https://e.test/", "a", "%c3%a9", "%C3%A9", "%2f", "%2F",
+                                     "#", "#x", "%", "%zz", "/", "?q=%aa"]), max_size=6)
+spelled_locs = st.lists(spelling.map("".join), max_size=12)
+
+
+@given(spelled_locs)
+def test_loc_hashes_are_those_of_the_pages_one_at_a_time(locs: list[str]) -> None:
+    """A batch's fingerprints (one scan of it decides whether any loc is not its own page) are
+    each loc's alone, and those of its page: a #fragment and an escape's case do not count."""
+    hashes = entryset.loc_hashes(locs)
+    assert hashes == [entryset.loc_hash(loc) for loc in locs]
+    assert hashes == entryset.loc_hashes(iter([page(loc) for loc in locs]))
+    assert hashes == [zlib.crc32(b) << 28 ^ zlib.adler32(b)
+                      for b in (page(loc).encode() for loc in locs)]
+
+
+def test_one_page_has_one_fingerprint() -> None:
+    first, *others = entryset.loc_hashes([
+        "https://e.test/caf%C3%A9", "https://e.test/caf%c3%a9#top", "https://e.test/caf%C3%a9#"])
+    assert others == [first, first]
+    assert entryset.loc_hash("https://e.test/a%2f") != entryset.loc_hash("https://e.test/a/")
+
+
+@given(spelled_locs, spelled_locs)
+def test_pages_listed_are_the_new_locs_whose_page_the_set_lists(
+    listed: list[str], new: list[str]
+) -> None:
+    blob = entryset.encode(dict.fromkeys(listed, EntryState()), {})
+    pages = {page(loc) for loc in listed}
+    assert entryset.pages_listed(blob, set(new)) == {loc for loc in new if page(loc) in pages}
 
 
 documents = st.lists(st.lists(st.integers(min_value=0, max_value=60), max_size=12), max_size=8)

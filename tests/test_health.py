@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.rules import TABLE
 from monitor.urlhealth import verdict as health
 from monitor.urlhealth.verdict import Answered, Verdict, judge
 
@@ -63,7 +64,7 @@ def answer(status: int = 200, head: bytes = b"<html><head></head>",
               b'<link rel="canonical" href="/other"></head>')],
      "canonicalized", "url-canonicalized"),
     ([answer(head=b'<html><head><link rel="canonical" href="/a"><link rel="canonical" '
-              b'href="/b"></head>')], "ok", None),
+              b'href="/b"></head>')], "ok", "url-canonical-conflict"),
     ([answer(head=b'<html><head><link rel="canonical" href="/a"></head>',
              headers=[("link", '<https://example.com/a>; rel="canonical"')])],
      "canonicalized", "url-canonicalized"),
@@ -96,7 +97,8 @@ def answer(status: int = 200, head: bytes = b"<html><head></head>",
 def test_answers_give_a_state(answers: list[Answered], state: str, rule: str | None) -> None:
     verdict = judge(answers, listed_url=U)
     assert (verdict.state, verdict.rule) == (state, rule)
-    assert verdict.broken == (rule is not None)
+    assert verdict.broken == (rule is not None and rule != "url-canonical-conflict")
+    assert verdict.severity == (None if rule is None else TABLE[rule].severity)
 
 
 @pytest.mark.parametrize(("limit", "state"), [(64 * 1024, "unknown"), (2 * 2**20, "ok")])

@@ -111,7 +111,7 @@ class Entries:
                   and state.kind not in INDEX_KINDS and state.urls + state.invalid > 0]
         duplicates: set[str] = set()
         async for data in self._current(unread):
-            duplicates |= new.intersection(await asyncio.to_thread(entryset.locs, data))
+            duplicates |= await asyncio.to_thread(entryset.pages_listed, data, new)
         if duplicates:
             await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
 

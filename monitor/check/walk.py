@@ -100,13 +100,13 @@ class Walk:
         where = validate.child_scope(url, parent)
         if where is None or self.ctx.kind(parent) == "robots":
             return True  # a robots.txt may name sitemaps on any host (a CDN, say)
-        if where == "directory":
-            # Read all the same: a sitemap's own directory is what bounds its URLs.
-            tally.issue("index-child-out-of-scope", f"{url} is outside the directory of its "
-                        "index; read as a sitemap of its own directory", parent, loc=url)
-            return True
         if self.ctx.settings.allow_cross_host_children:
             return True
+        if where == "directory":
+            # Out of the index's scope as another host is (sitemaps.org, Google): not read.
+            tally.issue("index-child-out-of-scope", f"{url} is outside the directory of its "
+                        "index; not fetched", parent, loc=url)
+            return False
         tally.issue("index-child-out-of-scope",
                     f"{url} is on another host than its index; not fetched", parent)
         return False

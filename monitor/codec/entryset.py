@@ -39,7 +39,7 @@ import re
 import zlib
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise, repeat
 from operator import attrgetter, rshift
@@ -47,12 +47,13 @@ from typing import cast
 
 from monitor.codec import packedlocs
 from monitor.codec.packedlocs import PackedLocs
-from monitor.model import RULES_VERSION, EntryState, entry_state
+from monitor.model import RULES_VERSION, EntryState, entry_state, own_pages, page
 
 __all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "PackedText", "Row",
            "Stream", "annotate", "assemble", "clean_columns", "columns", "decode", "encode",
            "field_texts", "fingerprints", "head", "in_version_1", "joined", "loc_hash",
-           "loc_hashes", "locs", "pack", "rows", "rows_and_rules", "same", "same_locs", "unpack"]
+           "loc_hashes", "locs", "pack", "pages_listed", "rows", "rows_and_rules", "same",
+           "same_locs", "unpack"]
 
 VERSION = 2  # what ``pack`` writes; ``unpack`` reads 1 too
 _VERSIONS = (1, 2)
@@ -636,22 +637,41 @@ def _locs_v1(blob: bytes) -> list[str]:
     return text.split("\x00")
 
 
+def pages_listed(blob: bytes, new: Collection[str]) -> set[str]:
+    """The locs among ``new`` whose page a stored document version lists (as its loc, or with
+    another #fragment or escapes in another case): how a re-read document's new locs are
+    found in a document that was not read again."""
+    by_page: dict[str, list[str]] = {}
+    for loc in new:
+        by_page.setdefault(page(loc), []).append(loc)
+    listed = locs(blob)
+    pages = listed if own_pages(listed) else map(page, listed)
+    return {loc for found in by_page.keys() & pages for loc in by_page[found]}
+
+
 def loc_hashes(locs: Iterable[str]) -> list[int]:
-    """A 60-bit fingerprint of each loc (CRC-32 and Adler-32), equal in every process.
+    """A 60-bit fingerprint of the page each loc names (CRC-32 and Adler-32 of
+    ``model.page(loc)``), equal in every process.
 
     ``hash()`` is salted per process. Duplicates across a target's documents are found by these
     fingerprints (``Fingerprints``: 8 bytes a loc, a fraction of the locs' memory) and every
-    hit is confirmed against the real locs, so a chance collision costs time, never a wrong
-    answer. 60 bits, not 64: an int below 2**60 has two 30-bit digits and takes 32 bytes, not
-    40; and ``Fingerprints`` buckets them by their top 10 bits.
+    hit is confirmed against the real locs' pages, so a chance collision costs time, never a
+    wrong answer. Of the page, not the loc: two locs that differ only by a ``#fragment`` or by
+    the case of a percent-escape are one page, whichever documents list them. 60 bits, not 64:
+    an int below 2**60 has two 30-bit digits and takes 32 bytes, not 40; and ``Fingerprints``
+    buckets them by their top 10 bits.
     """
     crc, adler = zlib.crc32, zlib.adler32
-    return [crc(b) << 28 ^ adler(b) for b in (loc.encode("utf-8", "surrogatepass") for loc in locs)]
+    listed = locs if isinstance(locs, list) else list(locs)
+    if not own_pages(listed):
+        listed = list(map(page, listed))
+    return [crc(b) << 28 ^ adler(b)
+            for b in (loc.encode("utf-8", "surrogatepass") for loc in listed)]
 
 
 class Fingerprints:
     """The fingerprints (``loc_hashes``) of every loc a check has read, to find which locs of a
-    document an earlier document listed: 8 bytes each, however many documents.
+    document name a page an earlier document listed: 8 bytes each, however many documents.
 
     As one set, 500,000 fingerprints would take 32 MB (an int object and two slots each); as
     the arrays they arrive in, 4 MB. The latest ``arrays`` documents' are held as those arrays
@@ -780,5 +800,5 @@ def fingerprints(blob: bytes) -> array[int]:
 
 
 def loc_hash(loc: str) -> int:
-    """The fingerprint of one loc (see ``loc_hashes``)."""
+    """The fingerprint of the page one loc names (see ``loc_hashes``)."""
     return loc_hashes((loc,))[0]

@@ -29,6 +29,7 @@ from monitor.model import (
     addition_kind,
     change_kind,
     entry_state,
+    page,
 )
 from monitor.read import diff as diffing
 from monitor.read import extensions, parse, reread, validate
@@ -592,17 +593,18 @@ def _chunks(job: Job) -> Iterator[bytes]:
 
 
 def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> None:
-    """Drop locs an earlier document of the check listed (``loc-duplicate``), in place.
+    """Drop the locs of pages an earlier document of the check listed (``loc-duplicate``:
+    ``duplicates`` are that document's locs; a loc of the same page with another #fragment or
+    escapes in another case is one too), in place, in document order.
 
     The rare path (a URL in two children of one index): decode, drop, encode again.
     """
     stored = entryset.decode(whole(result, job))
     states, rules = stored.states, stored.rules
+    pages = set(map(page, duplicates))
     dropped = set()
-    for loc in duplicates:
-        state = states.pop(loc, None)
-        if state is None:
-            continue
+    for loc in [loc for loc in states if loc in pages or page(loc) in pages]:
+        state = states.pop(loc)
         dropped.add(loc)
         result.duplicate_locs.append(loc)
         for rule in (rules.pop(loc, "") or "").split():

@@ -23,7 +23,16 @@ from operator import itemgetter
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from monitor.model import MAX_LOC_LENGTH, UNUSABLE_LOC, Entry, EntryState, Issue, Links
+from monitor.model import (
+    LOWER_ESCAPE,
+    MAX_LOC_LENGTH,
+    UNUSABLE_LOC,
+    Entry,
+    EntryState,
+    Issue,
+    Links,
+    page,
+)
 from monitor.read import extensions as extension_rules
 from monitor.rules import RuleId, rule_id
 
@@ -68,9 +77,6 @@ _URL_BYTES = (b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
               b"-._~:/?#[]@!$&'()*+,;=%")
 # A "%" that does not start an escape (RFC 3986: "%" and two hex digits) is loc-not-encoded too.
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
-# An escape spelled with a lower-case hex digit: the same byte as its upper-case spelling
-# (RFC 3986 6.2.2.1), so the same page.
-_LOWER_ESCAPE = re.compile(r"%(?:[a-f][0-9A-Fa-f]|[0-9A-F][a-f])")
 # The first place on Earth where a day begins is UTC+14 (Kiribati): a bare date is in the
 # future only once it is later than the date there.
 _EASTMOST = timedelta(hours=14)
@@ -151,24 +157,9 @@ def same_host(first: str | None, second: str | None) -> bool:
     return first == second or _ascii_host(first) == _ascii_host(second)
 
 
-def page(loc: str) -> str:
-    """The page a loc names: without its ``#fragment`` (which never reaches the server) and
-    with its percent-escapes in upper case. Two locs of one page are ``loc-duplicate``."""
-    cut = loc.find("#")
-    if cut >= 0:
-        loc = loc[:cut]
-    if "%" in loc:
-        loc = _LOWER_ESCAPE.sub(_upper, loc)
-    return loc
-
-
-def _upper(match: re.Match[str]) -> str:
-    return match.group().upper()
-
-
 def _other_page(loc: str) -> str | None:
     """``page(loc)`` when it is not ``loc`` itself (the usual loc: None, two scans in C)."""
-    if "#" in loc or ("%" in loc and _LOWER_ESCAPE.search(loc) is not None):
+    if "#" in loc or ("%" in loc and LOWER_ESCAPE.search(loc) is not None):
         return page(loc)
     return None
 
@@ -551,7 +542,7 @@ class CleanDocument:
         joined = "".join(locs)  # after the set is gone: the two would add to the peak
         if not _encoded(joined):
             return False
-        if "#" in joined or _LOWER_ESCAPE.search(joined) is not None:  # rare: by their pages
+        if "#" in joined or LOWER_ESCAPE.search(joined) is not None:  # rare: by their pages
             del joined
             return len(set(map(page, locs))) == len(locs)
         return True

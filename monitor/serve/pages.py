@@ -31,7 +31,14 @@ from starlette.templating import Jinja2Templates
 
 from monitor import listings as listing
 from monitor import robotsdiff, times
-from monitor.model import BROKEN_STATES, CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
+from monitor.model import (
+    BROKEN_STATES,
+    CHANGE_RULES,
+    REMOVAL_REASONS,
+    RULES,
+    URL_NOTES,
+    URL_STATES,
+)
 from monitor.serve import charts
 from monitor.serve import listings as api_listings
 from monitor.serve.links import external_link
@@ -234,7 +241,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         for event in found["changes"]:
             event["detail"] = listing.change_detail(event)
         return render(request, "story.html", title=loc, name=name, story=found, loc=loc,
-                      errors=_ERRORS,
+                      errors=_ERRORS, notes=URL_NOTES,
                       api=f"/api/v1/targets/{quote(name, safe='')}/url?{urlencode({'loc': loc})}")
 
     async def target_page(request: Request, target: dict[str, Any]) -> Response:

@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from monitor.model import URL_NOTES
 from monitor.store.checkwriter import read_columns, transaction
 from monitor.store.schema import (
     changes,
@@ -316,7 +317,8 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
                 "loc": s.due.loc, "before": _state_json(s.due.state, None, None, 0, None),
                 "after": _state_json(state, s.http_status, s.final_url, s.hops, s.detail,
                                      now),
-                "rule": s.rule,
+                # the rule of the state moved to: an info finding is not one
+                "rule": None if s.rule in URL_NOTES else s.rule,
             })
 
     def write(conn: Connection) -> int:

@@ -259,6 +259,8 @@ class Round:
     listed: int = 0
     covered: int = 0  # listed URLs checked within ``recheck``
     broken: list[dict[str, Any]] = field(default_factory=list)  # the first problems found
+    # the first info findings (``Verdict.note``): never problems, said all the same
+    notes: list[dict[str, Any]] = field(default_factory=list)
     reasons: dict[str, int] = field(default_factory=dict)  # removals given each reason
     # listed URLs that turned to each broken state in this round (and "removed:<reason>"),
     # the first few: the alerts' examples; ``new`` counts them all
@@ -294,6 +296,8 @@ class _Saver:
         r.outcomes[verdict.state] = r.outcomes.get(verdict.state, 0) + 1
         if due.listed and verdict.broken and len(r.broken) < EXAMPLES:
             r.broken.append(_example(due.loc, verdict))
+        elif due.listed and verdict.note is not None and len(r.notes) < EXAMPLES:
+            r.notes.append(_example(due.loc, verdict))
         # newly broken: a page that was fine (or a warning), not a 404 that turned 410
         if (due.listed and verdict.broken and verdict.state != due.state
                 and due.state not in BROKEN_STATES):
@@ -341,7 +345,8 @@ def _keep(examples: dict[str, list[str]], key: str, loc: str) -> None:
 
 def _example(loc: str, verdict: health.Verdict) -> dict[str, Any]:
     return {"loc": loc, "state": verdict.state, "rule": verdict.rule,
-            "http_status": verdict.status, "final_url": verdict.final_url,
+            "severity": verdict.severity, "http_status": verdict.status,
+            "final_url": verdict.final_url,
             "detail": verdict.detail}
 
 

@@ -23,7 +23,13 @@ from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
 
-from monitor.model import REMOVAL_REASONS, URL_REDIRECT_LOOP, URL_STATES, Severity
+from monitor.model import (
+    REMOVAL_REASONS,
+    URL_CANONICAL_CONFLICT,
+    URL_REDIRECT_LOOP,
+    URL_STATES,
+    Severity,
+)
 from monitor.read.robotstxt import RobotsRules, robots_url
 
 __all__ = [
@@ -98,26 +104,32 @@ class Verdict:
     detail: str = ""  # one line for people: why this state
     transient: bool = False  # no answer to trust: keep the previous state, try again
     loop: bool = False  # a redirect state that is a loop (or ran out of hops)
+    # An info finding of a state without a rule of its own (model.URL_NOTES): why an ok page
+    # is ok, such as canonicals that disagree and are ignored
+    note: str | None = None
 
     @property
     def rule(self) -> str | None:
-        """The rule id of this state (``url-redirect-loop`` for a loop), or None."""
+        """The rule id of this state (``url-redirect-loop`` for a loop), else its note's, or
+        None."""
         if self.loop:
             return URL_REDIRECT_LOOP
         known = STATES.get(self.state)
-        return None if known is None else known[0]
+        return self.note if known is None else known[0]
 
     @property
     def severity(self) -> Severity | None:
         if self.loop:
             return "error"
         known = STATES.get(self.state)
-        return None if known is None else known[1]
+        if known is None:
+            return None if self.note is None else "info"
+        return known[1]
 
     @property
     def broken(self) -> bool:
-        """Counted as a problem: every state with a rule id."""
-        return self.rule is not None
+        """Counted as a problem: every state with a rule id of its own (not a note)."""
+        return self.loop or STATES.get(self.state) is not None
 
 
 def failed(url: str, kind: str, message: str, *, hops: int = 0) -> Verdict:
@@ -206,7 +218,8 @@ def _judge_page(last: Answered, *, listed_url: str, server_errors: int,
     if canonical is not None and _same_page(canonical) != _same_page(listed_url):
         return Verdict("canonicalized", status, final_url=canonical,
                        detail="; ".join([f"rel=canonical names {canonical}", *notes]))
-    return Verdict("ok", status, detail="; ".join(notes))
+    return Verdict("ok", status, detail="; ".join(notes),
+                   note=URL_CANONICAL_CONFLICT if ignored else None)
 
 
 def _is_html(answer: Answered) -> bool:

@@ -17,7 +17,7 @@ from test_url_health import by_url_checks, check_urls, page, run
 
 from monitor.cli import main
 from monitor.store.db import make_engine
-from monitor.store.schema import url_states
+from monitor.store.schema import changes, url_states
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 
@@ -309,7 +309,7 @@ def googles_states(site: Site, http_server: TestServer) -> dict[str, tuple[str, 
         "/expired": ("noindex", "url-noindex"),
         "/future": ("ok", None),
         "/meta-none": ("noindex", "url-noindex"),
-        "/two-canonicals": ("ok", None),
+        "/two-canonicals": ("ok", "url-canonical-conflict"),
         "/canonical-after-img": ("ok", None),
         "/canonical": ("canonicalized", "url-canonicalized"),
     }
@@ -352,3 +352,67 @@ def test_a_page_cut_at_body_limit_says_so_and_is_not_called_ok(
     assert found["/short"].state == "ok"
     assert found["/long"].state == "unknown"
     assert "cut at body_limit (65,536 bytes)" in found["/long"].detail
+
+
+def test_canonicals_that_disagree_are_an_info_finding_never_a_problem(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Google ignores them all: the page is ok, and an info finding (its rule id in the JSON,
+    the stored state and the listings) says why; it fails --fail-on only when named."""
+    robots(site, "User-agent: *\nAllow: /\n")
+    http_server.route("/two", page(b'<link rel="canonical" href="/a">'
+                                   b'<link rel="canonical" href="/b">'))
+    http_server.route("/plain", page())
+    listing(site, ["/two", "/plain"])
+    cfg = config(tmp_path, site)
+    code, result = check_urls(capsys, cfg, db, "--fail-on", "url-canonicalized,url-noindex")
+    assert code == 0, result
+    assert result["url_health"] == {"ok": 2}
+    assert result["url_problems"] == []
+    two = site.url("/two")
+    detail = (f"2 rel=canonical that disagree ({site.url('/a')}, {site.url('/b')}): ignored, "
+              "as Google ignores them")
+    assert result["url_notes"] == [{"loc": two, "state": "ok", "rule": "url-canonical-conflict",
+                                    "severity": "info", "http_status": 200, "final_url": None,
+                                    "detail": detail}]
+    assert (rows(db)["/two"].state, rows(db)["/two"].rule) == ("ok", "url-canonical-conflict")
+    code, result = check_urls(capsys, cfg, db, "--fail-on", "url-canonical-conflict")
+    assert code == 3, result
+    code, out, _ = run(capsys, "urls", "t", "--config", cfg, "--database-url", db,
+                       "--status", "ok", "--json")
+    assert code == 0
+    listed = {row["loc"]: row for row in json.loads(out)["urls"]}
+    assert (listed[two]["rule"], listed[two]["detail"]) == ("url-canonical-conflict", detail)
+    code, out, _ = run(capsys, "check", "t", "--config", cfg, "--database-url", db, "--urls")
+    assert code == 0
+    assert ["info", "url-canonical-conflict", two] in [line.split()[:3]
+                                                        for line in out.splitlines()]
+    code, out, _ = run(capsys, "url", "t", two, "--config", cfg, "--database-url", db)
+    assert code == 0
+    assert f"  issue: info url-canonical-conflict: {detail}" in out.splitlines()
+
+
+def test_a_page_that_recovers_with_canonicals_that_disagree_moves_to_ok_without_a_rule(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The health change is about the state moved to, ok: the info finding is not its rule."""
+    robots(site, "User-agent: *\nAllow: /\n")
+    http_server.route("/p", page(status=404))
+    listing(site, ["/p"])
+    cfg = config(tmp_path, site)
+    check_urls(capsys, cfg, db)
+    http_server.route("/p", page(b'<link rel="canonical" href="/a">'
+                                 b'<link rel="canonical" href="/b">'))
+    check_urls(capsys, cfg, db)
+    engine = make_engine(db)
+    try:
+        with engine.connect() as conn:
+            c = changes.c
+            found = [(json.loads(after)["state"], rule) for after, rule in conn.execute(
+                select(c.after, c.rule).where(c.kind == "health").order_by(c.id))]
+    finally:
+        engine.dispose()
+    assert found == [("not-found", "url-not-found"), ("ok", None)]
+    assert rows(db)["/p"].rule == "url-canonical-conflict"

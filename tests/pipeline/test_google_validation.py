@@ -79,6 +79,17 @@ def test_one_page_listed_twice_is_a_duplicate(
         ("loc-duplicate", locs[1]), ("loc-duplicate", locs[3])]
 
 
+def test_an_alternate_to_a_page_with_a_fragment_names_that_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """hreflang-not-reciprocal reads pages as loc-duplicate does: B#x is B, which does not
+    name A back."""
+    other = "https://example.com/other"
+    r = validate(tmp_path, capsys, f"<url><loc>{PAGE}</loc>{alternate('en', PAGE)}"
+                 f"{alternate('de', other + '#x')}</url><url><loc>{other}</loc></url>")
+    assert [(i["rule"], i["loc"]) for i in r["issues"]] == [("hreflang-not-reciprocal", PAGE)]
+
+
 @pytest.mark.parametrize(("path", "expected"), [
     ("/100%", ["loc-not-encoded"]), ("/a%zz", ["loc-not-encoded"]), ("/a%2", ["loc-not-encoded"]),
     ("/a%20b", []), ("/caf%c3%a9", []),
@@ -154,9 +165,10 @@ def check(capsys: pytest.CaptureFixture[str], url: str, db: str) -> dict[str, An
 
 
 def test_an_index_child_outside_the_index_directory_is_out_of_scope(
-    site: Site, db: str, capsys: pytest.CaptureFixture[str]
+    site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Reported, and read all the same: its own directory bounds its URLs."""
+    """Like a child on another host: reported and not fetched, unless the target allows
+    children beyond its index (allow_cross_host_children), which then reads it silently."""
     inside, outside = site.url("/sec/in.xml"), site.url("/other/out.xml")
     site.set("/sec/index.xml", index([inside, outside]))
     site.set("/sec/in.xml", urlset({site.url("/sec/1"): None}))
@@ -164,8 +176,20 @@ def test_an_index_child_outside_the_index_directory_is_out_of_scope(
     r = check(capsys, site.url("/sec/index.xml"), db)
     assert [(i["rule"], i["severity"], i["loc"]) for i in r["issues"]] == [
         ("index-child-out-of-scope", "warning", outside)]
-    assert "outside the directory of its index" in r["issues"][0]["message"]
+    assert r["issues"][0]["message"] == (
+        f"{outside} is outside the directory of its index; not fetched")
+    assert r["urls"] == 1
+    assert [d["url"] for d in r["documents"]] == [site.url("/sec/index.xml"), inside]
+    assert not site.server.requests_to("/other/out.xml")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"targets:\n  - name: t\n    url: {site.url('/sec/index.xml')}\n"
+                      "    allow_cross_host_children: true\n")
+    code = main(["check", "t", "--config", str(config), "--database-url", db, "--json"])
+    r = json.loads(capsys.readouterr().out)
+    assert code == 0, r
+    assert r["issues"] == []
     assert r["urls"] == 2
+    assert site.server.requests_to("/other/out.xml")
 
 
 def test_a_site_robots_txt_may_name_a_sitemap_on_another_host(
@@ -207,3 +231,27 @@ def test_a_host_whose_robots_txt_lists_the_sitemap_is_in_scope(
         r = check(capsys, sitemap, db)
         assert [(i["rule"], i["loc"]) for i in r["issues"]] == [("loc-out-of-scope", other)]
         assert listing.requests_to("/robots.txt")
+
+
+def test_one_page_in_two_children_of_an_index_is_a_duplicate(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A #fragment, or an escape in lower case, in a later child: the page an earlier child
+    listed. The later child's loc is the duplicate, as within one document; a re-check that
+    reads only the changed child (the other answers 304) says the same of a loc it adds."""
+    first, second = site.url("/1.xml"), site.url("/2.xml")
+    page, escaped = site.url("/a"), site.url("/caf%C3%A9")
+    site.set("/index.xml", index([first, second]))
+    site.set("/1.xml", urlset({page: None, escaped: None, site.url("/b"): None}))
+    site.set("/2.xml", urlset({page + "#x": None, site.url("/caf%c3%a9"): None,
+                               site.url("/c"): None}))
+    r = check(capsys, site.url("/index.xml"), db)
+    assert (r["urls"], r["duplicates"]) == (4, 2)
+    assert [(i["rule"], i["severity"], i["loc"]) for i in r["issues"]] == [
+        ("loc-duplicate", "warning", page + "#x"),
+        ("loc-duplicate", "warning", site.url("/caf%c3%a9"))]
+    site.set("/2.xml", urlset({page + "#x": None, site.url("/caf%c3%a9"): None,
+                               site.url("/c"): None, site.url("/b#y"): None}))
+    r = check(capsys, site.url("/index.xml"), db)
+    assert (r["urls"], r["duplicates"]) == (4, 3)
+    assert ("loc-duplicate", site.url("/b#y")) in [(i["rule"], i["loc"]) for i in r["issues"]]
