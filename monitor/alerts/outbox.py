@@ -9,7 +9,7 @@ conditional UPDATE gives each row to one of them at a time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import random
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -18,6 +18,7 @@ from typing import Generic, Protocol, TypeVar
 import httpx
 import structlog
 
+from monitor import deliveryloop
 from monitor.alerts.channels import make_client, make_notifier
 from monitor.alerts.notifier import Notifier
 from monitor.config import Channel, Delivery
@@ -70,9 +71,8 @@ def backoff(attempt: int, delivery: Delivery, retry_after: float | None = None,
     """
     if retry_after is not None:
         return max(retry_after, delivery.initial_backoff)
-    base = min(delivery.max_backoff, delivery.initial_backoff * 2 ** max(attempt - 1, 0))
-    jittered = (rng or random).uniform(base / 2, base)
-    return max(delivery.initial_backoff, jittered) if base >= delivery.initial_backoff else base
+    return deliveryloop.backoff(attempt, delivery.initial_backoff, delivery.max_backoff,
+                                rng or random)
 
 
 class Deliverer(Generic[RowT]):
@@ -127,37 +127,19 @@ class Deliverer(Generic[RowT]):
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set; store errors are logged and retried, never raised."""
-        failures = 0
         try:
-            while not stop.is_set():
-                try:
-                    claimed = await self.deliver_due()
-                    failures = 0
-                except Exception:  # the loop outlives a database outage
-                    failures += 1
-                    log.exception("outbox pass failed", failures=failures)
-                    claimed = 0
-                if claimed >= self.concurrency:
-                    continue  # more may be due right away
-                pause = self.poll_interval * min(2**failures, 30)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=pause)
+            await deliveryloop.run(self.deliver_due, stop, batch=self.concurrency,
+                                   poll_interval=self.poll_interval, log=log,
+                                   failed="outbox pass failed")
         finally:
             await self.aclose()
 
     async def deliver_due(self) -> int:
         """One pass: claim what is due, send it, mark it; return how many rows were claimed."""
-        rows = await asyncio.to_thread(self.repo.claim, self.owner, self.clock(), self.lease,
-                                       self.concurrency)
-        outcomes = await asyncio.gather(*(self._deliver(row) for row in rows),
-                                        return_exceptions=True)
-        for row, outcome in zip(rows, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                # Most likely the database failed while marking: the lease runs out and the
-                # row is sent again later, under the same idempotency key.
-                log.error("outbox row not settled", notification=row.id,
-                          error=f"{outcome.__class__.__name__}: {outcome}")
-        return len(rows)
+        return await deliveryloop.deliver_due(
+            self.repo, self._deliver, owner=self.owner, now=self.clock(), lease=self.lease,
+            batch=self.concurrency, log=log, unsettled="outbox row not settled",
+            row_key="notification")
 
     async def _deliver(self, row: RowT) -> None:
         n = row.notification
@@ -210,7 +192,4 @@ class Deliverer(Generic[RowT]):
 
     def _report(self, channel: str, outcome: Outcome) -> None:
         if self.on_result is not None:
-            try:
-                self.on_result(channel, outcome)
-            except Exception:  # a metrics hook must not break delivery
-                log.exception("on_result hook failed")
+            deliveryloop.report(log, functools.partial(self.on_result, channel, outcome))
