@@ -8,8 +8,8 @@ repeat. The loop outlives a database outage, waiting longer after each failed pa
 
 Use::
 
-    await deliveryloop.run(one_pass, stop, batch=8, poll_interval=1.0, log=log,
-                           failed="outbox pass failed")
+    leasing = deliveryloop.Leasing(owner="pod-1", lease=60.0, batch=8, poll_interval=1.0)
+    await deliveryloop.run(one_pass, stop, leasing, log=log, failed="outbox pass failed")
 
 where ``one_pass`` calls ``deliver_due`` with the store's ``claim`` and its own ``deliver``.
 """
@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeVar
 
 from structlog.typing import FilteringBoundLogger
 
-__all__ = ["Claims", "Jitter", "backoff", "deliver_due", "report", "run"]
+__all__ = ["Claims", "Jitter", "Leasing", "backoff", "deliver_due", "report", "run"]
 
 _MAX_PAUSE_FACTOR = 30  # a database down for long is polled every 30 poll intervals
 
@@ -47,18 +48,30 @@ class Claims(Protocol[RowT_co]):
               limit: int = ...) -> Sequence[RowT_co]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Leasing:
+    """How a loop claims: as ``owner``, up to ``batch`` rows a pass, each for ``lease`` seconds
+    (past one delivery, so that a replica that died leaves its rows to the others once it runs
+    out), looking again every ``poll_interval`` seconds."""
+
+    owner: str
+    lease: float
+    batch: int
+    poll_interval: float
+
+
 class Jitter(Protocol):
     """Where a random delay is drawn from: a ``random.Random``, or the ``random`` module."""
 
     def uniform(self, a: float, b: float) -> float: ...
 
 
-async def run(one_pass: Callable[[], Awaitable[int]], stop: asyncio.Event, *, batch: int,
-              poll_interval: float, log: FilteringBoundLogger, failed: str) -> None:
+async def run(one_pass: Callable[[], Awaitable[int]], stop: asyncio.Event, leasing: Leasing, *,
+              log: FilteringBoundLogger, failed: str) -> None:
     """Run ``one_pass`` until ``stop`` is set; a pass that raised is logged as ``failed``.
 
-    ``one_pass`` returns how many rows it claimed: a full ``batch`` means more may be due right
-    away, so the next pass starts at once; otherwise the loop waits ``poll_interval``, doubled
+    ``one_pass`` returns how many rows it claimed: a full batch means more may be due right
+    away, so the next pass starts at once; otherwise the loop waits the poll interval, doubled
     after each failed pass in a row.
     """
     failures = 0
@@ -70,21 +83,22 @@ async def run(one_pass: Callable[[], Awaitable[int]], stop: asyncio.Event, *, ba
             failures += 1
             log.exception(failed, failures=failures)
             claimed = 0
-        if claimed >= batch:
+        if claimed >= leasing.batch:
             continue
-        pause = poll_interval * min(2**failures, _MAX_PAUSE_FACTOR)
+        pause = leasing.poll_interval * min(2**failures, _MAX_PAUSE_FACTOR)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=pause)
 
 
-async def deliver_due(claims: Claims[RowT], deliver: Callable[[RowT], Awaitable[None]], *,
-                      owner: str, now: datetime, lease: float, batch: int,
-                      log: FilteringBoundLogger, unsettled: str, row_key: str) -> int:
-    """One pass: claim up to ``batch`` due rows, deliver them together; how many were claimed.
+async def deliver_due(claims: Claims[RowT], deliver: Callable[[RowT], Awaitable[None]],
+                      leasing: Leasing, now: datetime, *, log: FilteringBoundLogger,
+                      unsettled: str, row_key: str) -> int:
+    """One pass: claim the due rows, deliver them together; how many were claimed.
 
     A delivery that raised is logged as ``unsettled`` with the row's id under ``row_key``.
     """
-    rows = await asyncio.to_thread(claims.claim, owner, now, lease, batch)
+    rows = await asyncio.to_thread(claims.claim, leasing.owner, now, leasing.lease,
+                                   leasing.batch)
     outcomes = await asyncio.gather(*(deliver(row) for row in rows), return_exceptions=True)
     for row, outcome in zip(rows, outcomes, strict=True):
         if isinstance(outcome, BaseException):

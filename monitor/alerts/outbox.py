@@ -95,11 +95,8 @@ class Deliverer(Generic[RowT]):
     ) -> None:
         self.channels = {c.name: c for c in channels}
         self.repo = repo
-        self.owner = owner
         self.delivery = delivery
         self.on_result = on_result
-        self.poll_interval = poll_interval
-        self.concurrency = concurrency
         self.clock = clock or (lambda: datetime.now(UTC))
         self._transport = transport
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not secrets
@@ -108,7 +105,8 @@ class Deliverer(Generic[RowT]):
         # A lease must outlive one send (a batch is one wave of ``concurrency`` sends); SMTP
         # may use its timeout per step, hence the margin.
         slowest = max((c.timeout for c in channels), default=10.0)
-        self.lease = lease if lease is not None else 4 * slowest + 30.0
+        self.leasing = deliveryloop.Leasing(
+            owner, lease if lease is not None else 4 * slowest + 30.0, concurrency, poll_interval)
 
     def _notifier(self, channel: Channel) -> Notifier:
         if self._client is None:
@@ -128,8 +126,7 @@ class Deliverer(Generic[RowT]):
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set; store errors are logged and retried, never raised."""
         try:
-            await deliveryloop.run(self.deliver_due, stop, batch=self.concurrency,
-                                   poll_interval=self.poll_interval, log=log,
+            await deliveryloop.run(self.deliver_due, stop, self.leasing, log=log,
                                    failed="outbox pass failed")
         finally:
             await self.aclose()
@@ -137,9 +134,8 @@ class Deliverer(Generic[RowT]):
     async def deliver_due(self) -> int:
         """One pass: claim what is due, send it, mark it; return how many rows were claimed."""
         return await deliveryloop.deliver_due(
-            self.repo, self._deliver, owner=self.owner, now=self.clock(), lease=self.lease,
-            batch=self.concurrency, log=log, unsettled="outbox row not settled",
-            row_key="notification")
+            self.repo, self._deliver, self.leasing, self.clock(), log=log,
+            unsettled="outbox row not settled", row_key="notification")
 
     async def _deliver(self, row: RowT) -> None:
         n = row.notification

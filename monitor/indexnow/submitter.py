@@ -65,19 +65,15 @@ class Submitter:
         self.target_of = target_of
         self.repo = repo
         self.fetcher = fetcher
-        self.owner = owner
         self.on_result = on_result
-        self.poll_interval = poll_interval
-        self.concurrency = concurrency
         self.clock = clock or (lambda: datetime.now(UTC))
         self._transport = transport
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not secrets
         self._client: httpx.AsyncClient | None = None
         self._held: dict[str, datetime] = {}  # endpoint -> no request before (its 429)
         self._key_locks: dict[tuple[str, str], asyncio.Lock] = {}
-        # Past one key file fetch and one POST, each within a target's timeout: a row a killed
-        # replica held is taken over once it runs out.
-        self.lease = lease
+        # The lease is past one key file fetch and one POST, each within a target's timeout.
+        self.leasing = deliveryloop.Leasing(owner, lease, concurrency, poll_interval)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set; store errors are logged and retried, never raised."""
@@ -91,8 +87,7 @@ class Submitter:
             return await self.deliver_due()
 
         try:
-            await deliveryloop.run(one_pass, stop, batch=self.concurrency,
-                                   poll_interval=self.poll_interval, log=log,
+            await deliveryloop.run(one_pass, stop, self.leasing, log=log,
                                    failed="indexnow pass failed")
         finally:
             await self.aclose()
@@ -116,9 +111,8 @@ class Submitter:
     async def deliver_due(self) -> int:
         """One pass: claim what is due, send it, mark it; return how many rows were claimed."""
         return await deliveryloop.deliver_due(
-            self.repo, self._deliver, owner=self.owner, now=self.clock(), lease=self.lease,
-            batch=self.concurrency, log=log, unsettled="indexnow submission not settled",
-            row_key="submission")
+            self.repo, self._deliver, self.leasing, self.clock(), log=log,
+            unsettled="indexnow submission not settled", row_key="submission")
 
     async def _deliver(self, row: store.Claimed) -> None:
         now = self.clock()
