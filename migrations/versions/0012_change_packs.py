@@ -32,9 +32,6 @@ down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# The codecs as this migration knew them, never the live package's (see its __init__.py).
-_FROZEN = Path(__file__).resolve().parents[1] / "frozen"
-
 _Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
@@ -46,7 +43,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    changepacks = load_python_file(_FROZEN, "__init__.py").load("changepacks")
+    # The codecs as this migration knew them, never the live package's (see its __init__.py).
+    frozen = load_python_file(Path(__file__).resolve().parents[1] / "frozen", "__init__.py")
+    changepacks = frozen.load("changepacks")
     Version, unpack = changepacks.Version, changepacks.unpack
 
     conn = op.get_bind()

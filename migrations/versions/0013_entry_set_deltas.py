@@ -27,9 +27,6 @@ down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# The codecs as this migration knew them, never the live package's (see its __init__.py).
-_FROZEN = Path(__file__).resolve().parents[1] / "frozen"
-
 _Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
@@ -38,7 +35,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    apply = load_python_file(_FROZEN, "__init__.py").load("entrydelta").apply
+    # The codecs as this migration knew them, never the live package's (see its __init__.py).
+    frozen = load_python_file(Path(__file__).resolve().parents[1] / "frozen", "__init__.py")
+    apply = frozen.load("entrydelta").apply
 
     conn = op.get_bind()
     sets = sa.table("entry_sets", sa.column("id"), sa.column("data"), sa.column("base_id"))

@@ -29,16 +29,14 @@ down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# The codecs as this migration knew them, never the live package's (see its __init__.py).
-_FROZEN = Path(__file__).resolve().parents[1] / "frozen"
-
 
 def upgrade() -> None:
     pass
 
 
 def downgrade() -> None:
-    frozen = load_python_file(_FROZEN, "__init__.py")
+    # The codecs as this migration knew them, never the live package's (see its __init__.py).
+    frozen = load_python_file(Path(__file__).resolve().parents[1] / "frozen", "__init__.py")
     entrydelta, entryset = frozen.load("entrydelta"), frozen.load("entryset")
 
     conn = op.get_bind()
