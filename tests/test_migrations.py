@@ -516,20 +516,26 @@ def test_the_migrations_that_rewrite_stored_values_use_frozen_codecs() -> None:
     assert importing == []
 
 
+def test_the_migrations_load_the_frozen_codecs_through_their_one_loader() -> None:
+    """migrations/frozen loads its modules by path, once for every migration: none carries
+    its own copy of the import machinery."""
+    versions = Path(__file__).resolve().parent.parent / "migrations" / "versions"
+    copying = sorted(path.name for path in versions.glob("*.py")
+                     if "importlib" in path.read_text())
+    assert copying == []
+
+
 def test_the_frozen_codecs_read_what_the_live_ones_write_today() -> None:
     """A version the live package stores now is what a downgrade meets first: the frozen
     copy reads it, and writes it back in format 1 as the live one does."""
-    import importlib.util
+    from alembic.util import load_python_file
 
     from monitor.codec import entrydelta
     from monitor.model import EntryState
 
-    path = Path(__file__).resolve().parent.parent / "migrations" / "frozen" / "__init__.py"
-    spec = importlib.util.spec_from_file_location("frozen_under_test", path)
-    assert spec is not None
-    assert spec.loader is not None
-    frozen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(frozen)
+    # As the migrations load them.
+    frozen = load_python_file(Path(__file__).resolve().parent.parent / "migrations" / "frozen",
+                              "__init__.py")
     states = {f"https://e.test/{i}": EntryState(f"2024-01-{1 + i % 28:02d}", None, None, None,
                                                 i % 7 != 0) for i in range(500)}
     data = entryset.encode(states, {})

@@ -3,8 +3,13 @@
 Migrations 0012-0014 rewrite entry sets, deltas and change packs on downgrade. They read and
 write them with these copies of ``monitor/codec/`` (and the value types they use) as they
 stood when the copies were made, never with the live package: the codecs are then free to
-change shape, and an old migration still reads what it was written for. A migration loads
-them with ``load`` (by path: migrations/ is not an importable package).
+change shape, and an old migration still reads what it was written for.
+
+migrations/ is not an importable package, so a migration loads this file by path, the way
+Alembic loads the migrations themselves, and asks it for a module::
+
+    frozen = load_python_file(Path(__file__).resolve().parents[1] / "frozen", "__init__.py")
+    entryset = frozen.load("entryset")
 """
 
 from __future__ import annotations

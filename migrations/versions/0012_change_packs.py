@@ -20,13 +20,12 @@ Create Date: 2026-11-26 04:30:00
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
+from alembic.util import load_python_file
 
 revision: str = "0012"
 down_revision: str | None = "0011"
@@ -44,7 +43,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    changepacks = _frozen("changepacks")
+    # The codecs as this migration knew them, never the live package's (see its __init__.py).
+    frozen = load_python_file(Path(__file__).resolve().parents[1] / "frozen", "__init__.py")
+    changepacks = frozen.load("changepacks")
     Version, unpack = changepacks.Version, changepacks.unpack
 
     conn = op.get_bind()
@@ -77,12 +78,3 @@ def downgrade() -> None:
     op.drop_column("changes", "members")
     op.drop_column("changes", "before_set_id")
     op.drop_column("changes", "entry_set_id")
-
-
-def _frozen(name: str) -> Any:
-    """A codec as this migration knew it (migrations/frozen), never the live package's."""
-    path = Path(__file__).resolve().parents[1] / "frozen" / "__init__.py"
-    spec = importlib.util.spec_from_file_location("sitemap_monitor_frozen_loader", path)
-    loader = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(loader)  # type: ignore[union-attr]
-    return loader.load(name)

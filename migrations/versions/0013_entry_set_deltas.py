@@ -15,13 +15,12 @@ Create Date: 2026-11-26 05:00:00
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
+from alembic.util import load_python_file
 
 revision: str = "0013"
 down_revision: str | None = "0012"
@@ -36,7 +35,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    apply = _frozen("entrydelta").apply
+    # The codecs as this migration knew them, never the live package's (see its __init__.py).
+    frozen = load_python_file(Path(__file__).resolve().parents[1] / "frozen", "__init__.py")
+    apply = frozen.load("entrydelta").apply
 
     conn = op.get_bind()
     sets = sa.table("entry_sets", sa.column("id"), sa.column("data"), sa.column("base_id"))
@@ -49,12 +50,3 @@ def downgrade() -> None:
             data=apply(bytes(base), bytes(delta))))
     # Not batch mode (see 0005): ALTER TABLE ... DROP COLUMN, SQLite 3.35 on.
     op.drop_column("entry_sets", "base_id")
-
-
-def _frozen(name: str) -> Any:
-    """A codec as this migration knew it (migrations/frozen), never the live package's."""
-    path = Path(__file__).resolve().parents[1] / "frozen" / "__init__.py"
-    spec = importlib.util.spec_from_file_location("sitemap_monitor_frozen_loader", path)
-    loader = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(loader)  # type: ignore[union-attr]
-    return loader.load(name)

@@ -17,13 +17,12 @@ Create Date: 2026-11-27 04:00:00
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
+from alembic.util import load_python_file
 
 revision: str = "0014"
 down_revision: str | None = "0013"
@@ -36,7 +35,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    entrydelta, entryset = _frozen("entrydelta"), _frozen("entryset")
+    # The codecs as this migration knew them, never the live package's (see its __init__.py).
+    frozen = load_python_file(Path(__file__).resolve().parents[1] / "frozen", "__init__.py")
+    entrydelta, entryset = frozen.load("entrydelta"), frozen.load("entryset")
 
     conn = op.get_bind()
     sets = sa.table("entry_sets", sa.column("id"), sa.column("data"))
@@ -47,12 +48,3 @@ def downgrade() -> None:
                 else entryset.in_version_1(data))
         if back is not None:
             conn.execute(sets.update().where(sets.c.id == set_id).values(data=back))
-
-
-def _frozen(name: str) -> Any:
-    """A codec as this migration knew it (migrations/frozen), never the live package's."""
-    path = Path(__file__).resolve().parents[1] / "frozen" / "__init__.py"
-    spec = importlib.util.spec_from_file_location("sitemap_monitor_frozen_loader", path)
-    loader = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(loader)  # type: ignore[union-attr]
-    return loader.load(name)

@@ -9,7 +9,7 @@ conditional UPDATE gives each row to one of them at a time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import random
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -18,6 +18,7 @@ from typing import Generic, Protocol, TypeVar
 import httpx
 import structlog
 
+from monitor import deliveryloop
 from monitor.alerts.channels import make_client, make_notifier
 from monitor.alerts.notifier import Notifier
 from monitor.config import Channel, Delivery
@@ -70,9 +71,8 @@ def backoff(attempt: int, delivery: Delivery, retry_after: float | None = None,
     """
     if retry_after is not None:
         return max(retry_after, delivery.initial_backoff)
-    base = min(delivery.max_backoff, delivery.initial_backoff * 2 ** max(attempt - 1, 0))
-    jittered = (rng or random).uniform(base / 2, base)
-    return max(delivery.initial_backoff, jittered) if base >= delivery.initial_backoff else base
+    return deliveryloop.backoff(attempt, delivery.initial_backoff, delivery.max_backoff,
+                                rng or random)
 
 
 class Deliverer(Generic[RowT]):
@@ -95,11 +95,8 @@ class Deliverer(Generic[RowT]):
     ) -> None:
         self.channels = {c.name: c for c in channels}
         self.repo = repo
-        self.owner = owner
         self.delivery = delivery
         self.on_result = on_result
-        self.poll_interval = poll_interval
-        self.concurrency = concurrency
         self.clock = clock or (lambda: datetime.now(UTC))
         self._transport = transport
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not secrets
@@ -108,7 +105,8 @@ class Deliverer(Generic[RowT]):
         # A lease must outlive one send (a batch is one wave of ``concurrency`` sends); SMTP
         # may use its timeout per step, hence the margin.
         slowest = max((c.timeout for c in channels), default=10.0)
-        self.lease = lease if lease is not None else 4 * slowest + 30.0
+        self.leasing = deliveryloop.Leasing(
+            owner, lease if lease is not None else 4 * slowest + 30.0, concurrency, poll_interval)
 
     def _notifier(self, channel: Channel) -> Notifier:
         if self._client is None:
@@ -127,37 +125,17 @@ class Deliverer(Generic[RowT]):
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set; store errors are logged and retried, never raised."""
-        failures = 0
         try:
-            while not stop.is_set():
-                try:
-                    claimed = await self.deliver_due()
-                    failures = 0
-                except Exception:  # the loop outlives a database outage
-                    failures += 1
-                    log.exception("outbox pass failed", failures=failures)
-                    claimed = 0
-                if claimed >= self.concurrency:
-                    continue  # more may be due right away
-                pause = self.poll_interval * min(2**failures, 30)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=pause)
+            await deliveryloop.run(self.deliver_due, stop, self.leasing, log=log,
+                                   failed="outbox pass failed")
         finally:
             await self.aclose()
 
     async def deliver_due(self) -> int:
         """One pass: claim what is due, send it, mark it; return how many rows were claimed."""
-        rows = await asyncio.to_thread(self.repo.claim, self.owner, self.clock(), self.lease,
-                                       self.concurrency)
-        outcomes = await asyncio.gather(*(self._deliver(row) for row in rows),
-                                        return_exceptions=True)
-        for row, outcome in zip(rows, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                # Most likely the database failed while marking: the lease runs out and the
-                # row is sent again later, under the same idempotency key.
-                log.error("outbox row not settled", notification=row.id,
-                          error=f"{outcome.__class__.__name__}: {outcome}")
-        return len(rows)
+        return await deliveryloop.deliver_due(
+            self.repo, self._deliver, self.leasing, self.clock(), log=log,
+            unsettled="outbox row not settled", row_key="notification")
 
     async def _deliver(self, row: RowT) -> None:
         n = row.notification
@@ -210,7 +188,4 @@ class Deliverer(Generic[RowT]):
 
     def _report(self, channel: str, outcome: Outcome) -> None:
         if self.on_result is not None:
-            try:
-                self.on_result(channel, outcome)
-            except Exception:  # a metrics hook must not break delivery
-                log.exception("on_result hook failed")
+            deliveryloop.report(log, functools.partial(self.on_result, channel, outcome))

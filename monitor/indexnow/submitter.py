@@ -12,7 +12,7 @@ its ``Retry-After``; 400, 403 and 422 are permanent.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import structlog
 
+from monitor import deliveryloop
 from monitor.config import Target
 from monitor.errors import FetchError
 from monitor.indexnow import protocol as indexnow
@@ -64,41 +65,30 @@ class Submitter:
         self.target_of = target_of
         self.repo = repo
         self.fetcher = fetcher
-        self.owner = owner
         self.on_result = on_result
-        self.poll_interval = poll_interval
-        self.concurrency = concurrency
         self.clock = clock or (lambda: datetime.now(UTC))
         self._transport = transport
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not secrets
         self._client: httpx.AsyncClient | None = None
         self._held: dict[str, datetime] = {}  # endpoint -> no request before (its 429)
         self._key_locks: dict[tuple[str, str], asyncio.Lock] = {}
-        # Past one key file fetch and one POST, each within a target's timeout: a row a killed
-        # replica held is taken over once it runs out.
-        self.lease = lease
+        # The lease is past one key file fetch and one POST, each within a target's timeout.
+        self.leasing = deliveryloop.Leasing(owner, lease, concurrency, poll_interval)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set; store errors are logged and retried, never raised."""
-        failures = 0
         pruned_at = 0.0
+
+        async def one_pass() -> int:
+            nonlocal pruned_at
+            if time.monotonic() - pruned_at >= PRUNE_EVERY:
+                pruned_at = time.monotonic()
+                await self.prune()
+            return await self.deliver_due()
+
         try:
-            while not stop.is_set():
-                try:
-                    if time.monotonic() - pruned_at >= PRUNE_EVERY:
-                        pruned_at = time.monotonic()
-                        await self.prune()
-                    claimed = await self.deliver_due()
-                    failures = 0
-                except Exception:  # the loop outlives a database outage
-                    failures += 1
-                    log.exception("indexnow pass failed", failures=failures)
-                    claimed = 0
-                if claimed >= self.concurrency:
-                    continue
-                pause = self.poll_interval * min(2**failures, 30)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=pause)
+            await deliveryloop.run(one_pass, stop, self.leasing, log=log,
+                                   failed="indexnow pass failed")
         finally:
             await self.aclose()
 
@@ -120,16 +110,9 @@ class Submitter:
 
     async def deliver_due(self) -> int:
         """One pass: claim what is due, send it, mark it; return how many rows were claimed."""
-        rows = await asyncio.to_thread(self.repo.claim, self.owner, self.clock(), self.lease,
-                                       self.concurrency)
-        outcomes = await asyncio.gather(*(self._deliver(row) for row in rows),
-                                        return_exceptions=True)
-        for row, outcome in zip(rows, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                # The lease runs out and the row is tried again later: nothing is lost.
-                log.error("indexnow submission not settled", submission=row.id,
-                          error=f"{outcome.__class__.__name__}: {outcome}")
-        return len(rows)
+        return await deliveryloop.deliver_due(
+            self.repo, self._deliver, self.leasing, self.clock(), log=log,
+            unsettled="indexnow submission not settled", row_key="submission")
 
     async def _deliver(self, row: store.Claimed) -> None:
         now = self.clock()
@@ -218,8 +201,7 @@ class Submitter:
         self._report(row.target_name, "retry", len(row.urls))
 
     def _backoff(self, attempt: int) -> float:
-        base = min(_MAX_BACKOFF, _INITIAL_BACKOFF * 2 ** max(attempt - 1, 0))
-        return max(_INITIAL_BACKOFF, self._rng.uniform(base / 2, base))
+        return deliveryloop.backoff(attempt, _INITIAL_BACKOFF, _MAX_BACKOFF, self._rng)
 
     async def _key_problem(self, target: Target, origin: str, key: str,
                            location: str) -> str | None:
@@ -259,7 +241,4 @@ class Submitter:
 
     def _report(self, target: str, outcome: str, urls: int) -> None:
         if self.on_result is not None:
-            try:
-                self.on_result(target, outcome, urls)
-            except Exception:  # a metrics hook must not break delivery
-                log.exception("on_result hook failed")
+            deliveryloop.report(log, functools.partial(self.on_result, target, outcome, urls))

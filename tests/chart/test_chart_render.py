@@ -457,6 +457,8 @@ def test_values_schema_config_keys_match_the_daemon() -> None:
     assert set(props["scheduler"]["properties"]) == set(monitor_config.Scheduler.model_fields)
     assert set(props["http"]["properties"]) == set(monitor_config.Http.model_fields)
     assert set(props["alerts"]["properties"]) == set(monitor_config.Alerts.model_fields)
+    assert set(props["alerts"]["properties"]["delivery"]["properties"]) == set(
+        monitor_config.Delivery.model_fields)
 
 
 def test_web_access_from_secrets() -> None:
