@@ -42,13 +42,14 @@ from monitor.pruning import Pruner
 from monitor.read import process
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
-from monitor.scheduler import InTransaction, Scheduler
+from monitor.scheduler import Scheduler
 from monitor.serve import api
 from monitor.serve import headers as webheaders
 from monitor.store import db
 from monitor.store import targets as store
 from monitor.store.indexnow import SqlSubmissions
 from monitor.store.outbox import SqlOutbox
+from monitor.store.targets import Lease
 from monitor.urlhealth.rounds import UrlChecks
 
 __all__ = ["parse_listen", "run"]
@@ -407,10 +408,10 @@ async def _serve(
 
     digests = DigestPool()
 
-    async def check(target: config.Target, in_transaction: InTransaction) -> CheckResult:
+    async def check(target: config.Target, lease: Lease) -> CheckResult:
         return await pipeline.run_check(
             target, engine=engine, fetcher=fetcher, alerts=state.cfg.alerts, now=utcnow,
-            in_transaction=in_transaction, digests=digests, robots_cache=robots_cache)
+            lease=lease, digests=digests, robots_cache=robots_cache)
 
     scheduler = Scheduler(
         engine=engine, check=check, metrics=metrics, owner=owner, settings=cfg.scheduler)

@@ -33,7 +33,7 @@ from typing import Any
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Engine
 
 from monitor import config
 from monitor.errors import LeaseLost, MonitorError
@@ -41,12 +41,11 @@ from monitor.metrics import Metrics
 from monitor.model import CheckResult, utcnow
 from monitor.store import targets as store
 
-__all__ = ["POLL", "CheckFn", "Clock", "InTransaction", "Scheduler", "utcnow"]
+__all__ = ["POLL", "CheckFn", "Clock", "Scheduler", "utcnow"]
 
-InTransaction = Callable[[Connection], None]
-# A check of one target; it runs the hook in the transaction that stores its snapshot, just
-# before that transaction commits (pipeline.run_check's ``in_transaction``).
-CheckFn = Callable[[config.Target, InTransaction], Awaitable[CheckResult]]
+# A check of one target under a lease: a result with a snapshot id was stored, and the lease
+# given back with the target's next due time in the same transaction (store.targets.give_back).
+CheckFn = Callable[[config.Target, store.Lease], Awaitable[CheckResult]]
 Clock = Callable[[], datetime]
 log = structlog.get_logger("monitor.scheduler")
 # Targets applied between two passes of the event loop in ``update`` (about 0.1 s of work).
@@ -115,7 +114,6 @@ class Scheduler:
         # Targets claimed again while a check of them still ran here: that check's lease ran
         # out (a pause), another replica may have checked the target since, so it must not
         # commit under the new lease.
-        self._stale: set[str] = set()
         self._checking: set[asyncio.Task[Any]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         # Due times this replica set (its own checks'), earliest first: when to wake next.
@@ -312,9 +310,10 @@ class Scheduler:
         """Start the check of a target just claimed."""
         target = self._targets.get(name)
         if name in self._runs:
-            # Its lease ran out under a check of it here, which rolls back and gives the new
-            # lease back.
-            self._stale.add(name)
+            # Its lease ran out under a check of it here (paused past it) and no other replica
+            # holds it now. That check gives this lease back when it stores, unless another
+            # replica stored a check of the target meanwhile: then it stores nothing
+            # (store.checkplan) and the target is released when it ends.
             return
         if target is None and name in self._removed:
             # Removed by a reload while the claim was in the database: parked, as it would be.
@@ -374,7 +373,6 @@ class Scheduler:
             log.warning("check cancelled at shutdown", target=name)
         finally:
             self._runs.pop(name, None)
-            self._stale.discard(name)
             # A slot is free: if due targets were left for want of one, claim again (with the
             # slots freed meanwhile). Else nothing is due before a known due time or a poll.
             if self._behind:
@@ -387,25 +385,14 @@ class Scheduler:
         name = target.name
         self._checking.add(task)
         heartbeat = asyncio.create_task(self._heartbeat(name))
-        handed_back = False
         # Anchored at the claim: a 10-minute target is checked every 10 minutes (plus jitter)
         # however long its checks take.
         next_due = _after(claimed_at, target)
-
-        def give_back(conn: Connection) -> None:
-            # In the snapshot's transaction: the lease goes back when the snapshot commits, and
-            # only if this replica still holds it; else the whole check rolls back.
-            nonlocal handed_back
-            due = next_due if name in self._targets else store.PARKED  # removed meanwhile
-            if name in self._stale or not store.release_in(conn, name, self._owner,
-                                                            next_due_at=due):
-                raise LeaseLost(f"{name}: the lease was taken over while this check ran")
-            handed_back = True
-
-        committed = False
+        handed_back = False
         try:
             with structlog.contextvars.bound_contextvars(target=name):
-                pushed, committed = await self._checked(target, give_back)
+                pushed, handed_back = await self._checked(
+                    target, store.Lease(name, self._owner, next_due))
             next_due = pushed or next_due
         except asyncio.CancelledError:
             # The check did not happen (or committed whole): due again now, for any replica.
@@ -417,23 +404,23 @@ class Scheduler:
             heartbeat.cancel()
             if name not in self._targets:
                 next_due = store.PARKED  # removed by a reload while it ran
-            if not (committed and handed_back):
+            if not handed_back:
                 await asyncio.shield(self._release(name, next_due))
             if name in self._targets and not self._stopping:
                 self._due[name] = next_due
                 self._wake_at(next_due)
 
     async def _checked(
-        self, target: config.Target, in_transaction: InTransaction
+        self, target: config.Target, lease: store.Lease
     ) -> tuple[datetime | None, bool]:
         """Run one check and report it.
 
-        Returns a due time (only when the check raised) and whether the check returned, which
-        means its transaction committed.
+        Returns a due time (only when the check raised) and whether the check stored its
+        snapshot, which gave the lease back in the same transaction.
         """
         started = self._clock()
         try:
-            result = await self._check(target, in_transaction)
+            result = await self._check(target, lease)
         except LeaseLost:
             # Paused past the lease (SIGSTOP, a frozen VM): another replica has the target and
             # checks it; this check wrote nothing and is no check at all, not a failed one.
@@ -456,7 +443,7 @@ class Scheduler:
                 self._metrics.observe(failed, target.name, finished_at=finished)
             return _after(finished, target, jittered=False), False
         self._report(result, target.name)
-        return None, True
+        return None, result.snapshot_id is not None
 
     def _report(self, result: CheckResult, name: str) -> None:
         # The snapshot's counts are the target's current issues by rule (what it stored).

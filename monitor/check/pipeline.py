@@ -36,6 +36,7 @@ from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
 from monitor.store import checkplan
+from monitor.store import targets as leases
 from monitor.store.checkplan import CheckWrites
 from monitor.store.checkwriter import DocumentState, SnapshotWrite
 
@@ -50,15 +51,18 @@ async def run_check(
     alerts: Alerts | None = None,
     now: Callable[[], datetime] | None = None,
     max_changes: int = 1000,
-    in_transaction: Callable[[Connection], None] | None = None,
+    lease: leases.Lease | None = None,
     digests: DigestPool | None = None,
     robots_cache: robotsread.RobotsCache | None = None,
+    in_transaction: Callable[[Connection], None] | None = None,
 ) -> CheckResult:
     """Check one target: fetch, parse, validate, diff and store one snapshot; never raises
     for anything the target's server does (a failed check is a value).
 
-    ``in_transaction`` runs in the snapshot's transaction just before it commits (the daemon
-    gives its lease back there). ``digests`` is where big documents are digested: a caller
+    ``lease``: the daemon's lease on the target, given back in the snapshot's transaction
+    (LeaseLost, and nothing stored, if another replica holds it now). ``in_transaction`` runs
+    in that transaction just before it commits (a dry run reads what the check wrote there
+    and raises to roll it back). ``digests`` is where big documents are digested: a caller
     that runs many checks passes one pool to all of them; without one, the check makes its own
     and stops its workers at the end. ``robots_cache``: the robots.txt versions this check
     reads are put in force there (the URL checks' cache).
@@ -69,7 +73,8 @@ async def run_check(
     try:
         loaded = await asyncio.to_thread(load, engine, target, started)
         check = _Check(target, engine, fetcher, alerts, started, max_changes, pool, loaded)
-        check.in_transaction, check.robots_cache = in_transaction, robots_cache
+        check.lease, check.robots_cache = lease, robots_cache
+        check.in_transaction = in_transaction
         return await check.run(clock)
     finally:
         if pool is not digests:
@@ -85,6 +90,7 @@ class _Check:
         self.target, self.engine, self.fetcher, self.alerts = target, engine, fetcher, alerts
         self.started, self.max_changes, self.digests, self.loaded = (
             started, max_changes, digests, loaded)
+        self.lease: leases.Lease | None = None
         self.in_transaction: Callable[[Connection], None] | None = None
         self.robots_cache: robotsread.RobotsCache | None = None
 
@@ -172,6 +178,9 @@ class _Check:
         if self.in_transaction is not None:
             hook = self.in_transaction
             steps.append(lambda conn, _written: hook(conn))
+        if self.lease is not None:
+            lease = self.lease
+            steps.append(lambda conn, _written: leases.give_back(conn, lease))
         return steps
 
 

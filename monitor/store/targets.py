@@ -31,6 +31,7 @@ from sqlalchemy import (
     Text,
     Update,
     bindparam,
+    case,
     cast,
     func,
     literal,
@@ -41,15 +42,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from monitor.errors import LeaseLost
 from monitor.store.checkwriter import transaction
 from monitor.store.schema import documents, snapshots, targets
 
 __all__ = [
     "PARKED",
+    "Lease",
     "TargetGauges",
     "claim_due",
     "configured",
     "get_target",
+    "give_back",
     "last_gauges",
     "list_snapshots",
     "list_targets",
@@ -134,7 +138,10 @@ _RELEASE = (
     .where(_t.name == bindparam("target_name"), _t.lease_owner == bindparam("owner"))
     .values(lease_owner=None, lease_until=None)
 )
-_RELEASE_DUE = _RELEASE.values(next_due_at=bindparam("due", type_=_t.next_due_at.type))
+# A target a reload removed while it was checked is parked already: it stays parked.
+_RELEASE_DUE = _RELEASE.values(next_due_at=case(
+    (_t.next_due_at == bindparam("parked", type_=_t.next_due_at.type), _t.next_due_at),
+    else_=bindparam("due", type_=_t.next_due_at.type)))
 # The earliest due time still to come of a free target, by the next_due_at index (an ORDER BY
 # and LIMIT, not min(): SQLite reads min() under a WHERE from every row in range).
 _NEXT_DUE = (
@@ -256,8 +263,26 @@ def release_in(
     if next_due_at is None:
         done = conn.execute(_RELEASE, {"target_name": name, "owner": owner})
     else:
-        done = conn.execute(_RELEASE_DUE, {"target_name": name, "owner": owner, "due": next_due_at})
+        done = conn.execute(_RELEASE_DUE, {"target_name": name, "owner": owner,
+                                           "due": next_due_at, "parked": PARKED})
     return bool(done.rowcount == 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A replica's lease on a target while it checks it: given back, with the time the target
+    is due next, in the transaction that stores the check (``give_back``)."""
+
+    name: str
+    owner: str
+    next_due_at: datetime
+
+
+def give_back(conn: Connection, lease: Lease) -> None:
+    """Give the lease back in the check's transaction; LeaseLost (the transaction rolls back)
+    when this replica no longer holds it: another one took the target over meanwhile."""
+    if not release_in(conn, lease.name, lease.owner, next_due_at=lease.next_due_at):
+        raise LeaseLost(f"{lease.name}: the lease was taken over while this check ran")
 
 
 def release(

@@ -22,7 +22,7 @@ from monitor import config
 from monitor import scheduler as scheduler_module
 from monitor.metrics import Metrics
 from monitor.model import CheckResult
-from monitor.scheduler import InTransaction, Scheduler
+from monitor.scheduler import Scheduler
 from monitor.store import db
 from monitor.store import targets as store
 from monitor.store.schema import targets
@@ -54,7 +54,7 @@ class Recorder:
         self.most_at_once = 0
         self.work = work
 
-    async def __call__(self, t: config.Target, in_transaction: InTransaction) -> CheckResult:
+    async def __call__(self, t: config.Target, lease: store.Lease) -> CheckResult:
         self.calls[t.name].append(time.monotonic())
         self.running += 1
         self.most_at_once = max(self.most_at_once, self.running)
@@ -63,14 +63,17 @@ class Recorder:
                 await self.work(t)
         finally:
             self.running -= 1
-        if self.run_hook:
-            await asyncio.to_thread(self.store, in_transaction)
-        return CheckResult(target=t.name, url=t.url, outcome="ok", urls=1, duration_seconds=0.01)
+        if not self.run_hook:  # stored nothing: the scheduler gives the lease back itself
+            return CheckResult(target=t.name, url=t.url, outcome="ok", urls=1,
+                               duration_seconds=0.01)
+        await asyncio.to_thread(self.store, lease)
+        return CheckResult(target=t.name, url=t.url, outcome="ok", urls=1, duration_seconds=0.01,
+                           snapshot_id=1)
 
-    def store(self, in_transaction: InTransaction) -> None:
-        """Like the pipeline: the hook runs in the transaction that stores the check."""
+    def store(self, lease: store.Lease) -> None:
+        """Like the pipeline: the lease goes back in the transaction that stores the check."""
         with self.engine.begin() as conn:
-            in_transaction(conn)
+            store.give_back(conn, lease)
 
 
 def make(engine: Engine, check: Recorder, *, owner: str = "r1", concurrency: int = 8,
@@ -230,15 +233,15 @@ def lease_row(engine: Engine, name: str) -> tuple[str | None, datetime]:
 async def test_the_lease_goes_back_in_the_checks_own_transaction(sqlite_engine: Engine) -> None:
     seen_inside: list[str | None] = []
 
-    async def check(t: config.Target, in_transaction: InTransaction) -> CheckResult:
-        def store() -> None:
+    async def check(t: config.Target, lease: store.Lease) -> CheckResult:
+        def keep() -> None:
             with sqlite_engine.begin() as conn:
                 owner = select(targets.c.lease_owner).where(targets.c.name == t.name)
                 seen_inside.append(conn.execute(owner).scalar_one())
-                in_transaction(conn)
+                store.give_back(conn, lease)
                 seen_inside.append(conn.execute(owner).scalar_one())
 
-        await asyncio.to_thread(store)
+        await asyncio.to_thread(keep)
         return CheckResult(target=t.name, url=t.url, outcome="ok", duration_seconds=0.01)
 
     scheduler = Scheduler(
@@ -259,13 +262,13 @@ async def test_the_lease_goes_back_in_the_checks_own_transaction(sqlite_engine: 
 async def test_a_check_that_rolls_back_after_the_hook_still_gives_the_lease_back(
     sqlite_engine: Engine,
 ) -> None:
-    async def check(t: config.Target, in_transaction: InTransaction) -> CheckResult:
-        def store() -> None:
+    async def check(t: config.Target, lease: store.Lease) -> CheckResult:
+        def keep() -> None:
             with sqlite_engine.begin() as conn:
-                in_transaction(conn)
+                store.give_back(conn, lease)
                 raise RuntimeError("commit failed")
 
-        await asyncio.to_thread(store)
+        await asyncio.to_thread(keep)
         raise AssertionError("unreachable")
 
     scheduler = Scheduler(
@@ -293,14 +296,14 @@ async def test_a_release_that_failed_is_retried_before_the_lease_ends(tmp_path: 
     engine = db.make_engine(url, connect_args={"timeout": 0.2, "check_same_thread": False})
     holder = sqlite3.connect(tmp_path / "m.db", isolation_level=None, check_same_thread=False)
 
-    async def check(t: config.Target, in_transaction: InTransaction) -> CheckResult:
+    async def check(t: config.Target, lease: store.Lease) -> CheckResult:
         holder.execute("BEGIN IMMEDIATE")  # the write lock, until the test lets go of it
 
-        def store() -> None:
+        def keep() -> None:
             with engine.begin() as conn:
-                in_transaction(conn)
+                store.give_back(conn, lease)
 
-        await asyncio.to_thread(store)
+        await asyncio.to_thread(keep)
         raise AssertionError("unreachable: the lock is held")
 
     scheduler = Scheduler(
@@ -472,12 +475,14 @@ async def test_a_check_the_full_database_cannot_record_counts_as_an_error(
 
 
 
-async def test_a_check_whose_lease_ran_out_and_was_claimed_again_here_rolls_back(
+async def test_a_check_whose_lease_ran_out_and_was_claimed_again_here_stores_once(
     sqlite_engine: Engine,
 ) -> None:
-    """Paused past its lease (SIGSTOP), a replica wakes, claims the target again while its old
-    check still runs, and that check must not commit under the new lease: another replica
-    may have checked the target in between (two snapshots of one due check)."""
+    """Paused past its lease (SIGSTOP), a replica wakes and claims the target again while its
+    old check still runs: no second check starts, and the old one stores and gives the lease
+    back once. Had another replica stored a check of the target in between, the old check
+    would store nothing (tests/pipeline/test_check_conflict.py)."""
+    calls: list[str] = []
     reclaimed = asyncio.Event()
 
     def lease_until() -> datetime | None:
@@ -485,9 +490,9 @@ async def test_a_check_whose_lease_ran_out_and_was_claimed_again_here_rolls_back
             found = conn.execute(select(targets.c.lease_until)).scalar_one()
         return None if found is None else found.replace(tzinfo=UTC)
 
-    async def check(t: config.Target, in_transaction: InTransaction) -> CheckResult:
-        # What a pause does: the lease runs out and the target is due (another replica's
-        # check of it came and went).
+    async def check(t: config.Target, lease: store.Lease) -> CheckResult:
+        calls.append(t.name)
+        # What a pause does: the lease runs out and the target is due.
         past = datetime.now(UTC) - timedelta(seconds=5)
         with sqlite_engine.begin() as conn:
             conn.execute(targets.update().values(lease_until=past, lease_owner=None,
@@ -499,10 +504,11 @@ async def test_a_check_whose_lease_ran_out_and_was_claimed_again_here_rolls_back
 
         def store_it() -> None:
             with sqlite_engine.begin() as conn:
-                in_transaction(conn)
+                store.give_back(conn, lease)
 
         await asyncio.to_thread(store_it)
-        return CheckResult(target=t.name, url=t.url, outcome="ok", duration_seconds=0.01)
+        return CheckResult(target=t.name, url=t.url, outcome="ok", duration_seconds=0.01,
+                           snapshot_id=1)
 
     scheduler = Scheduler(
         engine=sqlite_engine, check=check, metrics=Metrics(CollectorRegistry(), [], []),
@@ -514,4 +520,8 @@ async def test_a_check_whose_lease_ran_out_and_was_claimed_again_here_rolls_back
         await scheduler.stop(1)
     assert reclaimed.is_set()
     assert [e["event"] for e in logs if e["event"].startswith("lease lost")
-            or e["event"] == "check"] == ["lease lost: the check is rolled back"]
+            or e["event"] == "check"] == ["check"]
+    assert calls == ["a"]
+    owner, due = lease_row(sqlite_engine, "a")
+    assert owner is None  # given back by the check, with its next due time
+    assert due > datetime.now(UTC)
