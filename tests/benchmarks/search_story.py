@@ -173,10 +173,10 @@ def cases(engine: Engine) -> list[tuple[str, Callable[[], Any]]]:
     for column in ("at", "kind", "-kind", "reason", "rule"):
         found.append((f"changes --sort {column}", lambda column=column: first_page(changes_of(
             engine, "big", None, (), None, sort=sorted_by(column)))))
-    found.append(("changes --sort reason, page 20", lambda: page_at(
+    found.append(("changes --sort reason, 20 pages", lambda: page_at(
         lambda after: changes_of(engine, "big", None, (), after, sort=sorted_by("reason")),
         20)))
-    found.append(("urls --sort loc, page 5", lambda: page_at(
+    found.append(("urls --sort loc, 5 pages", lambda: page_at(
         lambda after: urls(engine, "big", None, None, after, sort=sorted_by("loc")), 5)))
     return found
 
