@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monitor import __version__, failon
+from monitor import __version__, failon, sorting
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.config import warnings as config_warnings
 from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound
@@ -92,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", type=_positive, default=20, metavar="N",
                          help="at most N snapshots (default 20)")
     history.add_argument("--cursor", help="go on where a listing cut by --limit stopped")
+    history.add_argument("--sort", metavar="COLUMN",
+                         help="sort by id, finished_at, outcome, urls, added, removed or changed "
+                              "(--sort=-COLUMN: the other way)")
     history.add_argument("--json", action="store_true")
     with_config(history)
     with_db(history)
@@ -147,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
 def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None]) -> None:
     """The listings: every count, row by row."""
     from monitor.listings import FORMATS, KINDS, STATUSES
+    from monitor.sorting import SORTS
 
     def listing(name: str, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
@@ -159,6 +163,10 @@ def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None])
         p.add_argument("--limit", type=_positive, metavar="N",
                        help="stop after N rows, saying how many are left and how to go on")
         p.add_argument("--cursor", help="go on where a listing cut by --limit stopped")
+        offered = SORTS[name] + (SORTS["health"][1:] if name == "urls" else ())
+        p.add_argument("--sort", metavar="COLUMN",
+                       help=f"sort the whole listing by {', '.join(offered)} "
+                            "(--sort=-COLUMN: the other way)")
         return p
 
     urls = listing("urls", "the URL set now or at a past snapshot, with its fields")
@@ -749,23 +757,29 @@ def _history(args: argparse.Namespace) -> int:
     from monitor.store import targets as store
 
     cfg = _config(args, read_only=True)
+    sort = sorting.parse(args.sort, "snapshots", "--sort")  # a bad one: exit code 2
+    sort = None if sort == store.NEWEST else sort
     before = None
-    if args.cursor is not None:
+    if args.cursor is not None and sort is None:
         raw = args.cursor.strip()
         if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) < 2**62:
             raise ConfigError(f"--cursor: not a cursor of history: {args.cursor[:40]!r}")
         before = int(raw)
     engine = _open_engine(_database_url(args, cfg))
     try:
-        rows = store.list_snapshots(engine, args.target, limit=args.limit + 1, before=before)
+        rows = store.list_snapshots(engine, args.target, limit=args.limit + 1, before=before,
+                                    sort=sort, cursor=args.cursor if sort else None)
     finally:
         engine.dispose()
     if rows is None:
         raise ConfigError(f"target {args.target!r} has no snapshots in this database")
     more = len(rows) > args.limit
     rows = rows[:args.limit]
-    # The id of the last snapshot shown: the next page is the ones before it.
-    next_cursor = str(rows[-1]["id"]) if more and rows else None
+    # The id of the last snapshot shown: the next page is the ones before it (sorted: after it).
+    next_cursor = None
+    if more and rows:
+        next_cursor = (str(rows[-1]["id"]) if sort is None
+                       else store.snapshot_cursor(sort, rows[-1]))
     if args.json:
         _out(json.dumps({"target": args.target, "snapshots": rows, "next_cursor": next_cursor},
                         ensure_ascii=False))
@@ -832,15 +846,18 @@ def _list(args: argparse.Namespace) -> int:
 def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: Any) -> Any:
     now = datetime.now(UTC)
     if args.command == "urls":
+        health = args.status in listing.HEALTH
+        sort = sorting.parse(args.sort, "health" if health else "urls", "--sort")
         return store.open_urls(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
-                               args.status, args.cursor, _search(args.loc))
+                               args.status, args.cursor, _search(args.loc), sort)
+    sort = sorting.parse(args.sort, args.command, "--sort")
     if args.command == "issues":
         from monitor.model import RULES
         from monitor.read import validate
 
         rules = listing.parse_rules(args.rule, RULES, "--rule")
         return store.open_issues(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
-                                 rules, args.cursor, validate.describe)
+                                 rules, args.cursor, validate.describe, sort)
     known = listing.DIFF_KINDS if args.command == "diff" else listing.KINDS
     kinds = listing.parse_kinds(args.kind, "--kind", known)
     if args.command == "diff":
@@ -848,13 +865,14 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
         if start is None:
             raise ConfigError("--from: a snapshot id, an ISO time or a duration is needed")
         return store.open_diff(engine, args.target, start,
-                               listing.parse_snapshot(args.end, "--to", now), kinds, args.cursor)
+                               listing.parse_snapshot(args.end, "--to", now), kinds, args.cursor,
+                               sort)
     since = None if not args.since else listing.parse_time(args.since, "--since", now)
     return store.open_changes(engine, args.target, since, kinds, args.cursor,
                               (args.since or "").strip(),
                               listing.parse_reasons(args.reason, "--reason"),
                               listing.rule_ids(args.rule, CHANGE_RULES, "--rule"),
-                              _search(args.loc))
+                              _search(args.loc), sort)
 
 
 def _search(raw: str | None) -> str | None:

@@ -348,6 +348,43 @@ def test_0008_names_the_rule_of_the_changes_recorded_before(database_url: str) -
         engine.dispose()
 
 
+def test_0018_holds_each_loc_of_the_changes_recorded_before_once(database_url: str) -> None:
+    """Each loc of the plain change rows, once a target (a pack's own loc aside: its members
+    are searched through their entry sets); a downgrade drops them, the rows stay."""
+    engine = db.make_engine(database_url)
+    try:
+        cfg = _alembic(engine)
+        command.upgrade(cfg, "0017")
+        t0 = datetime(2024, 5, 1, tzinfo=UTC)
+        rows = [(1, "added", "https://e.test/a", None), (1, "removed", "https://e.test/a", None),
+                (1, "health", "https://e.test/b", None), (2, "added", "https://e.test/a", None),
+                (1, "changed", "https://e.test/packed", 3)]
+        with engine.begin() as conn:
+            for target in (1, 2):
+                conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
+                                  "VALUES (:i, :n, 'https://e.test/s.xml', :t)"),
+                             {"i": target, "n": f"t{target}", "t": t0})
+                conn.execute(text("INSERT INTO snapshots (id, target_id, started_at, "
+                                  "finished_at, outcome) VALUES (:i, :i, :at, :at, 'ok')"),
+                             {"i": target, "at": t0})
+            for target, kind, loc, members in rows:
+                conn.execute(text("INSERT INTO changes (snapshot_id, target_id, kind, loc, "
+                                  "members) VALUES (:t, :t, :k, :l, :m)"),
+                             {"t": target, "k": kind, "l": loc, "m": members})
+        command.upgrade(cfg, "head")
+        with engine.connect() as conn:
+            found = conn.execute(text("SELECT target_id, loc FROM change_locs "
+                                      "ORDER BY target_id, loc")).all()
+        assert [tuple(row) for row in found] == [
+            (1, "https://e.test/a"), (1, "https://e.test/b"), (2, "https://e.test/a")]
+        command.downgrade(cfg, "0017")
+        with engine.connect() as conn:
+            assert "change_locs" not in inspect(conn).get_table_names()
+            assert conn.execute(text("SELECT count(*) FROM changes")).scalar() == len(rows)
+    finally:
+        engine.dispose()
+
+
 def test_0012_downgrade_writes_each_packed_change_back_as_a_row(database_url: str) -> None:
     """A pack's changes (codec.changepacks) become rows of their own again, each with the loc
     and state after of the entry-set version it points into: nothing is lost."""

@@ -38,6 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from monitor import listings as listing
+from monitor import sorting
 from monitor.config import Http, Web
 from monitor.errors import MonitorError, SchemaError, StoreError
 from monitor.serve import auth as webauth
@@ -263,11 +264,19 @@ def create_app(
             return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    async def targets(_request: Request) -> Response:
+    async def targets(request: Request) -> Response:
+        try:
+            sort = sorting.parse(api_listings.one(request, "sort"), "targets")
+        except listing.BadParameter as exc:
+            return error(400, str(exc))
         names = set(configured())
         found = await read(store.list_targets)
         for item in found:
             item["configured"] = item["name"] in names
+        if sort is not None:
+            by_name = {item["name"]: item for item in found}
+            found = [by_name[row["name"]]
+                     for row in sorting.ordered(map(pages.sort_values, found), sort, "name")]
         return JSONResponse({"targets": found})
 
     async def openapi_json(_request: Request) -> Response:
@@ -297,25 +306,31 @@ def create_app(
     async def _snapshots(request: Request, name: str) -> Response:
         limit = _int(request, "limit", 50, 1, api_listings.SNAPSHOTS_MAX_LIMIT)
         before = _int(request, "before", None, 1, listing.MAX_ID)
+        sort = sorting.parse(api_listings.one(request, "sort"), "snapshots")
+        cursor = api_listings.one(request, "cursor") or None
         fmt = api_listings.format_of(request)
         if fmt != "json":  # an export: every snapshot, streamed
             try:
-                opened = await read(store_listing.open_snapshots, name, before)
+                opened = await read(store_listing.open_snapshots, name, before, sort)
             except listing.NotFound:
                 return error(404, f"no target named {name!r}")
             return StreamingResponse(listing.render(opened, fmt),
                                      media_type=api_listings.MEDIA[fmt],
                                      headers=api_listings.download(name, "snapshots", fmt))
         assert limit is not None
-        rows = await read(store.list_snapshots, name, limit=limit + 1, before=before)
+        rows = await read(store.list_snapshots, name, limit=limit + 1, before=before,
+                          sort=sort, cursor=cursor)
         if rows is None:
             return error(404, f"no target named {name!r}")
         more = len(rows) > limit
         rows = rows[:limit]
+        after: dict[str, Any] = {"before": rows[-1]["id"]} if rows else {}
+        if sort is not None and sort != store.NEWEST and rows:
+            after = {"cursor": store.snapshot_cursor(sort, rows[-1])}
         return JSONResponse({
             "target": name,
             "snapshots": rows,
-            "next": _next_link(request, before=rows[-1]["id"], limit=limit) if more else None,
+            "next": _next_link(request, **after, limit=limit) if more else None,
         })
 
     async def http_error(_request: Request, exc: Exception) -> Response:

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from monitor import listings as listing
+from monitor import sorting
 from monitor.model import CHANGE_RULES, RULES
 from monitor.read import validate
 from monitor.store import listings as store
@@ -27,7 +28,7 @@ from monitor.store import targets as store_daemon
 
 __all__ = [
     "MAX_LIMIT", "MEDIA", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "download", "error", "format_of",
-    "one", "opening", "respond", "split_path", "story",
+    "one", "opening", "respond", "sorts_of", "split_path", "story",
 ]
 
 ROUTES = ("urls", "issues", "diff", "changes")
@@ -101,12 +102,14 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
             raise listing.BadParameter(f"status: {status!r} is not one of "
                                        f"{', '.join(listing.STATUSES)}")
         q = _text(request, "q")
-        return lambda engine: store.open_urls(engine, name, at, status, after, q)
+        sort = sorting.parse(_text(request, "sort"), sorts_of(suffix, status))
+        return lambda engine: store.open_urls(engine, name, at, status, after, q, sort)
+    sort = sorting.parse(_text(request, "sort"), suffix)
     if suffix == "issues":
         at = listing.parse_snapshot(_text(request, "at"), "at", now)
         rules = listing.parse_rules(params.getlist("rule"), RULES)
         return lambda engine: store.open_issues(engine, name, at, rules, after,
-                                                validate.describe)
+                                                validate.describe, sort)
     known = listing.DIFF_KINDS if suffix == "diff" else listing.KINDS
     kinds = listing.parse_kinds(params.getlist("kind"), known=known)
     if suffix == "diff":
@@ -115,14 +118,20 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
             raise listing.BadParameter("from: required (a snapshot id, an ISO time or a "
                                        "duration back from now)")
         end = listing.parse_snapshot(_text(request, "to"), "to", now)
-        return lambda engine: store.open_diff(engine, name, start, end, kinds, after)
+        return lambda engine: store.open_diff(engine, name, start, end, kinds, after, sort)
     raw_since = _text(request, "since")
     since = None if raw_since is None else listing.parse_time(raw_since, "since", now)
     reasons = listing.parse_reasons(params.getlist("reason"))
     rules = listing.rule_ids(params.getlist("rule"), CHANGE_RULES)
     q = _text(request, "q")
     return lambda engine: store.open_changes(engine, name, since, kinds, after,
-                                             (raw_since or "").strip(), reasons, rules, q)
+                                             (raw_since or "").strip(), reasons, rules, q, sort)
+
+
+def sorts_of(suffix: str, status: str | None) -> str:
+    """The name of a listing's sortable columns (``sorting.SORTS``): the URLs in a health
+    state sort as the URL states do, the URL set as its entries."""
+    return "health" if suffix == "urls" and status in listing.HEALTH else suffix
 
 
 async def story(request: Request, name: str, read: Read) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from monitor import __version__
+from monitor import __version__, sorting
 from monitor import listings as listing
 from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES
 from monitor.serve import listings as api_listings
@@ -231,6 +231,16 @@ _DIFF_KIND = _query("kind", "Change kinds to keep (repeated, or comma-separated)
 _SEARCH = _query("q", "Only the locs that hold this text (case aside).")
 
 
+def _sort(listing_name: str, also: str = "") -> dict[str, Any]:
+    """``sort=COLUMN`` (``-COLUMN`` down) of a listing's sortable columns."""
+    columns = sorting.SORTS[listing_name] + tuple(
+        c for c in sorting.SORTS.get(also, ()) if c not in sorting.SORTS[listing_name])
+    return _query("sort", "Sort the whole listing by a column, page after page (-COLUMN: "
+                  f"down; empty values last either way): {', '.join(columns)}.",
+                  {"type": "string",
+                   "enum": [*columns, *(f"-{c}" for c in columns), ""]})
+
+
 def _error(description: str) -> dict[str, Any]:
     return {"description": description,
             "content": {"application/json": {"schema": _ref("Error")}}}
@@ -326,7 +336,10 @@ def document() -> dict[str, Any]:
             "Every stored target, configured or not, with its last snapshot.",
             {"type": "object", "required": ["targets"],
              "properties": {"targets": {"type": "array", "items": _ref("Target")}}},
-            errors=(), links={
+            params=[{**_sort("targets"), "description": "Sort by a column (-COLUMN: down; "
+                     "empty values last): name, state (the last check's outcome), urls, "
+                     "last_check, changes, issues (current). By name unless given."}],
+            errors=("400",), links={
                 _operation_id(f"{_TARGET}{suffix}"): {
                     "operationId": _operation_id(f"{_TARGET}{suffix}"),
                     "parameters": {"name": "$response.body#/targets/0/name"}}
@@ -343,6 +356,9 @@ def document() -> dict[str, Any]:
                            _count(api_listings.SNAPSHOTS_MAX_LIMIT)),
                     _query("before", "Only snapshots with a smaller id (the next page's "
                            "link sets it).", _count(listing.MAX_ID)),
+                    _sort("snapshots"),
+                    _query("cursor", "Where the previous page of a sorted listing stopped "
+                           "(the next page's link sets it)."),
                     _query("format", "json: a page; csv or ndjson (also chosen by Accept): "
                            "every snapshot, streamed.",
                            {"type": "string", "enum": ["json", "ndjson", "csv", ""]})],
@@ -351,21 +367,27 @@ def document() -> dict[str, Any]:
             "urls", {**_HEAD, "snapshot_id": _SNAPSHOT}, "Url",
             [_query("at", f"The snapshot: {_WHEN}; the latest by default.", _WHEN_SCHEMA),
              _query("status", "Only valid or only invalid entries.",
-                    {"type": "string", "enum": [*listing.STATUSES, ""]}), _SEARCH],
+                    {"type": "string", "enum": [*listing.STATUSES, ""]}), _SEARCH,
+             {**_sort("urls", "health"),
+              "description": "Sort the whole listing by a column, page after page (-COLUMN: "
+                             "down; empty values last either way): loc, status, lastmod, "
+                             "document; with a health status: loc, http_status, since, "
+                             "checked_at."}],
             "The URL set at a snapshot."),
         f"{_TARGET}/issues": _listing(
             "issues", {**_HEAD, "snapshot_id": _SNAPSHOT}, "Issue",
             [_query("at", f"The snapshot: {_WHEN}; the latest by default.", _WHEN_SCHEMA),
              _query("rule", "Rule ids or globs (repeated or comma-separated), such as "
                     f"lastmod-* ; known ids: {', '.join(sorted(RULES))}.",
-                    {"type": "string", "pattern": r"^([a-z*?][a-z0-9*?-]*)?$"}, many=True)],
+                    {"type": "string", "pattern": r"^([a-z*?][a-z0-9*?-]*)?$"}, many=True),
+             _sort("issues")],
             "The issues found at a snapshot, each with its rule, severity and URL."),
         f"{_TARGET}/diff": _listing(
             "changes", {**_HEAD, "from_snapshot_id": _SNAPSHOT, "to_snapshot_id": _SNAPSHOT},
             "DiffRow",
             [{**_query("from", f"The first snapshot: {_WHEN}.", _WHEN_SCHEMA), "required": True},
              _query("to", f"The second snapshot: {_WHEN}; the latest by default.",
-                    _WHEN_SCHEMA), _DIFF_KIND],
+                    _WHEN_SCHEMA), _DIFF_KIND, _sort("diff")],
             "The net difference between two snapshots."),
         f"{_TARGET}/changes": _listing(
             "changes", _HEAD, "Change",
@@ -376,8 +398,8 @@ def document() -> dict[str, Any]:
                     {"type": "string", "enum": [*REMOVAL_REASONS, ""]}, many=True),
              _query("rule", "Changes about these rule ids or globs (repeated, or "
                     "comma-separated): " + ", ".join(CHANGE_RULES) + ".",
-                    {"type": "string"}, many=True), _SEARCH],
-            "The changes recorded by each check, newest first."),
+                    {"type": "string"}, many=True), _SEARCH, _sort("changes")],
+            "The changes recorded by each check, newest first (or sorted)."),
         f"{_TARGET}/url": _json_get(
             "One URL's whole story.", _ref("Story"),
             params=[_NAME, {**_query("loc", "The URL, as the sitemap lists it.",

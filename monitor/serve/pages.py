@@ -16,6 +16,7 @@ rows, whatever a target's size.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from itertools import pairwise
@@ -30,7 +31,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from monitor import listings as listing
-from monitor import robotsdiff, times
+from monitor import robotsdiff, sorting, times
 from monitor.model import (
     BROKEN_STATES,
     CHANGE_RULES,
@@ -47,7 +48,7 @@ from monitor.store import targets as store
 from monitor.store import trends
 from monitor.store import urlstates as health_store
 
-__all__ = ["PAGE_ROWS", "STYLESHEET", "routes"]
+__all__ = ["PAGE_ROWS", "STYLESHEET", "parse_sort", "routes", "sort_values"]
 
 PAGE_ROWS = 100  # rows of a listing page
 INDEX_TARGETS = 200  # targets on a page of the index
@@ -89,15 +90,6 @@ _BROKEN = list(BROKEN_STATES)  # error states only: redirects and canonicals are
 _ERRORS = [state for state, rule in URL_STATES.items() if rule is not None and rule[1] == "error"]
 _TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff",
            "snapshots": "Snapshots", "url": "URL"}
-# The columns a listing page sorts by (``?sort=COLUMN``, ``-COLUMN`` for descending).
-SORTS = {
-    "changes": ("at", "kind", "loc", "reason", "rule"),
-    "urls": ("loc", "status", "lastmod", "document", "http_status", "since", "checked_at"),
-    "issues": ("rule", "severity", "loc", "document"),
-    "diff": ("kind", "loc"),
-    "index": ("name", "state", "urls", "last_check", "changes", "issues"),
-    "snapshots": ("id", "finished_at", "outcome", "urls", "added", "removed", "changed"),
-}
 TARGET_SNAPSHOTS = 20  # snapshots on a target's page (the snapshots page has PAGE_ROWS)
 
 
@@ -106,26 +98,24 @@ def sparkline(values: Sequence[int], width: int = 120, height: int = 28) -> str:
     return charts.sparkline(values, width, height)
 
 
-def parse_sort(raw: str | None, listing_name: str) -> tuple[str, bool] | None:
-    """``?sort=``: (column, descending), None when not given; a column not offered is a 400."""
-    if not raw:
-        return None
-    column, descending = raw.removeprefix("-"), raw.startswith("-")
-    if column not in SORTS[listing_name]:
-        raise listing.BadParameter(f"sort: {raw[:40]!r} is not one of "
-                                   f"{', '.join(SORTS[listing_name])} (or -COLUMN)")
-    return column, descending
+def parse_sort(raw: str | None, listing_name: str) -> sorting.Sort | None:
+    """``?sort=``: the column and direction, None when not given; a column not offered is
+    a 400 (``sorting.SORTS``)."""
+    return sorting.parse(raw, listing_name)
 
 
-def sort_rows(rows: list[dict[str, Any]], sort: tuple[str, bool] | None) -> None:
-    """Sort rows in place by a column; an empty value sorts last either way."""
-    if sort is None:
-        return
-    column, descending = sort
-    present = [r for r in rows if r.get(column) not in (None, "")]
-    absent = [r for r in rows if r.get(column) in (None, "")]
-    present.sort(key=lambda r: (str(type(r[column])), r[column]), reverse=descending)
-    rows[:] = present + absent
+def sort_values(target: dict[str, Any]) -> dict[str, Any]:
+    """What the index sorts a target by: its name, its last check's outcome, URLs, time and
+    current issues, and its changes."""
+    last = target.get("last_snapshot") or {}
+    return {"name": target["name"], "state": last.get("outcome"), "urls": last.get("urls"),
+            "last_check": last.get("finished_at"), "changes": target.get("changes"),
+            "issues": sum(last.get("issues", {}).values()) if last else None}
+
+
+def _shown(sort: sorting.Sort | None) -> tuple[str, bool] | None:
+    """The sort as the templates compare it: (column, descending)."""
+    return None if sort is None else (sort.column, sort.descending)
 
 
 def _charts(found: dict[str, Any] | None) -> dict[str, str]:
@@ -183,14 +173,13 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         after = request.query_params.get("after", "")
         if "\x00" in after:
             after = ""
-        # one more than shown: whether a next page exists
         try:
-            sort = parse_sort(request.query_params.get("sort"), "index")
+            sort = parse_sort(request.query_params.get("sort"), "targets")
+            if sort == sorting.Sort("name"):
+                sort = None  # the order they are paged in anyway
+            shown, total, next_after = await _index_page(sort, after)
         except listing.BadParameter as exc:
             return bad(request, exc)
-        shown, total = await read(store.page_targets, after, INDEX_TARGETS + 1)
-        more = len(shown) > INDEX_TARGETS
-        shown = shown[:INDEX_TARGETS]
         names = [t["name"] for t in shown]
         series = await read(store.url_series, names, SPARK_POINTS)
         health = await read(health_store.states_by_target, names)
@@ -202,15 +191,38 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             target["configured"] = target["name"] in wanted
             last = target["last_snapshot"] or {}
             target["open_issues"] = sum(last.get("issues", {}).values())
-            target["state"] = last.get("outcome")
-            target["urls"] = last.get("urls")
-            target["last_check"] = last.get("finished_at")
-            target["issues"] = target["open_issues"]
-        next_after = shown[-1]["name"] if more and shown else None
-        sort_rows(shown, sort)
         return render(request, "index.html", title="Targets", targets=shown,
                       next_after=next_after, total=total,
                       sort=request.query_params.get("sort", ""))
+
+    async def _index_page(sort: sorting.Sort | None, after: str,
+                          ) -> tuple[list[dict[str, Any]], int, str | None]:
+        """A page of the index: by name, the targets after ``after``; sorted otherwise, every
+        target read and ordered here, the page after the cursor ``after`` (the targets of a
+        configuration: thousands at most)."""
+        if sort is None:  # one more than shown: whether a next page exists
+            shown, total = await read(store.page_targets, after, INDEX_TARGETS + 1)
+            more = len(shown) > INDEX_TARGETS
+            shown = shown[:INDEX_TARGETS]
+            return shown, total, shown[-1]["name"] if more and shown else None
+        every = await read(store.list_targets)
+        by_name = {target["name"]: target for target in every}
+        ordered = sorting.ordered(map(sort_values, every), sort, "name")
+        if after:  # the value as JSON: a number stays a number
+            empty, value, tie = listing.read_cursor(after, "targets", [sort.text],
+                                                    (int, str, str))
+            try:
+                last = (empty, json.loads(value), tie)
+            except ValueError:
+                raise listing.BadParameter("cursor: not a cursor of this listing") from None
+            ordered = [row for row in ordered
+                       if sorting.follows(row["_key"], last, sort.descending)]
+        page = ordered[:INDEX_TARGETS]
+        next_after = None
+        if len(ordered) > INDEX_TARGETS:
+            empty, value, tie = page[-1]["_key"]
+            next_after = listing.cursor("targets", [sort.text], (empty, json.dumps(value), tie))
+        return [by_name[row["name"]] for row in page], len(every), next_after
 
     async def target_routes(request: Request) -> Response:
         path: str = request.path_params["rest"]
@@ -267,26 +279,39 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         if raw and before is None:
             return render(request, "error.html", 400, title="Bad parameter",
                           message=f"before: not a snapshot id: {raw[:40]!r}")
+        cursor = request.query_params.get("cursor") or None
         try:
             sort = parse_sort(request.query_params.get("sort"), "snapshots")
+            sort = None if sort == store.NEWEST else sort
+            found = await read(store.list_snapshots, name, limit=PAGE_ROWS + 1,
+                               before=before, sort=sort, cursor=cursor)
         except listing.BadParameter as exc:
             return bad(request, exc)
-        found = await read(store.list_snapshots, name, limit=PAGE_ROWS + 1, before=before)
         if found is None:
             return not_found(request, f"no target named {name!r}")
         rows, more = _with_previous(found, PAGE_ROWS)
+        if sort is not None:  # the snapshot before each is not the row below it
+            for row in rows:
+                row.pop("previous", None)
         here = f"{_target_path(name)}/snapshots"
         api = f"/api/v1/targets/{quote(name, safe='')}/snapshots"
-        query = {} if before is None else {"before": before}
+        query: dict[str, Any] = {} if before is None else {"before": before}
+        if sort is not None:
+            query = {"sort": sort.text}
         exports = {fmt: f"{api}?{urlencode({**query, 'format': fmt})}" for fmt in ("csv", "ndjson")}
-        older = f"{here}?before={rows[-1]['id']}" if more else None
-        sort_rows(rows, sort)
+        older = None
+        if more and sort is None:
+            older = f"{here}?before={rows[-1]['id']}"
+        elif more and sort is not None:
+            going_on = store.snapshot_cursor(sort, rows[-1])
+            older = f"{here}?{urlencode({**query, 'cursor': going_on})}"
+        paged = before is not None or cursor is not None
         return render(request, "snapshots.html", title=f"Snapshots of {name}", name=name,
-                      snapshots=rows, exports=exports, here=here, sort=sort, sorting=query,
-                      sortable=SORTS["snapshots"],
-                      api=api if before is None else f"{api}?before={before}",
-                      page_rows=PAGE_ROWS, newest=here if before is not None else None,
-                      older=older)
+                      snapshots=rows, exports=exports, here=here, sort=_shown(sort),
+                      sorting={}, sortable=sorting.SORTS["snapshots"],
+                      api=f"{api}?{urlencode(query)}" if query else api,
+                      page_rows=PAGE_ROWS,
+                      newest=f"{here}?{urlencode(query)}" if paged else None, older=older)
 
     async def listing_page(request: Request, name: str, suffix: str) -> Response:
         params = {k: v for k, v in request.query_params.multi_items() if v != ""}
@@ -303,7 +328,8 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
                           exports=None, next_page=None, first_page=None, empty_form=True,
                           sort=None, here=here, **choices)
         try:
-            sort = parse_sort(params.pop("sort", None), suffix)
+            sort = parse_sort(params.get("sort"), api_listings.sorts_of(suffix,
+                                                                       params.get("status")))
             opening = api_listings.opening(request, name, suffix, clock())
         except listing.BadParameter as exc:
             return bad(request, exc)
@@ -326,20 +352,21 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             columns = ["at", "kind", "rule", "loc", "reason", "detail"]
             for row in rows:
                 row["detail"] = listing.change_detail(row)
-        sort_rows(rows, sort)
         query = {k: v for k, v in params.items() if k not in ("cursor", "format", "limit")}
         api = f"/api/v1/targets/{quote(name, safe='')}/{suffix}"
         exports = {fmt: f"{api}?{urlencode({**query, 'format': fmt})}"
                    for fmt in ("csv", "ndjson")}
         next_page = (None if found.next_cursor is None
                      else f"{here}?{urlencode({**query, 'cursor': found.next_cursor})}")
-        sorting = {**query, **({"cursor": params["cursor"]} if "cursor" in params else {})}
+        # A column head sorts the whole listing from its first page.
+        unsorted = {k: v for k, v in query.items() if k != "sort"}
         return render(request, "listing.html", title=f"{_TITLES[suffix]} of {name}", name=name,
                       suffix=suffix, rows=rows, columns=columns, head=found.head,
                       params=query, exports=exports, next_page=next_page,
                       first_page=f"{here}?{urlencode(query)}" if "cursor" in params else None,
-                      empty_form=False, here=here, sort=sort, sorting=sorting,
-                      sortable=SORTS[suffix], time_columns=listing.TIME_COLUMNS, **choices)
+                      empty_form=False, here=here, sort=_shown(sort), sorting=unsorted,
+                      sortable=sorting.SORTS[api_listings.sorts_of(suffix, params.get("status"))],
+                      time_columns=listing.TIME_COLUMNS, **choices)
 
     async def stylesheet(_request: Request) -> Response:
         # Its address changes with its content, so a browser may keep it for a day.

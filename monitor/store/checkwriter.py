@@ -21,6 +21,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from monitor.codec import changepacks, changerows, entrydelta, entryset
 from monitor.errors import StoreError
 from monitor.model import Change, CheckResult, DocumentResult
+from monitor.store import changelocs
 from monitor.store.db import redact
 from monitor.store.schema import (
     changes,
@@ -481,6 +482,8 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
         conn.execute(_END_SNAPSHOT, {"snapshot": snapshot_id, **values})
     _write_documents(conn, snapshot_id, r.documents)
     _write_document_states(conn, snapshot_id, w)
+    if w.changes_written:
+        changelocs.note_snapshot(conn, w.target_id, snapshot_id)
     if r.outcome == "failed":  # lastmod-churn looks at the last re-check that compared any
         conn.execute(_COUNT_HISTORY, {"target": w.target_id, "written": w.changes_written})
     else:  # a baseline compared nothing: NULL, so that no churn spans it

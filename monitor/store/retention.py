@@ -20,6 +20,7 @@ before B). So the URL set, the issues and the changes of every kept snapshot rea
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,8 +40,10 @@ from sqlalchemy import (
 )
 
 from monitor.errors import StoreError
+from monitor.store import changelocs
 from monitor.store.checkwriter import transaction
 from monitor.store.schema import (
+    change_locs,
     changes,
     documents,
     entry_sets,
@@ -185,23 +188,29 @@ def prune_target(engine: Engine, target_id: int, *, max_age: float, keep_last: i
         transaction(engine, tally)
         return found
 
-    def change_batch(conn: Connection) -> tuple[int, int]:
-        """(rows, changes) deleted: counted once the transaction is in."""
+    def change_batch(conn: Connection) -> tuple[int, int, list[str]]:
+        """(rows, changes) deleted, counted once the transaction is in, and the locs of the
+        plain rows deleted."""
         ids = list(conn.execute(select(c.id).where(c.target_id == target_id,
                                                    c.snapshot_id < keep)
                                 .order_by(c.id).limit(CHANGE_BATCH)).scalars())
         if not ids:
-            return 0, 0
+            return 0, 0, []
         # What this transaction itself deleted, so that two replicas pruning at once do not
         # both take the same rows off the counts.
-        members = conn.execute(delete(changes).where(c.id.in_(ids)).returning(c.members)).all()
-        count = sum(1 if m is None else m for (m,) in members)
+        members = conn.execute(delete(changes).where(c.id.in_(ids))
+                               .returning(c.members, c.loc)).all()
+        count = sum(1 if m is None else m for m, _loc in members)
         conn.execute(update(targets).where(targets.c.id == target_id).values(
             change_count=targets.c.change_count - count))
-        return len(ids), count
+        return len(ids), count, [loc for m, loc in members if m is None]
 
     while True:
-        rows, count = transaction(engine, change_batch)
+        rows, count, locs = transaction(engine, change_batch)
+        # In a transaction of its own, which waits for the writers of change rows
+        # (changelocs) and holds no row that they may wait for.
+        transaction(engine, functools.partial(changelocs.forget_unused, target_id=target_id,
+                                              locs=locs))
         found.changes += count
         if rows < CHANGE_BATCH:
             break
@@ -278,7 +287,7 @@ def give_back(engine: Engine) -> int | None:
 
 
 # The tables a prune deletes from (notifications: their snapshot_id set to NULL).
-_PRUNED = (changes, documents, snapshots, entry_sets, robots_files, notifications)
+_PRUNED = (changes, change_locs, documents, snapshots, entry_sets, robots_files, notifications)
 
 
 def vacuum(engine: Engine) -> None:

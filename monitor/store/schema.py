@@ -198,6 +198,23 @@ changes = Table(
     # One rule's changes in order, without an entry for the (many) changes that have none.
     Index("ix_changes_target_id_rule", "target_id", "rule", "snapshot_id", "id",
           sqlite_where=text("rule IS NOT NULL"), postgresql_where=text("rule IS NOT NULL")),
+    # The removals of one reason in order (a listing filtered or sorted by reason), without
+    # reading the others: only a removal the URL checks looked at has one.
+    Index("ix_changes_target_id_reason", "target_id", "reason", "snapshot_id", "id",
+          sqlite_where=text("reason IS NOT NULL"),
+          postgresql_where=text("reason IS NOT NULL")),
+)
+
+# Each loc a target's change rows are about, once (a pack's members aside: their locs are in
+# the entry sets they point into). A search of the changes by a part of the loc reads these,
+# a row per URL ever changed, not one per change, then the changes of the locs it found by the
+# (target_id, loc) index of ``changes``. Written in the transaction that writes the change rows
+# (store.changelocs); a loc whose last change row retention deleted is deleted with it.
+change_locs = Table(
+    "change_locs",
+    metadata,
+    Column("target_id", Id, ForeignKey("targets.id", ondelete="CASCADE"), primary_key=True),
+    Column("loc", Text, primary_key=True),
 )
 
 # The versions of the robots.txt of a target's hosts: a row per version (the first

@@ -43,10 +43,14 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.errors import LeaseLost
+from monitor.listings import cursor, read_cursor
+from monitor.sorting import Sort
+from monitor.store import keyset
 from monitor.store.checkwriter import transaction
 from monitor.store.schema import documents, snapshots, targets
 
 __all__ = [
+    "NEWEST",
     "PARKED",
     "Lease",
     "TargetGauges",
@@ -61,6 +65,7 @@ __all__ = [
     "release",
     "release_in",
     "renew",
+    "snapshot_cursor",
     "upsert_targets",
 ]
 
@@ -489,23 +494,47 @@ def target_id_of(conn: Connection, name: str) -> int | None:
 
 
 def list_snapshots(
-    engine: Engine, name: str, *, limit: int, before: int | None = None
+    engine: Engine, name: str, *, limit: int, before: int | None = None,
+    sort: Sort | None = None, cursor: str | None = None,
 ) -> list[dict[str, Any]] | None:
-    """A target's snapshots, newest first, with ids below ``before``; None if no such target."""
+    """A target's snapshots, newest first, with ids below ``before``; None if no such target.
+    ``sort``ed (``sorting.SORTS['snapshots']``), those after ``cursor``
+    (``snapshot_cursor``): ``ORDER BY`` the column and the id."""
+    s = snapshots.c
+    sort = None if sort == NEWEST else sort
+    column = None if sort is None else s[sort.column]
+    last = None if cursor is None or sort is None else tuple(read_cursor(
+        cursor, "snapshots", [sort.text], (int, str, int)))
 
     def work(conn: Connection) -> list[dict[str, Any]] | None:
         target_id = target_id_of(conn, name)
         if target_id is None:
             return None
-        query = select(snapshots).where(snapshots.c.target_id == target_id)
-        if before is not None:
-            query = query.where(snapshots.c.id < before)
-        rows = conn.execute(query.order_by(snapshots.c.id.desc()).limit(limit))
-        found = [_snapshot_json(row) for row in rows]
+        query = select(snapshots).where(s.target_id == target_id)
+        if sort is None or column is None:
+            if before is not None:
+                query = query.where(s.id < before)
+            query = query.order_by(s.id.desc())
+        else:
+            if last is not None:
+                query = query.where(keyset.after(column, s.id, sort.descending, last))
+            query = query.order_by(*keyset.order(column, s.id, sort.descending))
+        found = [_snapshot_json(row) for row in conn.execute(query.limit(limit))]
         _with_failed_documents(conn, found)
         return found
 
     return transaction(engine, work)
+
+
+NEWEST = Sort("id", descending=True)  # the snapshots' own order
+
+
+def snapshot_cursor(sort: Sort, row: dict[str, Any]) -> str:
+    """The cursor that goes on after a snapshot (as ``list_snapshots`` gives it) in a sort."""
+    value = row[sort.column]
+    if sort.column in ("started_at", "finished_at"):
+        value = datetime.fromisoformat(value) if value else None
+    return cursor("snapshots", [sort.text], keyset.key(value, row["id"]))
 
 
 def url_series(engine: Engine, names: Sequence[str], count: int = 30) -> dict[str, list[int]]:

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, sele
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.model import URL_NOTES
+from monitor.store import changelocs
 from monitor.store.checkwriter import read_columns, transaction
 from monitor.store.schema import (
     changes,
@@ -332,6 +333,7 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
                 u.listed.is_(False)), gone)
         if transitions:
             conn.execute(insert(changes), transitions)
+            changelocs.note_locs(conn, target_id, [t["loc"] for t in transitions])
             conn.execute(update(targets).where(targets.c.id == target_id).values(
                 change_count=targets.c.change_count + len(transitions)))
         if reasons:

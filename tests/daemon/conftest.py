@@ -11,7 +11,7 @@ import pytest
 from harness import Daemon
 from sqlalchemy import Engine, insert, update
 
-from monitor.store import db
+from monitor.store import changelocs, db
 from monitor.store.schema import changes, documents, snapshots, targets
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -93,7 +93,8 @@ def add_snapshot(
             conn.execute(insert(changes).values(
                 snapshot_id=snapshot_id, target_id=target_id, kind=kind, loc=loc,
                 after=json.dumps({"lastmod": None}) if kind != "removed" else None))
-        # As a check's own transaction keeps them (store.sql.close_snapshot).
+        # As a check's own transaction keeps them (store.checkwriter.close_snapshot).
+        changelocs.note_snapshot(conn, target_id, snapshot_id)
         conn.execute(update(targets).where(targets.c.id == target_id).values(
             snapshot_count=targets.c.snapshot_count + 1,
             change_count=targets.c.change_count + len(change_list)))

@@ -138,7 +138,8 @@ def test_search_a_urls_story_the_charts_and_a_narrow_screen(
     shot(page, "web-9-url-story", "the story of /p1: listed now, in /s.xml, health not-found "
          "(HTTP 404) since the check that found it, its transition", capsys)
 
-    page.goto(daemon.base + "/targets/shop/changes?kind=removed&q=/p14")
+    first = daemon.get("/api/v1/targets/shop/snapshots?sort=id&limit=1").json()
+    page.goto(daemon.base + f"/targets/shop/urls?at={first['snapshots'][0]['id']}&q=/p14")
     page.get_by_role("link", name="loc").click()
     page.get_by_role("link", name="loc ▲").click()
     shown = page.locator("td.loc a").all_inner_texts()

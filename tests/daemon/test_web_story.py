@@ -68,22 +68,46 @@ def test_a_search_of_the_locs(watched: tuple[Daemon, list[str]]) -> None:  # noq
     assert daemon.get("/targets/shop/urls?q=nothing-holds-this").text.count("No rows.") == 1
 
 
-def test_listings_sort_by_their_columns(watched: tuple[Daemon, list[str]]) -> None:  # noqa: F811
+def test_listings_sort_whole_page_after_page(watched: tuple[Daemon, list[str]]) -> None:  # noqa: F811
     daemon, _ = watched
-    stored = locs_of(daemon.get("/targets/shop/changes?kind=removed").text)
-    down = locs_of(daemon.get("/targets/shop/changes?kind=removed&sort=-loc").text)
-    assert down == sorted(stored, reverse=True)
-    up = daemon.get("/targets/shop/changes?kind=removed&sort=loc").text
-    assert locs_of(up) == sorted(stored)
-    assert "sort=-loc" in up  # the head's link turns the order round
+    # The snapshot of 150 URLs (the first) leads the snapshots by URLs, down.
+    api = daemon.get("/api/v1/targets/shop/snapshots?sort=-urls&limit=1").json()
+    first = api["snapshots"][0]
+    assert first["urls"] == 150
+    assert "cursor=" in api["next"]
+    every = daemon.get(f"/api/v1/targets/shop/urls?at={first['id']}").json()["urls"]
+    assert len(every) == 150
+    # Its URLs by loc, down, on two pages: the second goes on where the first stopped.
+    page = daemon.get(f"/targets/shop/urls?at={first['id']}&sort=-loc").text
+    shown = locs_of(page)
+    assert len(shown) == 100
+    following = re.search(r'<a href="([^"]+)" rel="next">', page)
+    assert following is not None
+    assert "sort=-loc" in unescape(following.group(1))
+    shown += locs_of(daemon.get(unescape(following.group(1))).text)
+    assert shown == sorted((row["loc"] for row in every), reverse=True)
+    assert "sort=loc" in page  # the head's link turns the order round
+
+    # The changes by kind, through the API a page of 30 at a time.
+    stored = daemon.get("/api/v1/targets/shop/changes").json()["changes"]
+    kinds: list[str] = []
+    link: str | None = "/api/v1/targets/shop/changes?sort=kind&limit=30"
+    while link is not None:
+        answer = daemon.get(link).json()
+        kinds += [row["kind"] for row in answer["changes"]]
+        link = answer["next"]
+    assert kinds == sorted(row["kind"] for row in stored)
+    assert len(set(kinds)) > 1  # removals and health transitions
+
     bad = daemon.get("/targets/shop/changes?sort=password")
     assert bad.status_code == 400
     assert "sort:" in bad.text
-    index = daemon.get("/?sort=-urls")
-    assert index.status_code == 200
+    assert "at, kind, reason, rule" in daemon.get("/api/v1/targets/shop/changes?sort=loc"
+                                                  ).json()["error"]["message"]
+    assert daemon.get("/api/v1/targets?sort=password").status_code == 400
+    assert daemon.get("/api/v1/targets?sort=-urls").json()["targets"][0]["name"] == "shop"
+    assert daemon.get("/?sort=-urls").status_code == 200
     snapshots = daemon.get("/targets/shop/snapshots?sort=-urls").text
-    counts = re.findall(r'<td class="num">(\d+)</td><td>\d{4}-', snapshots)
-    assert counts  # the ids, then: the snapshot of 150 URLs (the first) leads
     urls = re.findall(r'</td><td class="num">([\d,]+)</td><td class="num">\d+</td><td class="num">',
                       snapshots)
     assert urls[0] == "150"

@@ -19,7 +19,7 @@ from sqlalchemy import func, select, text
 from monitor.cli import main
 from monitor.store.db import make_engine
 from monitor.store.retention import prune_target
-from monitor.store.schema import changes, entry_sets, snapshots, targets
+from monitor.store.schema import change_locs, changes, entry_sets, snapshots, targets
 
 U = "https://example.test/"
 N = 400  # URLs a child: enough that a version with a few changes is stored as a delta
@@ -118,6 +118,11 @@ def test_every_kept_snapshot_reads_as_before_a_prune(
                 changes.c.target_id == target_id)).scalar()
             sets_after = conn.execute(select(func.count()).select_from(entry_sets).where(
                 entry_sets.c.target_id == target_id)).scalar()
+            # the locs a search of the changes reads: those of the plain rows kept, each once
+            held = conn.execute(select(change_locs.c.loc).where(
+                change_locs.c.target_id == target_id)).scalars().all()
+            plain = conn.execute(select(changes.c.loc).distinct().where(
+                changes.c.target_id == target_id, changes.c.members.is_(None))).scalars().all()
     finally:
         engine.dispose()
     assert left == kept
@@ -126,6 +131,7 @@ def test_every_kept_snapshot_reads_as_before_a_prune(
     assert found.snapshots == len(ids) - len(kept)
     assert sets_after == sets_before - found.entry_sets
     assert tuple(counts) == (len(kept), stored_changes)
+    assert sorted(held) == sorted(plain)
     assert reads(kept) == before
     for gone in ids[: len(ids) - len(kept)]:
         code, _, err = run(capsys, "urls", root, "--at", str(gone), "--database-url", db)

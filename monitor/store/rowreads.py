@@ -1,0 +1,145 @@
+"""What the listings read rows with: a query's rows as the database sends them, on a
+connection of their own; the changes a pack row stands for; the cursors' pinned snapshots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, func, select
+
+from monitor.codec import changepacks, entryset
+from monitor.errors import NotFound, StoreError
+from monitor.listings import SnapshotRef
+from monitor.store.checkwriter import read_columns, read_sets, transaction
+from monitor.store.schema import changes, entry_sets, snapshots, targets
+
+__all__ = ["Packs", "Rows", "live", "next_set", "pinned", "snapshot_id", "stream", "streaming",
+           "target_id"]
+
+Rows = Iterator[tuple[dict[str, Any], tuple[Any, ...]]]
+
+
+def pinned(rows: Rows, *ids: int) -> Rows:
+    """Rows whose cursors also hold the snapshots the listing resolved (``ids``): a listing of
+    the latest snapshot, or of one 24 hours ago, goes on from the same one page after page,
+    whatever was checked meanwhile."""
+    for row, position in rows:
+        yield row, (*ids, *position)
+
+
+def target_id(conn: Connection, name: str) -> int:
+    """The id of the target named ``name``; ``NotFound`` when there is none."""
+    found: int | None = conn.execute(
+        select(targets.c.id).where(targets.c.name == name)).scalar_one_or_none()
+    if found is None:
+        raise NotFound(f"no target named {name!r} in this database")
+    return found
+
+
+def snapshot_id(conn: Connection, target: int, name: str, ref: SnapshotRef | None,
+                param: str) -> int:
+    """The id of the snapshot ``ref`` names (the latest when None)."""
+    s = snapshots.c
+    query = select(func.max(s.id)).where(s.target_id == target)
+    if ref is not None and ref.id is not None:
+        query = query.where(s.id == ref.id)
+    elif ref is not None and ref.time is not None:
+        query = query.where(s.started_at <= ref.time)
+    found: int | None = conn.execute(query).scalar_one_or_none()
+    if found is not None:
+        return found
+    if ref is None:
+        raise NotFound(f"target {name!r} has no snapshots yet")
+    if ref.id is not None:
+        raise NotFound(f"{param}: target {name!r} has no snapshot {ref.id}")
+    assert ref.time is not None
+    when = ref.time.isoformat().replace("+00:00", "Z")
+    raise NotFound(f"{param}: target {name!r} has no snapshot at or before {when}")
+
+
+def live(target: int, snapshot: int) -> Any:
+    """The entry sets live at a snapshot: the target's URL set then."""
+    v = entry_sets.c
+    return and_(v.target_id == target, v.first_snapshot_id <= snapshot,
+                v.removed_snapshot_id.is_(None) | (v.removed_snapshot_id > snapshot))
+
+
+def next_set(engine: Engine, target: int, snapshot: int, from_id: int,
+             status: str | None = None) -> tuple[int, str, entryset.Columns] | None:
+    """The first entry set live at the snapshot with an id of ``from_id`` or more (one that
+    holds entries of that status), in a short read of its own."""
+    v = entry_sets.c
+    query = select(v.id, v.document_url, v.data).where(live(target, snapshot),
+                                                       v.id >= from_id)
+    if status == "valid":
+        query = query.where(v.urls > 0)
+    elif status == "invalid":
+        query = query.where(v.invalid > 0)
+    query = query.order_by(v.id).limit(1)
+    rows = transaction(engine, lambda conn: read_columns(conn, query))
+    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+
+@contextmanager
+def streaming(engine: Engine, statements: Sequence[Any],
+              ) -> Iterator[tuple[Connection, list[Any]]]:
+    """Queries whose rows come as the database sends them, on one connection of their own
+    (which can also run small queries meanwhile)."""
+    with engine.connect() as conn:
+        streamed = conn.execution_options(stream_results=True, yield_per=5000)
+        results = [streamed.execute(statement) for statement in statements]
+        try:
+            yield conn, results
+        finally:  # also when the reader stops early: PostgreSQL's cursors are closed, not dropped
+            for result in results:
+                result.close()
+
+
+def stream(engine: Engine, statement: Any) -> Iterator[Any]:
+    """The rows of one query as the database sends them (``streaming``)."""
+    with streaming(engine, [statement]) as (_conn, (result,)):
+        yield from result
+
+
+class Packs:
+    """The changes a pack row stands for (``monitor.codec.changepacks``), read on the listing's
+    connection: its members and the entry-set versions that hold their locs and states (the
+    version the check stored, and the one it replaced), kept for the next pack (a document's
+    packs point into the same two)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._versions: dict[int, changepacks.Version] = {}
+        self._holding: dict[int, bool] = {}
+
+    def holds(self, set_id: int, q: str) -> bool:
+        """Whether the version ``set_id`` lists a loc that holds ``q`` (lower case): a search
+        unpacks no pack into a version without one. One text search a version."""
+        if set_id not in self._holding:
+            v = entry_sets.c
+            rows = read_columns(self._conn, select(v.id, v.data).where(v.id == set_id))
+            # a missing version: members() says so
+            self._holding[set_id] = not rows or q in rows[0][1].loc_text().lower()
+        return self._holding[set_id]
+
+    def members(self, pack_id: int, set_id: int, before_id: int | None,
+                ) -> list[tuple[str, str, str]]:
+        """(loc, before, after) of each member, in the order the check recorded them."""
+        c = changes.c
+        wanted = [set_id] if before_id is None else [set_id, before_id]
+        self._versions = {i: v for i, v in self._versions.items() if i in wanted}
+        for i in wanted:
+            if i not in self._versions:
+                v = entry_sets.c
+                rows = read_columns(self._conn, select(v.id, v.data).where(v.id == i))
+                if not rows:
+                    raise StoreError(f"entry set {i}, which the changes of row {pack_id} "
+                                     "point into, is missing")
+                self._versions[i] = changepacks.Version(rows[0][1])
+        data = read_sets(self._conn, select(c.id, c.pack).where(c.id == pack_id),
+                         whole=False)[0][1]
+        return self._versions[set_id].changes(
+            changepacks.unpack(data), None if before_id is None else self._versions[before_id])
