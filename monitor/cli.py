@@ -20,220 +20,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monitor import __version__, failon, sorting
+from monitor import cli_args, cli_output, failon, sorting
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.config import warnings as config_warnings
 from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound
-from monitor.model import CHANGE_RULES, CheckResult, Issue
-from monitor.rules import rule_id
+from monitor.model import CHANGE_RULES, CheckResult
 
 if TYPE_CHECKING:  # validate is imported by the commands that use it (start-up time)
-    from monitor.read.validate import ValidatedDocument
+    pass
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAIL_ON = 0, 1, 2, 3
 _URL = re.compile(r"^https?://", re.IGNORECASE)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that exits with code 2 and one line, as every usage error here does."""
-
-    def error(self, message: str) -> Any:
-        raise ConfigError(f"usage: {message}")
-
-
-def _parser() -> argparse.ArgumentParser:
-    root = _Parser(prog="sitemap-monitor", description="Watch XML sitemaps and report changes.")
-    root.add_argument("--version", action="version", version=f"sitemap-monitor {__version__}")
-    commands = root.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    def with_config(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", help="configuration file (default: $SITEMAP_MONITOR_CONFIG)")
-
-    def with_db(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--database-url", help="overrides $SITEMAP_MONITOR_DATABASE_URL and "
-                       "the config's database_url")
-
-    run = commands.add_parser("run", help="the daemon")
-    with_config(run)
-    with_db(run)
-    commands.add_parser("demo", help="a self-contained demonstration on 127.0.0.1")
-
-    check = commands.add_parser("check", help="check one target now and store a snapshot")
-    check.add_argument("target", help="a configured target's name, or a sitemap URL")
-    with_config(check)
-    with_db(check)
-    check.add_argument("--json", action="store_true", help="print one JSON object")
-    check.add_argument("--fail-on", default="", metavar="KINDS",
-                       help="exit 3 when any of these held: change kinds (added, removed, "
-                            "changed, invalid, health, robots), partial (a document failed), "
-                            "rule ids with current issues (e.g. child-fetch-failed,"
-                            "lastmod-invalid); with --urls also URL rule ids (url-not-found)")
-    check.add_argument("--urls", action="store_true",
-                       help="then check every listed URL now, at the target's"
-                            " url_checks.rate")
-    check.add_argument("--max-changes", type=_non_negative, default=1000, metavar="N",
-                       help="list at most N changes and N issues (default 1000)")
-    check.add_argument("--rate", type=_rate, metavar="PER_SECOND",
-                       help="with --urls: requests per second per host (default: the target's"
-                            " url_checks.rate)")
-    check.add_argument("--indexnow-dry-run", action="store_true",
-                       help="print the IndexNow requests this check's changes would make; "
-                            "stores nothing")
-
-    validate = commands.add_parser("validate", help="lint a sitemap URL or file; stores nothing")
-    validate.add_argument("source", metavar="URL_OR_FILE")
-    validate.add_argument("--json", action="store_true")
-    with_config(validate)
-
-    _listings(commands, with_config, with_db)
-
-    history = commands.add_parser("history", help="a target's snapshots, newest first")
-    history.add_argument("target")
-    history.add_argument("--limit", type=_positive, default=20, metavar="N",
-                         help="at most N snapshots (default 20)")
-    history.add_argument("--cursor", help="go on where a listing cut by --limit stopped")
-    history.add_argument("--sort", metavar="COLUMN",
-                         help="sort by id, finished_at, outcome, urls, added, removed or changed "
-                              "(--sort=-COLUMN: the other way)")
-    history.add_argument("--json", action="store_true")
-    with_config(history)
-    with_db(history)
-
-    db = commands.add_parser("db", help="database maintenance")
-    db_commands = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
-    upgrade = db_commands.add_parser("upgrade", help="apply migrations")
-    with_config(upgrade)
-    with_db(upgrade)
-    prune = db_commands.add_parser(
-        "prune", help="delete the history retention no longer keeps")
-    prune.add_argument("--dry-run", action="store_true",
-                       help="say what would be deleted; delete nothing")
-    with_config(prune)
-    with_db(prune)
-    vacuum = db_commands.add_parser(
-        "vacuum", help="rewrite the database so that it gives freed space back (SQLite: once, "
-                       "with the daemon stopped)")
-    with_config(vacuum)
-    with_db(vacuum)
-
-    cfg = commands.add_parser("config", help="configuration")
-    cfg_commands = cfg.add_subparsers(dest="config_command", required=True, parser_class=_Parser)
-    with_config(cfg_commands.add_parser("check", help="validate a configuration file"))
-
-    alerts = commands.add_parser("alerts", help="alert channels")
-    alert_commands = alerts.add_subparsers(dest="alerts_command", required=True,
-                                           parser_class=_Parser)
-    test = alert_commands.add_parser("test", help="send a test notification")
-    test.add_argument("channel")
-    with_config(test)
-
-    indexnow = commands.add_parser("indexnow", help="IndexNow submissions")
-    indexnow_commands = indexnow.add_subparsers(dest="indexnow_command", required=True,
-                                                parser_class=_Parser)
-    status = indexnow_commands.add_parser(
-        "status", help="what was submitted when, each answer, and the key files")
-    status.add_argument("target", help="a configured target's name")
-    with_config(status)
-    with_db(status)
-    status.add_argument("--format", choices=("table", "json"), default="table")
-    status.add_argument("--limit", type=_positive, default=50, metavar="N",
-                        help="the newest N submissions (default 50)")
-
-    web = commands.add_parser("web", help="access to the daemon's port")
-    web_commands = web.add_subparsers(dest="web_command", required=True, parser_class=_Parser)
-    web_commands.add_parser(
-        "hash-password", help="read a password (stdin, or a prompt) and print its bcrypt hash"
-                              " for web.basic_auth_users")
-    return root
-
-
-def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None]) -> None:
-    """The listings: every count, row by row."""
-    from monitor.listings import FORMATS, KINDS, STATUSES
-    from monitor.sorting import SORTS
-
-    def listing(name: str, help_text: str) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
-        p.add_argument("target")
-        for add in common:
-            add(p)
-        p.add_argument("--format", choices=FORMATS, default=None,
-                       help="table (default), json, ndjson or csv")
-        p.add_argument("--json", action="store_true", help="the same as --format json")
-        p.add_argument("--limit", type=_positive, metavar="N",
-                       help="stop after N rows, saying how many are left and how to go on")
-        p.add_argument("--cursor", help="go on where a listing cut by --limit stopped")
-        offered = SORTS[name] + (SORTS["health"][1:] if name == "urls" else ())
-        p.add_argument("--sort", metavar="COLUMN",
-                       help=f"sort the whole listing by {', '.join(offered)} "
-                            "(--sort=-COLUMN: the other way)")
-        return p
-
-    urls = listing("urls", "the URL set now or at a past snapshot, with its fields")
-    urls.add_argument("--at", help="a snapshot id, an ISO time or a duration ago (e.g. 24h)")
-    urls.add_argument("--loc", metavar="TEXT", help="only the locs that hold TEXT (case aside)")
-    urls.add_argument("--status", choices=STATUSES)
-    issues = listing("issues", "the current issues (or at a past snapshot), each with its loc")
-    issues.add_argument("--rule", action="append", default=[], metavar="RULES",
-                        help="rule ids or globs, comma-separated (e.g. lastmod-*)")
-    issues.add_argument("--at", help="a snapshot id, an ISO time or a duration ago")
-    diff = listing("diff", "what changed between two snapshots, net, by loc")
-    diff.add_argument("--from", dest="start", required=True, metavar="TIME|SNAPSHOT")
-    diff.add_argument("--to", dest="end", metavar="TIME|SNAPSHOT", help="default: the latest")
-    diff.add_argument("--kind", action="append", default=[], metavar="KINDS")
-    changes = listing("changes", "every recorded change, newest first")
-    changes.add_argument("--since", help="ISO time or a duration back from now, e.g. 24h")
-    changes.add_argument("--reason", action="append", default=[], metavar="REASONS",
-                         help="removals the URL checks found moved, gone, live or unknown")
-    changes.add_argument("--rule", action="append", default=[], metavar="RULES",
-                         help="changes about these rule ids or globs, comma-separated "
-                              "(url-*, loc-not-absolute)")
-    changes.add_argument("--kind", action="append", default=[], metavar="KINDS",
-                         help=f"comma-separated: {', '.join(KINDS)}")
-    changes.add_argument("--loc", metavar="TEXT", help="only the locs that hold TEXT (case aside)")
-    url = commands.add_parser("url", help="one URL's whole story: listed where, its fields, "
-                                          "its health, every change")
-    url.add_argument("target")
-    url.add_argument("loc", metavar="LOC")
-    for add in common:
-        add(url)
-    url.add_argument("--format", choices=("table", "json"), default=None,
-                     help="table (default) or json")
-    url.add_argument("--json", action="store_true", help="the same as --format json")
-
-
-def _at_least(least: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``least``, or a one-line error."""
-    def whole(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"must be {least} or more: {raw!r}")
-        return value
-    return whole
-
-
-_positive = _at_least(1)
-_non_negative = _at_least(0)
-
-
-def _rate(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
-    if not 0 < value <= 10_000:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 10000: {raw!r}")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sitemap-monitor`` console script."""
     try:
         given = list(sys.argv[1:] if argv is None else argv)
-        args = _parser().parse_args(given)
+        args = cli_args.parser().parse_args(given)
         args.argv = given
         return _dispatch(args)
     except (ConfigError, BadParameter, NotFound) as exc:
@@ -498,7 +302,7 @@ def _check(args: argparse.Namespace) -> int:
             gc.enable()
         engine.dispose()
     try:
-        _print_result(result, urls, as_json=args.json)
+        cli_output.print_result(_out, result, urls, as_json=args.json)
     finally:
         digests.shutdown()  # after the output: a reader has it while the workers end
     if result.outcome == "failed":
@@ -580,89 +384,6 @@ async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int,
         await fetcher.aclose()
 
 
-def _print_result(result: CheckResult, urls: Any = None, *, as_json: bool,
-                  stored: bool = True) -> None:
-    if as_json:
-        out = result.as_json()
-        if urls is not None:
-            out["url_health"] = urls.states
-            out["url_checks"] = urls.as_json()
-            out["url_problems"] = urls.broken
-            out["url_notes"] = urls.notes
-        _out(json.dumps(out, ensure_ascii=False))
-        return
-    if not stored:  # ``validate``: nothing was compared nor kept
-        _out(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid}"
-             f"  ({result.duration_seconds:.2f}s)")
-    elif result.baseline:
-        _out(f"{result.target}: {result.outcome}  first check: urls={result.urls} "
-             f"invalid={result.invalid}  ({result.duration_seconds:.2f}s, snapshot "
-             f"{result.snapshot_id})")
-    else:
-        _out(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid} "
-             f"added={result.added} removed={result.removed} changed={result.changed} "
-             f"newly-invalid={result.invalid_new}  ({result.duration_seconds:.2f}s, "
-             f"snapshot {result.snapshot_id})")
-    if result.error_kind:
-        _out(f"  error: {result.error_kind}: {result.error_message}")
-    if result.outcome == "partial":
-        failed = result.failed_documents
-        _out(f"  partial: {len(failed)} document(s) could not be read; their URLs stay as the "
-             "last check read them:")
-        for d in failed:
-            status = f"HTTP {d.http_status}: " if d.http_status else ""
-            _out(f"    {d.url} ({status}{d.error or 'failed'})")
-    _table(["DOCUMENT", "OUTCOME", "HTTP", "URLS", "ERROR"],
-           [[d.url, d.outcome, d.http_status or "", d.urls, d.error or ""]
-            for d in result.documents])
-    if result.issues:
-        _table(["SEVERITY", "RULE", "LOC", "MESSAGE"],
-               [[i.severity, i.rule, i.loc or i.document or "", i.message]
-                for i in result.issues])
-    # A first check's changes are its whole URL set: a summary and the command that lists it.
-    if result.changes and stored and not result.baseline:
-        _table(["CHANGE", "LOC"], [[c.kind, c.loc] for c in result.changes])
-    for hint in _hints(result) if stored else []:
-        _out(f"  ({hint})")
-    if urls is not None:
-        states = ", ".join(f"{state} {n}" for state, n in sorted(urls.states.items()))
-        _out(f"url health: {urls.listed} listed, {urls.checked} checked in "
-             f"{urls.seconds:.1f}s: {states or 'none'}")
-        if urls.broken:
-            _table(["STATE", "HTTP", "LOC", "DETAIL"],
-                   [[b["state"], b["http_status"] or "", b["loc"], b["detail"]]
-                    for b in urls.broken])
-            _out(f"  (every URL of a state: sitemap-monitor urls "
-                 f"{shlex.quote(result.target)} --status STATE)")
-        if urls.notes:
-            _table(["SEVERITY", "RULE", "LOC", "DETAIL"],
-                   [[n["severity"], n["rule"], n["loc"], n["detail"]] for n in urls.notes])
-
-
-def _hints(result: CheckResult) -> list[str]:
-    """Where to see in full what the output cut: the commands that list it."""
-    name = shlex.quote(result.target)
-    hints = []
-    if result.baseline:
-        hints.append(f"all {result.urls + result.invalid} URLs: sitemap-monitor urls {name}")
-    elif result.changes_truncated:
-        total = sum(result.change_counts().values())
-        since = "" if result.started_at is None else " --since " + result.started_at.astimezone(
-            UTC).isoformat().replace("+00:00", "Z")
-        hints.append(f"all {total} changes: sitemap-monitor changes {name}{since}")
-    counted = sum(result.issue_counts.values())
-    if counted > len(result.issues):
-        hints.append(f"all {counted} issues: sitemap-monitor issues {name}")
-    return hints
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> None:
-    cells = [header, *[[str(c) for c in row] for row in rows]]
-    widths = [min(max(len(r[i]) for r in cells), 80) for i in range(len(header))]
-    for row in cells:
-        _out("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-
-
 def _validate(args: argparse.Namespace) -> int:
     import tempfile
 
@@ -677,79 +398,19 @@ def _validate(args: argparse.Namespace) -> int:
             finally:
                 engine.dispose()
     else:
-        result = _validate_file(Path(source), cfg)
+        from monitor.cli_validate import validate_file
+
+        result = validate_file(Path(source), cfg)
     output = result.as_json()
     for key in ("snapshot_id", "added", "removed", "changed", "changes", "changes_truncated"):
         output.pop(key)
     if args.json:
         _out(json.dumps(output, ensure_ascii=False))
     else:
-        _print_result(result, as_json=False, stored=False)
+        cli_output.print_result(_out, result, as_json=False, stored=False)
     if result.outcome == "failed":
         return EXIT_FAILED
     return EXIT_FAIL_ON if any(i.severity == "error" for i in result.issues) else EXIT_OK
-
-
-def _validate_file(path: Path, cfg: Config) -> CheckResult:
-    from monitor.errors import FetchError
-    from monitor.model import DocumentResult
-    from monitor.net import inflate
-    from monitor.read import parse, validate
-
-    url = path.resolve().as_uri()
-    d = cfg.defaults
-    parser = parse.DocumentParser(url, max_bytes=d.max_bytes, max_urls=d.max_urls,
-                                  max_children=d.max_children)
-    doc = DocumentResult(url=url, outcome="ok")
-    try:
-        # Bounded while it inflates, as a fetch is: a gzip bomb stops at max_bytes.
-        for chunk in inflate.read_file(str(path), url, d.max_bytes):
-            doc.bytes += len(chunk)
-            parser.feed(chunk)
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
-    except FetchError as exc:
-        failure: Issue | None = Issue(rule_id(exc.kind), exc.message, document=url)
-    else:
-        failure = None
-    parsed = parser.close()
-    failure = failure or parsed.failure
-    doc.kind = parsed.kind
-    if failure is not None:
-        doc.outcome, doc.error = "failed", failure.message
-        return CheckResult(target=str(path), url=url, outcome="failed", documents=[doc],
-                           error_kind=failure.rule, error_message=failure.message,
-                           issues=[failure])
-    checked = validate.validate_document(parsed.entries, url, now=datetime.now(UTC))
-    issues = [*parsed.issues,
-              *filter(None, (validate.child_issue(c, url) for c in parsed.children)),
-              *checked.issues, *_file_extension_issues(checked, url)]
-    doc.urls = sum(1 for s in checked.entries.values() if s.valid)
-    doc.invalid = checked.invalid + parsed.unkeyed_invalid
-    doc.duplicates = checked.duplicates
-    return CheckResult(target=str(path), url=url, outcome="ok", documents=[doc], issues=issues,
-                       urls=doc.urls, invalid=doc.invalid, duplicates=doc.duplicates)
-
-
-def _file_extension_issues(checked: ValidatedDocument, url: str) -> list[Issue]:
-    """What a check finds over a whole target, within one file: news-too-many and
-    hreflang-not-reciprocal."""
-    from monitor.model import Entry
-    from monitor.read import extensions, validate
-
-    locs = list(checked.entries)
-    exts = [state.extensions for state in checked.entries.values()]
-    found = []
-    news = extensions.news_count(exts)
-    if news > extensions.MAX_NEWS:
-        found.append(Issue("news-too-many", f"{news} news:news tags; the limit is "
-                           f"{extensions.MAX_NEWS} a document", document=url))
-    if extensions.balance(locs, exts):
-        held = extensions.Alternates()
-        held.add(url, locs, exts)
-        found += [validate.issue("hreflang-not-reciprocal", Entry(locs[i], extensions=exts[i]),
-                                 url) for i in sorted(held.unanswered().get(url, ()))]
-    return found
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -784,11 +445,11 @@ def _history(args: argparse.Namespace) -> int:
         _out(json.dumps({"target": args.target, "snapshots": rows, "next_cursor": next_cursor},
                         ensure_ascii=False))
         return EXIT_OK
-    _table(["SNAPSHOT", "FINISHED", "OUTCOME", "URLS", "INVALID", "ADDED", "REMOVED",
-            "CHANGED", "ERROR"],
-           [[r["id"], times.compact(r["finished_at"]), r["outcome"], r["urls"],
-             r["invalid"], r["added"], r["removed"], r["changed"],
-             _snapshot_error(r)] for r in rows])
+    cli_output.table(
+        _out, ["SNAPSHOT", "FINISHED", "OUTCOME", "URLS", "INVALID", "ADDED", "REMOVED",
+               "CHANGED", "ERROR"],
+        [[r["id"], times.compact(r["finished_at"]), r["outcome"], r["urls"], r["invalid"],
+          r["added"], r["removed"], r["changed"], _snapshot_error(r)] for r in rows])
     if next_cursor is not None:
         more_args = _without_cursor(args.argv)
         print(f"sitemap-monitor: listed {len(rows)}, more: continue with "

@@ -20,7 +20,7 @@ from typing import Any, Union, get_args, get_origin
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel
 
-from monitor import cli, config
+from monitor import cli_args, config
 from monitor.metrics import Metrics
 from monitor.model import CheckResult, DocumentResult, Issue
 from monitor.serve import openapi
@@ -56,7 +56,7 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = (),
 def test_every_command_and_option_is_in_the_cli_reference() -> None:
     text = (DOCS / "cli.md").read_text(encoding="utf-8")
     missing = []
-    for path, sub in _commands(cli._parser()):
+    for path, sub in _commands(cli_args.parser()):
         if f"sitemap-monitor {' '.join(path)}" not in text:
             missing.append(" ".join(path))
         for action in sub._actions:
@@ -67,7 +67,7 @@ def test_every_command_and_option_is_in_the_cli_reference() -> None:
 
 
 def test_the_walk_finds_nested_commands_and_their_options() -> None:
-    found = {" ".join(path): sub for path, sub in _commands(cli._parser())}
+    found = {" ".join(path): sub for path, sub in _commands(cli_args.parser())}
     assert {"check", "db prune", "indexnow status", "web hash-password"} <= set(found)
     assert "--dry-run" in found["db prune"]._option_string_actions
 

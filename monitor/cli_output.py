@@ -1,0 +1,101 @@
+"""What the ``check`` and ``validate`` commands print: a result as JSON or as a summary with
+its tables, and the commands that list in full what the output cut."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from datetime import UTC
+from typing import Any
+
+from monitor.model import CheckResult
+
+__all__ = ["Out", "hints", "print_result", "table"]
+
+Out = Callable[[str], None]
+
+
+def print_result(write: Out, result: CheckResult, urls: Any = None, *, as_json: bool,
+                 stored: bool = True) -> None:
+    """A check's result as the command prints it: JSON, or a summary and its tables."""
+    if as_json:
+        found = result.as_json()
+        if urls is not None:
+            found["url_health"] = urls.states
+            found["url_checks"] = urls.as_json()
+            found["url_problems"] = urls.broken
+            found["url_notes"] = urls.notes
+        write(json.dumps(found, ensure_ascii=False))
+        return
+    if not stored:  # ``validate``: nothing was compared nor kept
+        write(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid}"
+             f"  ({result.duration_seconds:.2f}s)")
+    elif result.baseline:
+        write(f"{result.target}: {result.outcome}  first check: urls={result.urls} "
+             f"invalid={result.invalid}  ({result.duration_seconds:.2f}s, snapshot "
+             f"{result.snapshot_id})")
+    else:
+        write(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid} "
+             f"added={result.added} removed={result.removed} changed={result.changed} "
+             f"newly-invalid={result.invalid_new}  ({result.duration_seconds:.2f}s, "
+             f"snapshot {result.snapshot_id})")
+    if result.error_kind:
+        write(f"  error: {result.error_kind}: {result.error_message}")
+    if result.outcome == "partial":
+        failed = result.failed_documents
+        write(f"  partial: {len(failed)} document(s) could not be read; their URLs stay as the "
+             "last check read them:")
+        for d in failed:
+            status = f"HTTP {d.http_status}: " if d.http_status else ""
+            write(f"    {d.url} ({status}{d.error or 'failed'})")
+    table(write, ["DOCUMENT", "OUTCOME", "HTTP", "URLS", "ERROR"],
+           [[d.url, d.outcome, d.http_status or "", d.urls, d.error or ""]
+            for d in result.documents])
+    if result.issues:
+        table(write, ["SEVERITY", "RULE", "LOC", "MESSAGE"],
+               [[i.severity, i.rule, i.loc or i.document or "", i.message]
+                for i in result.issues])
+    # A first check's changes are its whole URL set: a summary and the command that lists it.
+    if result.changes and stored and not result.baseline:
+        table(write, ["CHANGE", "LOC"], [[c.kind, c.loc] for c in result.changes])
+    for hint in hints(result) if stored else []:
+        write(f"  ({hint})")
+    if urls is not None:
+        states = ", ".join(f"{state} {n}" for state, n in sorted(urls.states.items()))
+        write(f"url health: {urls.listed} listed, {urls.checked} checked in "
+             f"{urls.seconds:.1f}s: {states or 'none'}")
+        if urls.broken:
+            table(write, ["STATE", "HTTP", "LOC", "DETAIL"],
+                   [[b["state"], b["http_status"] or "", b["loc"], b["detail"]]
+                    for b in urls.broken])
+            write(f"  (every URL of a state: sitemap-monitor urls "
+                 f"{shlex.quote(result.target)} --status STATE)")
+        if urls.notes:
+            table(write, ["SEVERITY", "RULE", "LOC", "DETAIL"],
+                   [[n["severity"], n["rule"], n["loc"], n["detail"]] for n in urls.notes])
+
+
+def hints(result: CheckResult) -> list[str]:
+    """Where to see in full what the output cut: the commands that list it."""
+    name = shlex.quote(result.target)
+    hints = []
+    if result.baseline:
+        hints.append(f"all {result.urls + result.invalid} URLs: sitemap-monitor urls {name}")
+    elif result.changes_truncated:
+        total = sum(result.change_counts().values())
+        since = "" if result.started_at is None else " --since " + result.started_at.astimezone(
+            UTC).isoformat().replace("+00:00", "Z")
+        hints.append(f"all {total} changes: sitemap-monitor changes {name}{since}")
+    counted = sum(result.issue_counts.values())
+    if counted > len(result.issues):
+        hints.append(f"all {counted} issues: sitemap-monitor issues {name}")
+    return hints
+
+
+def table(out: Out, header: list[str], rows: list[list[Any]]) -> None:
+    """Rows under a header, each column as wide as its widest cell (80 at most)."""
+    cells = [header, *[[str(c) for c in row] for row in rows]]
+    widths = [min(max(len(r[i]) for r in cells), 80) for i in range(len(header))]
+    for row in cells:
+        out("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
