@@ -27,7 +27,7 @@ from typing import Any
 
 from monitor.errors import BadParameter
 
-__all__ = ["SORTS", "Key", "Sort", "best", "follows", "key", "ordered", "parse"]
+__all__ = ["SORTS", "Key", "Sort", "best", "follows", "key", "offered", "ordered", "parse"]
 
 # The columns each listing sorts by; ``urls`` is the URL set, ``health`` the URLs in a health
 # state (``urls?status=not-found``), ``targets`` the index of targets.
@@ -67,6 +67,14 @@ def parse(raw: str | None, listing: str, param: str = "sort") -> Sort | None:
         raise BadParameter(f"{param}: {text[:40]!r} is not one of "
                            f"{', '.join(SORTS[listing])} (or -COLUMN for the other way)")
     return Sort(column, text.startswith("-"))
+
+
+def offered(sort: Sort | None, listing: str) -> Sort | None:
+    """The sort, if the listing offers its column; a 400 (``BadParameter``) if not."""
+    if sort is not None and sort.column not in SORTS[listing]:
+        raise BadParameter(f"sort: {sort.text!r} is not one of {', '.join(SORTS[listing])} "
+                           "(or -COLUMN for the other way)")
+    return sort
 
 
 def key(value: Any, *tie: Any) -> Key:

@@ -48,7 +48,7 @@ from monitor.store import targets as store
 from monitor.store import trends
 from monitor.store import urlstates as health_store
 
-__all__ = ["PAGE_ROWS", "STYLESHEET", "parse_sort", "routes", "sort_values"]
+__all__ = ["PAGE_ROWS", "STYLESHEET", "routes", "sort_values"]
 
 PAGE_ROWS = 100  # rows of a listing page
 INDEX_TARGETS = 200  # targets on a page of the index
@@ -96,12 +96,6 @@ TARGET_SNAPSHOTS = 20  # snapshots on a target's page (the snapshots page has PA
 def sparkline(values: Sequence[int], width: int = 120, height: int = 28) -> str:
     """An inline SVG line of the URL counts of the last snapshots, from zero up."""
     return charts.sparkline(values, width, height)
-
-
-def parse_sort(raw: str | None, listing_name: str) -> sorting.Sort | None:
-    """``?sort=``: the column and direction, None when not given; a column not offered is
-    a 400 (``sorting.SORTS``)."""
-    return sorting.parse(raw, listing_name)
 
 
 def sort_values(target: dict[str, Any]) -> dict[str, Any]:
@@ -174,7 +168,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         if "\x00" in after:
             after = ""
         try:
-            sort = parse_sort(request.query_params.get("sort"), "targets")
+            sort = sorting.parse(request.query_params.get("sort"), "targets")
             if sort == sorting.Sort("name"):
                 sort = None  # the order they are paged in anyway
             shown, total, next_after = await _index_page(sort, after)
@@ -281,7 +275,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
                           message=f"before: not a snapshot id: {raw[:40]!r}")
         cursor = request.query_params.get("cursor") or None
         try:
-            sort = parse_sort(request.query_params.get("sort"), "snapshots")
+            sort = sorting.parse(request.query_params.get("sort"), "snapshots")
             sort = None if sort == store.NEWEST else sort
             found = await read(store.list_snapshots, name, limit=PAGE_ROWS + 1,
                                before=before, sort=sort, cursor=cursor)
@@ -328,7 +322,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
                           exports=None, next_page=None, first_page=None, empty_form=True,
                           sort=None, here=here, **choices)
         try:
-            sort = parse_sort(params.get("sort"), api_listings.sorts_of(suffix,
+            sort = sorting.parse(params.get("sort"), api_listings.sorts_of(suffix,
                                                                        params.get("status")))
             opening = api_listings.opening(request, name, suffix, clock())
         except listing.BadParameter as exc:

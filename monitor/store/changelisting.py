@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine, func, select, tuple_
 from monitor import robotsdiff
 from monitor.listings import KINDS, Listing, read_cursor
 from monitor.model import CHANGE_RULES, REMOVAL_REASONS
-from monitor.sorting import Sort
+from monitor.sorting import Sort, offered
 from monitor.store import changelocs
 from monitor.store.checkwriter import transaction
 from monitor.store.rowreads import Packs, Rows, pinned, streaming, target_id
@@ -72,7 +72,7 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
     q = q.lower() if q else None
     if q:
         query.append(["loc", q])
-    sort = None if sort == NEWEST_FIRST else sort
+    sort = None if offered(sort, "changes") == NEWEST_FIRST else sort
     if sort is not None:  # a cursor of another order would skip rows: refused
         query.append(["sort", sort.text])
     # (since's snapshot, [group,] snapshot id, row id, a pack's members still to list)

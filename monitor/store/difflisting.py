@@ -26,7 +26,7 @@ from sqlalchemy.orm import aliased
 from monitor.codec import changepacks
 from monitor.listings import DIFF_KINDS, BadParameter, Listing, SnapshotRef, read_cursor
 from monitor.model import OTHER_CHANGE_KINDS, addition_kind, change_kind
-from monitor.sorting import Sort
+from monitor.sorting import Sort, offered
 from monitor.store.checkwriter import transaction
 from monitor.store.rowreads import Packs, Rows, pinned, snapshot_id, stream, streaming, target_id
 from monitor.store.schema import changes
@@ -43,6 +43,7 @@ def open_diff(engine: Engine, name: str, start: SnapshotRef, end: SnapshotRef | 
     in the order it recorded them and streamed at once; else the changes are composed by loc
     (in the database's order of locs), which sorts them all before the first row. ``sort``:
     by loc, composed whatever the window; by kind, the diff of each kind in turn."""
+    sort = offered(sort, "diff")
     query: list[Any] = [start.text, "" if end is None else end.text, list(kinds)]
     if sort is not None:
         query.append(["sort", sort.text])

@@ -44,7 +44,7 @@ from monitor.listings import (
     read_cursor,
 )
 from monitor.model import RULES, Entry
-from monitor.sorting import SORTS, Key, Sort
+from monitor.sorting import Key, Sort
 from monitor.store import keyset
 from monitor.store.changelisting import open_changes
 from monitor.store.checkwriter import transaction
@@ -77,15 +77,15 @@ def open_urls(engine: Engine, name: str, at: SnapshotRef | None, status: str | N
               after: str | None, q: str | None = None, sort: Sort | None = None) -> Listing:
     """The URL set at a snapshot (the latest by default), valid and invalid entries alike
     unless ``status`` says which; a health state lists the URLs in it now; ``q``
-    keeps the locs that hold it (case aside). In document order, or ``sort``ed (``SORTS``:
+    keeps the locs that hold it (case aside). In document order, or ``sort``ed (``sorting.SORTS``:
     ``urls`` for the URL set, ``health`` for a health state)."""
     q = q.lower() if q else None
     if status in HEALTH:
         if at is not None:
             raise BadParameter(f"status: {status!r} is a URL's health now, which has no "
                                "history: leave out at")
-        return _open_health(engine, name, status, after, q, _offered(sort, "health"))
-    sort = _offered(sort, "urls")
+        return _open_health(engine, name, status, after, q, sorting.offered(sort, "health"))
+    sort = sorting.offered(sort, "urls")
 
     def resolve(conn: Connection) -> tuple[int, int]:
         target_id = _target_id(conn, name)
@@ -112,14 +112,6 @@ def open_urls(engine: Engine, name: str, at: SnapshotRef | None, status: str | N
     return Listing({"target": name, "snapshot_id": snapshot_id}, "urls", URL_COLUMNS,
                    _pinned(rows, snapshot_id), ("urls", query),
                    table=("status", "loc", "lastmod", "document"))
-
-
-def _offered(sort: Sort | None, listing: str) -> Sort | None:
-    """The sort, if the listing offers its column (``sorting.SORTS``); a 400 if not."""
-    if sort is not None and sort.column not in SORTS[listing]:
-        raise BadParameter(f"sort: {sort.text!r} is not one of {', '.join(SORTS[listing])} "
-                           "(or -COLUMN for the other way)")
-    return sort
 
 
 # Rows a sorted listing of the stored documents keeps from its first read of them (an API
@@ -331,7 +323,7 @@ def open_issues(engine: Engine, name: str, at: SnapshotRef | None, rules: Sequen
     select (every rule when none). An entry's issue is stored as its rule id; ``describe``
     (validate.describe) makes it whole again, with its message. In the order they are stored
     in, or ``sort``ed."""
-    sort = _offered(sort, "issues")
+    sort = sorting.offered(sort, "issues")
     query = [_text(at), list(rules)]
     if sort is not None:
         query.append(["sort", sort.text])
@@ -455,7 +447,7 @@ def open_snapshots(engine: Engine, name: str, before: int | None,
     itself)."""
     from monitor.store.targets import iso_time
 
-    sort = _offered(sort, "snapshots")
+    sort = sorting.offered(sort, "snapshots")
     target_id = transaction(engine, lambda conn: _target_id(conn, name))
     s = snapshots.c
     statement = select(*(s[column] for column in SNAPSHOT_COLUMNS)).where(

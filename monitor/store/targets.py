@@ -44,7 +44,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.errors import LeaseLost
 from monitor.listings import cursor, read_cursor
-from monitor.sorting import Sort
+from monitor.sorting import Sort, offered
 from monitor.store import keyset
 from monitor.store.checkwriter import transaction
 from monitor.store.schema import documents, snapshots, targets
@@ -501,7 +501,7 @@ def list_snapshots(
     ``sort``ed (``sorting.SORTS['snapshots']``), those after ``cursor``
     (``snapshot_cursor``): ``ORDER BY`` the column and the id."""
     s = snapshots.c
-    sort = None if sort == NEWEST else sort
+    sort = None if offered(sort, "snapshots") == NEWEST else sort
     column = None if sort is None else s[sort.column]
     last = None if cursor is None or sort is None else tuple(read_cursor(
         cursor, "snapshots", [sort.text], (int, str, int)))
