@@ -6,7 +6,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from databases import database_url, postgres_url  # noqa: F401 - fixtures for every test
+from databases import (  # noqa: F401 - fixtures for every test
+    database_url,
+    finish_databases,
+    migrated_database_url,
+    migrated_postgres_url,
+    postgres_template,
+    postgres_url,
+    sqlite_template,
+)
 from httpserver import TestServer
 from skips import summary
 from smtpserver import SmtpServer, serve
@@ -19,6 +27,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     for line in summary(session.items):
         reporter.write_line(line, yellow=True)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The databases the tests dropped in the background, and those made ahead, are gone
+    before pytest exits."""
+    finish_databases()
 
 
 @pytest.fixture

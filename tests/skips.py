@@ -72,7 +72,8 @@ def summary(items: Sequence[pytest.Item]) -> list[str]:
     no_postgres = postgres_missing()
     if no_postgres:
         count = sum(1 for item in items if item.get_closest_marker("postgres")
-                    or "postgres_url" in getattr(item, "fixturenames", ()))
+                    or {"postgres_url", "migrated_postgres_url"}
+                    & set(getattr(item, "fixturenames", ())))
         if count:
             lines.append(f"  PostgreSQL: {no_postgres}: {count} tests will {verb}")
     absent = [name for name in _TOOLS

@@ -8,19 +8,20 @@ that deduplicates would.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
-from databases import create_postgres_database, drop_postgres_database
 from httpserver import Reply, Request, TestServer, closed_port
 from sqlalchemy import Engine
 
-from monitor.store.db import make_engine, upgrade
+from monitor.store.db import make_engine
 
 
 @dataclass
@@ -113,28 +114,21 @@ def receiver(http_server: TestServer) -> Receiver:
     return Receiver(http_server)
 
 
-def _engine(url: str) -> Engine:
-    engine = make_engine(url)
-    upgrade(engine)
-    return engine
-
-
 @pytest.fixture
-def sqlite_engine(tmp_path: object) -> Iterator[Engine]:
+def sqlite_engine(tmp_path: Path, sqlite_template: Path) -> Iterator[Engine]:
     """A migrated SQLite file under tmp_path."""
-    engine = _engine(f"sqlite:///{tmp_path}/outbox.db")
+    shutil.copyfile(sqlite_template, tmp_path / "outbox.db")
+    engine = make_engine(f"sqlite:///{tmp_path}/outbox.db")
     yield engine
     engine.dispose()
 
 
 @pytest.fixture
-def postgres_engine() -> Iterator[Engine]:
+def postgres_engine(migrated_postgres_url: str) -> Iterator[Engine]:
     """A migrated, uniquely named PostgreSQL database, dropped afterwards."""
-    url = create_postgres_database()
-    engine = _engine(url)
+    engine = make_engine(migrated_postgres_url)
     yield engine
     engine.dispose()
-    drop_postgres_database(url)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

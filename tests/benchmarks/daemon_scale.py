@@ -14,6 +14,10 @@ snapshots after the first round: one full round of re-checks of unchanged target
 replica's share of the checks in the measured window (``--stagger S`` starts each replica S
 seconds after the one before, so the first holds every due time when the others join).
 
+The first round's CPU seconds are the daemons' (from their start) and, on PostgreSQL, those of
+the server's backends that serve the benchmark's database (read from /proc, so the server must
+run on this machine): where a first round on PostgreSQL spends what one on SQLite does not.
+
     .venv/bin/python tests/benchmarks/daemon_scale.py [--database sqlite|postgres]
         [--targets 1000] [--seconds 30] [--concurrency 8] [--changing] [--replicas N]
         [--interval 1] [--stagger 0]
@@ -22,6 +26,7 @@ seconds after the one before, so the first holds every due time when the others 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import socket
@@ -192,11 +197,11 @@ def main() -> int:
             *[f'  - {{name: t{i}, url: "http://127.0.0.1:{port}/t{i}.xml"}}'
               for i in range(args.targets)],
         ]
-        text = "\n".join(lines) + "\n"
+        config_text = "\n".join(lines) + "\n"
         configs = []
         for port_of in ports:  # the same targets, each replica on a port of its own
             configs.append(folder / f"bench-{port_of}.yaml")
-            configs[-1].write_text(text.replace("{port}", str(port_of)), encoding="utf-8")
+            configs[-1].write_text(config_text.replace("{port}", str(port_of)), encoding="utf-8")
         script = Path(sys.executable).with_name("sitemap-monitor")
         daemons = []
         for config in configs:
@@ -212,9 +217,25 @@ def main() -> int:
         def cpu() -> float:
             return sum(_cpu_seconds(d.pid) for d in daemons)
 
+        backends: dict[int, float] = {}  # each backend's CPU when last seen
+
+        def sample_backends() -> None:
+            if pg_name is None:
+                return
+            with engine.connect() as conn:
+                pids = conn.execute(text(
+                    "SELECT pid FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )).scalars().all()
+            for pid in pids:
+                # One that ended since keeps its CPU up to the last sample.
+                with contextlib.suppress(OSError):
+                    backends[pid] = _cpu_seconds(pid)
+
         def wait_for(count: int) -> float:
             began = time.monotonic()
             while snapshot_count() < count:
+                sample_backends()
                 for daemon in daemons:
                     if daemon.poll() is not None:
                         raise SystemExit(f"a daemon exited with {daemon.returncode}")
@@ -223,6 +244,7 @@ def main() -> int:
 
         try:
             first_round = wait_for(args.targets)
+            first_cpu, first_backends = cpu(), sum(backends.values())
             second_round = wait_for(snapshot_count() + args.targets)
             claims0 = _claims(ports)
             checks0 = [_checks(p) for p in ports]
@@ -254,13 +276,16 @@ def main() -> int:
                   f"({(claims1[1] - claims0[1]) / done:.2f} empty)")
     print("| database | replicas | targets | sitemaps | concurrency | first round s "
           "| second round s | checks/s | CPU (cores) | CPU ms/check | checks/CPU-s "
-          "| claims/check | shares % | RSS MiB | peak RSS MiB | exit |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| claims/check | shares % | RSS MiB | peak RSS MiB | first round CPU s: daemons "
+          "/ PostgreSQL | exit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    server_cpu = f"{first_backends:.1f}" if pg_name else "-"
     shares = " / ".join(f"{100 * m / max(sum(made), 1):.0f}" for m in made)
     print(f"| {args.database} | {args.replicas} | {args.targets} | {args.urls} URLs, {kind} "
           f"| {args.concurrency} | {first_round:.1f} | {second_round:.1f} | {rate:.1f} "
           f"| {cores:.2f} | {1000 * cores / rate:.1f} | {rate / cores:.1f} | {claims} | {shares} "
-          f"| {rss:.0f} | {peak:.0f} | {' '.join(map(str, codes))} |")
+          f"| {rss:.0f} | {peak:.0f} | {first_cpu:.1f} / {server_cpu} "
+          f"| {' '.join(map(str, codes))} |")
     return 0
 
 

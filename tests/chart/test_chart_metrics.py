@@ -69,10 +69,11 @@ def _daemon_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from monitor.cli import main; sys.exit(main())"]
 
 
-@pytest.fixture
-def daemon_metrics(tmp_path: Path) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def daemon_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """/metrics of a real `sitemap-monitor run` after the first check of each target: "local"
-    succeeds, "broken" (a 404) fails, so it never succeeded."""
+    succeeds, "broken" (a 404) fails, so it never succeeded. Scraped once for the module."""
+    tmp_path = tmp_path_factory.mktemp("daemon-metrics")
     with TestServer() as site:
         site.route("/sitemap.xml", Reply(body=SITEMAP, headers={"Content-Type": "text/xml"}))
         site.route("/missing.xml", Reply(404))

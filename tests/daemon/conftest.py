@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from harness import Daemon
@@ -27,19 +29,18 @@ def daemons() -> Iterator[list[Daemon]]:
 
 
 @pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
+def engine(migrated_database_url: str) -> Iterator[Engine]:
     """A migrated database, once on SQLite and once on PostgreSQL."""
-    eng = db.make_engine(database_url)
-    db.upgrade(eng)
+    eng = db.make_engine(migrated_database_url)
     yield eng
     eng.dispose()
 
 
 @pytest.fixture
-def sqlite_engine(tmp_path: object) -> Iterator[Engine]:
+def sqlite_engine(tmp_path: Path, sqlite_template: Path) -> Iterator[Engine]:
     """A migrated SQLite file."""
+    shutil.copyfile(sqlite_template, tmp_path / "monitor.db")
     eng = db.make_engine(f"sqlite:///{tmp_path}/monitor.db")
-    db.upgrade(eng)
     yield eng
     eng.dispose()
 

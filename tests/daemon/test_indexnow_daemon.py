@@ -30,13 +30,13 @@ def _config(path: Path, database_url: str, server: TestServer, receiver: Receive
 
 
 def test_a_submission_survives_a_sigkill_before_delivery_and_goes_once(
-    http_server: TestServer, engine: Engine, database_url: str, tmp_path: Path,
+    http_server: TestServer, engine: Engine, migrated_database_url: str, tmp_path: Path,
     daemons: list[Daemon],
 ) -> None:
     receiver = Receiver(http_server, stall=60.0)
     base = http_server.url("/")
     http_server.route("/sitemap.xml", Reply(200, sitemap({f"{base}a": None})))
-    config = _config(tmp_path / "monitor.yaml", database_url, http_server, receiver)
+    config = _config(tmp_path / "monitor.yaml", migrated_database_url, http_server, receiver)
     first = Daemon(config)
     daemons.append(first)
     first.started()

@@ -16,13 +16,9 @@ from monitor.store.schema import entry_sets, snapshots, targets
 
 
 def test_the_daemon_keeps_only_what_retention_keeps_while_it_checks(
-    http_server: TestServer, tmp_path: Path, daemons: list[Daemon], database_url: str,
+    http_server: TestServer, tmp_path: Path, daemons: list[Daemon], migrated_database_url: str,
 ) -> None:
-    url = database_url.replace("postgresql+psycopg://", "postgresql://")
-    if url.startswith("postgresql"):
-        from monitor.cli import main
-
-        assert main(["db", "upgrade", "--database-url", url]) == 0
+    url = migrated_database_url.replace("postgresql+psycopg://", "postgresql://")
     page = http_server.url("/p")
     counter = itertools.count()
 

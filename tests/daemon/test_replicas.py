@@ -63,12 +63,11 @@ def interval_of(i: int) -> float:
 
 
 def test_three_replicas_check_each_due_target_once(
-    http_server: TestServer, tmp_path: Path, postgres_url: str
+    http_server: TestServer, tmp_path: Path, migrated_postgres_url: str
 ) -> None:
-    engine = db.make_engine(postgres_url)
-    db.upgrade(engine)
+    engine = db.make_engine(migrated_postgres_url)
     lines = [
-        f"database_url: {postgres_url}",
+        f"database_url: {migrated_postgres_url}",
         "listen: 127.0.0.1:0",
         "defaults: {jitter: 10%, timeout: 5s}",
         f"scheduler: {{lease: {LEASE}s, shutdown_grace: 2s}}",
@@ -151,15 +150,14 @@ PAUSE_LEASE = 2.0
 
 
 def test_a_replica_paused_past_its_lease_writes_nothing(
-    http_server: TestServer, tmp_path: Path, postgres_url: str
+    http_server: TestServer, tmp_path: Path, migrated_postgres_url: str
 ) -> None:
     """Replica 0 claims every target and is SIGSTOPped mid-check; the others take the targets
     over once its leases run out and check them when they are next due; when replica 0 wakes,
     its checks must roll back: no two snapshots of a target overlap in time."""
-    engine = db.make_engine(postgres_url)
-    db.upgrade(engine)
+    engine = db.make_engine(migrated_postgres_url)
     lines = [
-        f"database_url: {postgres_url}",
+        f"database_url: {migrated_postgres_url}",
         "listen: 127.0.0.1:0",
         "defaults: {jitter: 0%, timeout: 20s}",
         f"scheduler: {{lease: {PAUSE_LEASE}s, shutdown_grace: 2s, per_host: 16}}",
@@ -234,17 +232,16 @@ SHARED_SECONDS = 15.0
 
 
 def test_three_replicas_share_the_work_without_racing_for_it(
-    http_server: TestServer, tmp_path: Path, postgres_url: str
+    http_server: TestServer, tmp_path: Path, migrated_postgres_url: str
 ) -> None:
     """replicas do not all schedule all targets. 150 targets every 3 s, each check
     50 ms at the server, three replicas of 4 slots each (about the load they can carry): no
     due check runs twice, every replica does a share of the checks, and the claims that find
     nothing (a replica losing a race, or asking when nothing is due) stay few: the replicas
     claim due targets in batches instead of each racing for every target at its due time."""
-    engine = db.make_engine(postgres_url)
-    db.upgrade(engine)
+    engine = db.make_engine(migrated_postgres_url)
     lines = [
-        f"database_url: {postgres_url}",
+        f"database_url: {migrated_postgres_url}",
         "listen: 127.0.0.1:0",
         f"defaults: {{jitter: 10%, timeout: 10s, interval: {SHARED_INTERVAL}s}}",
         "scheduler: {lease: 10s, shutdown_grace: 5s, concurrency: 4, per_host: 16}",
@@ -318,17 +315,16 @@ FAIR_CHECKS = 150
 
 
 def test_a_replica_that_starts_behind_gets_a_fair_share_of_the_checks(
-    http_server: TestServer, tmp_path: Path, postgres_url: str
+    http_server: TestServer, tmp_path: Path, migrated_postgres_url: str
 ) -> None:
     """One replica checks every target alone, then two more start: from then on each of the
     three makes a fair share of the checks. Far from its capacity, the first one used to keep
     every target it had checked (it woke exactly at their due times, the others only polled)
     and the others got none."""
-    engine = db.make_engine(postgres_url)
-    db.upgrade(engine)
+    engine = db.make_engine(migrated_postgres_url)
     engine.dispose()
     lines = [
-        f"database_url: {postgres_url}",
+        f"database_url: {migrated_postgres_url}",
         "listen: 127.0.0.1:0",
         f"defaults: {{jitter: 10%, timeout: 10s, interval: {FAIR_INTERVAL}s}}",
         "scheduler: {lease: 10s, shutdown_grace: 5s}",

@@ -15,8 +15,6 @@ from harness import Daemon, sitemap
 from httpserver import Reply, Request, TestServer
 from sqlalchemy import Engine
 
-from monitor.store import db
-
 PAGE = b"<!doctype html><html><head><title>p</title>%s</head><body>page</body></html>"
 
 
@@ -102,17 +100,14 @@ def test_the_daemon_finds_broken_urls_alerts_and_triages_removals(
 
 
 def test_replicas_share_the_url_checks_without_checking_a_url_twice(
-    http_server: TestServer, tmp_path: Path, postgres_url: str, daemons: list[Daemon],
+    http_server: TestServer, tmp_path: Path, migrated_postgres_url: str, daemons: list[Daemon],
 ) -> None:
     s = http_server
     paths = [f"/p{i}" for i in range(40)]
     for p in paths:
         s.route(p, page())
     s.route("/s.xml", Reply(body=sitemap({s.url(p): None for p in paths})))
-    url = postgres_url.replace("postgresql+psycopg://", "postgresql://")
-    migrated = db.make_engine(url)
-    db.upgrade(migrated)
-    migrated.dispose()
+    url = migrated_postgres_url.replace("postgresql+psycopg://", "postgresql://")
     # a lease of 4 s: rounds of 5 URLs (rate 5), so the replicas take turns
     path = config(tmp_path, url, s.url("/s.xml"), rate=5, recheck="1h", lease="4s")
     for _ in range(2):

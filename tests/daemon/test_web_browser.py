@@ -13,17 +13,22 @@ from collections.abc import Iterator
 import pytest
 from browser import chromium, screenshot
 from harness import Daemon
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 from test_web_pages import watched  # noqa: F401 - the fixture, shared with the HTTP tests
 
 
-@pytest.fixture
-def page() -> Iterator[Page]:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
     with chromium() as browser:
-        context = browser.new_context(accept_downloads=True, viewport={"width": 1280,
-                                                                        "height": 900})
-        yield context.new_page()
-        context.close()
+        yield browser
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A page of a context of its own: no cookie, download or history of another test."""
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
+    yield context.new_page()
+    context.close()
 
 
 def shot(page: Page, name: str, what: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,33 +26,36 @@ def serve_site(s: TestServer, count: int) -> dict[str, str | None]:
     return urls
 
 
-@pytest.fixture
-def watched(http_server: TestServer, tmp_path: Path) -> Iterator[tuple[Daemon, list[str]]]:
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daemon, list[str]]]:
     """A daemon that has seen 150 URLs, then the removal of 148 of them, and checked the
-    pages; yields it and the removed URLs."""
-    s = http_server
-    urls = serve_site(s, 150)
-    config = tmp_path / "c.yaml"
-    config.write_text(
-        f"database_url: sqlite:///{tmp_path}/m.db\nlisten: 127.0.0.1:0\n"
-        "defaults: {interval: 1s, jitter: 0, timeout: 10s,"
-        " url_checks: {enabled: true, rate: 200}}\n"
-        f'targets:\n  - {{name: shop, url: "{s.url("/s.xml")}"}}\n', encoding="utf-8")
-    daemon = Daemon(config)
-    try:
-        daemon.started()
-        daemon.event("check", target="shop", outcome="ok")
-        kept = {loc: urls[loc] for loc in list(urls)[:2]}
-        removed = [loc for loc in urls if loc not in kept]
-        mark = len(daemon.lines)
-        s.route("/s.xml", Reply(body=sitemap(kept)))
-        daemon.wait_for(lambda line: line.get("event") == "check"
-                        and line.get("removed") == 148, after=mark)
-        daemon._until(lambda: daemon.metric("sitemap_monitor_url_health", target="shop",
-                                            state="not-found") == 1 or None, 30, "url health")
-        yield daemon, removed
-    finally:
-        daemon.stop()
+    pages; yields it and the removed URLs. One for all the tests of a module: they only read
+    what it has seen, and it goes on checking the same site."""
+    tmp_path = tmp_path_factory.mktemp("watched")
+    with TestServer() as s:
+        urls = serve_site(s, 150)
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            f"database_url: sqlite:///{tmp_path}/m.db\nlisten: 127.0.0.1:0\n"
+            "defaults: {interval: 1s, jitter: 0, timeout: 10s,"
+            " url_checks: {enabled: true, rate: 200}}\n"
+            f'targets:\n  - {{name: shop, url: "{s.url("/s.xml")}"}}\n', encoding="utf-8")
+        daemon = Daemon(config)
+        try:
+            daemon.started()
+            daemon.event("check", target="shop", outcome="ok")
+            kept = {loc: urls[loc] for loc in list(urls)[:2]}
+            removed = [loc for loc in urls if loc not in kept]
+            mark = len(daemon.lines)
+            s.route("/s.xml", Reply(body=sitemap(kept)))
+            daemon.wait_for(lambda line: line.get("event") == "check"
+                            and line.get("removed") == 148, after=mark)
+            daemon._until(lambda: daemon.metric("sitemap_monitor_url_health", target="shop",
+                                                state="not-found") == 1 or None, 30,
+                          "url health")
+            yield daemon, removed
+        finally:
+            daemon.stop()
 
 
 def test_the_pages_show_targets_changes_health_and_exports(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from databases import BACKENDS
 from httpserver import TestServer
 from site_fixture import Site
-
-from monitor.cli import main
 
 
 @pytest.fixture
@@ -15,12 +16,12 @@ def site(http_server: TestServer) -> Site:
     return Site(http_server)
 
 
-@pytest.fixture
-def db(database_url: str, capsys: pytest.CaptureFixture[str]) -> str:
+@pytest.fixture(params=BACKENDS)
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The test database's URL as a user writes it, its schema at head: ``check`` sets up only
-    SQLite itself, a PostgreSQL database takes ``db upgrade`` first."""
-    url = database_url.replace("postgresql+psycopg://", "postgresql://")
-    if url.startswith("postgresql"):
-        assert main(["db", "upgrade", "--database-url", url]) == 0
-        capsys.readouterr()
-    return url
+    SQLite itself (an empty file here, as a user's first check finds it), a PostgreSQL database
+    takes ``db upgrade`` first (a copy of one so migrated)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/monitor.db"
+    url: str = request.getfixturevalue("migrated_postgres_url")
+    return url.replace("postgresql+psycopg://", "postgresql://")
