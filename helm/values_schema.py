@@ -1,7 +1,7 @@
 """Write the daemon's configuration bounds into the chart's values.schema.json.
 
 The daemon refuses an interval under 1s, a lease over 1h, a rate over 1,000 and so on
-(``monitor/config.py``); a chart that passed such a value on would install a pod that cannot
+(``monitor/config/``); a chart that passed such a value on would install a pod that cannot
 start. This script gives each bounded key of ``config`` a definition that refuses the same
 values, so that ``helm install`` stops at once and names the key.
 
@@ -330,7 +330,7 @@ DEFINITIONS: dict[str, dict[str, Any]] = {
     "examples": count(0, 1000),
 }
 
-# The keys of values.config the daemon bounds (monitor/config.py), and their definitions.
+# The keys of values.config the daemon bounds (monitor/config/), and their definitions.
 _TARGET = {
     "interval": "interval", "jitter": "ratio", "timeout": "positiveDuration",
     "connect_timeout": "positiveDuration", "read_timeout": "positiveDuration",

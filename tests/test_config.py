@@ -12,7 +12,8 @@ import pytest
 
 from monitor import __version__
 from monitor.cli import main
-from monitor.config import ConfigError, load, parse, parse_duration, parse_ratio, parse_size
+from monitor.config import load, parse, parse_duration, parse_ratio, parse_size
+from monitor.errors import ConfigError
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data" / "config"

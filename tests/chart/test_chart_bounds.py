@@ -19,6 +19,7 @@ import yaml
 from charttools import CHART, ROOT, helm_template, one, render, require_tool, run
 
 from monitor import config as monitor_config
+from monitor.config.values import Frozen
 from monitor.errors import ConfigError
 
 
@@ -124,7 +125,7 @@ def _numeric_fields() -> list[str]:
             kind = field.annotation
             args = [a for a in getattr(kind, "__args__", ()) if a is not type(None)]
             kind = args[0] if args else kind
-            if isinstance(kind, type) and issubclass(kind, monitor_config._Frozen):
+            if isinstance(kind, type) and issubclass(kind, Frozen):
                 if kind not in (monitor_config.IndexNow, monitor_config.Auth,
                                 monitor_config.BasicAuth):
                     found += walk(kind, f"{prefix}{name}.")
