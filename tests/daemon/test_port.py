@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from monitor.app import _bind
+from monitor.serve.server import bind
 
 
 def test_accepted_connections_have_nagle_off() -> None:
     """uvicorn writes a response's head and body apart; with Nagle's algorithm on, every answer
     on a kept-alive connection waited ~40 ms for the client's delayed ACK (tests/benchmarks/
     web_pages.py). asyncio turns it off only on sockets made with IPPROTO_TCP."""
-    sock = _bind("127.0.0.1:0")
+    sock = bind("127.0.0.1:0")
     port = sock.getsockname()[1]
     found: list[int] = []
 
