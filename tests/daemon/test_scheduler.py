@@ -19,10 +19,10 @@ from structlog.testing import capture_logs
 from waiting import until_async
 
 from monitor import config
-from monitor import scheduler as scheduler_module
 from monitor.metrics import Metrics
 from monitor.model import CheckResult
 from monitor.scheduler import Scheduler
+from monitor.scheduler import report as scheduler_report
 from monitor.store import db
 from monitor.store import targets as store
 from monitor.store.schema import targets
@@ -347,8 +347,8 @@ async def test_a_check_that_skips_the_hook_still_gives_the_lease_back(
 async def test_a_replica_behind_takes_the_targets_in_turn_and_sums_the_lateness_up(
     sqlite_engine: Engine, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scheduler_module, "_LATE", 0.1)
-    monkeypatch.setattr(scheduler_module, "_LATE_EVERY", 0.5)
+    monkeypatch.setattr(scheduler_report, "_LATE", 0.1)
+    monkeypatch.setattr(scheduler_report, "_LATE_EVERY", 0.5)
 
     async def slow(_t: config.Target) -> None:
         await asyncio.sleep(0.2)
