@@ -21,11 +21,8 @@ class Runs:
     def __init__(self, concurrency: int) -> None:
         self._concurrency = concurrency
         self._runs: dict[str, asyncio.Task[None]] = {}
-        # Targets claimed again while a check of them still ran here: that check's lease ran
-        # out (a pause), another replica may have checked the target since, so it must not
-        # commit under the new lease.
-        self._checking: set[asyncio.Task[Any]] = set()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._checking: set[asyncio.Task[Any]] = set()  # the runs whose check is running
+        self._tasks: set[asyncio.Task[Any]] = set()  # runs and releases: what stop waits for
 
     @property
     def free(self) -> int:
