@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.codec import entryset
+from monitor.codec import entryset, fingerprints
 from monitor.model import EntryState
 from monitor.read import digest, extensions, process
 from monitor.read.diff import diff
@@ -114,7 +114,7 @@ def _digests_as_parsed_then_validated(data: bytes, baseline: bool) -> digest.Dig
         dropped=parsed.dropped_issues,
         duplicates=[i.loc for i in checked.issues if i.rule == "loc-duplicate"])
     assert found.data == entryset.pack(expected)
-    assert found.hashes == array("Q", entryset.loc_hashes(states)).tobytes()
+    assert found.hashes == array("Q", fingerprints.loc_hashes(states)).tobytes()
     assert found.counts == Counter(i.rule for i in parsed.issues + checked.issues)
     assert found.entry_issues == checked.issues[:50]
     assert (found.entries, found.urls, found.invalid) == (
@@ -439,7 +439,7 @@ def test_a_job_without_fingerprints_digests_the_same_without_them(stored: bool) 
     found = digest.digest(job)
     loc = entryset.locs(found.data or b"")[0]
     digest.drop_duplicates(found, {loc}, job)
-    assert found.hashes == array("Q", entryset.loc_hashes(
+    assert found.hashes == array("Q", fingerprints.loc_hashes(
         entryset.locs(found.data or b""))).tobytes()
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.codec import entryset
+from monitor.codec import entryset, fingerprints
 from monitor.model import RULES, UNUSABLE_LOC, Entry, Links
 from monitor.read import extensions, parse, validate
 
@@ -367,7 +367,7 @@ def test_the_parsers_links_say_what_the_json_says(
         locs = [entry.loc for entry in entries]
         exts = [entry.extensions for entry in entries]
         text = "\x00".join(ext or "" for ext in exts)
-        hashes = entryset.loc_hashes(locs)
+        hashes = fingerprints.loc_hashes(locs)
         assert (extensions.links_balance(locs, links, hashes)
                 == extensions.links_balance(locs, links)
                 == extensions.balance_of(locs, text))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.codec import changepacks, changerows, entryset, packedlocs
+from monitor.codec import changepacks, changerows, entryset, fingerprints, packedlocs
 from monitor.model import Entry
 from monitor.read import digest, reread, validate
 from monitor.read.diff import lastmod_earlier
@@ -95,7 +95,7 @@ def test_reread_is_validate_encode_and_diff(rows: list[tuple[str, tuple[str | No
 
 def _fingerprints(entries: list[Entry]) -> bytes:
     """What ``digest`` gives a new document of these entries as its ``hashes``."""
-    return array("Q", entryset.loc_hashes(entry.loc for entry in entries)).tobytes()
+    return array("Q", fingerprints.loc_hashes(entry.loc for entry in entries)).tobytes()
 
 
 @given(st.lists(st.tuples(locs, st.one_of(usual, usual, fields,

@@ -17,6 +17,7 @@ from itertools import chain, islice
 from operator import itemgetter
 
 from monitor.codec import changepacks, changerows, entrydelta, entryset
+from monitor.codec.fingerprints import loc_hashes
 from monitor.model import (
     RULES_VERSION,
     Change,
@@ -102,7 +103,7 @@ class Digest:
     delta: bytes | None = None
     # ``data`` holds the stored set's entries and verdicts (new bytes, the same document)
     same: bool = False
-    # array("Q") of entryset.loc_hash of each kept loc, in order; None if the job asked for none
+    # array("Q") of fingerprints.loc_hash of each kept loc, in order; None if the job asked for none
     hashes: bytes | None = b""
     # Sum of the document's hreflang pairs (monitor.read.extensions.balance): 0 for most documents
     balance: int = 0
@@ -278,7 +279,7 @@ class _Extensions:
             self.head += values[: self._keep - len(self.head)]
         hashes = None
         if self.hashes is not None:
-            hashes = array("Q", entryset.loc_hashes(locs))
+            hashes = array("Q", loc_hashes(locs))
             self.hashes += hashes
         text = self.stream.add(values)
         balance = (extensions.balance_of(locs, text, hashes) if links is None
@@ -440,7 +441,7 @@ def _clean_additions(locs: list[str], fields: tuple[list[str | None], ...]) -> I
 
 def _fingerprints(locs: Iterable[str], job: Job) -> bytes | None:
     """``Digest.hashes`` of these locs, or None when the job asks for none."""
-    return array("Q", entryset.loc_hashes(locs)).tobytes() if job.fingerprints else None
+    return array("Q", loc_hashes(locs)).tobytes() if job.fingerprints else None
 
 
 def _previous(job: Job) -> entryset.Columns | None:

@@ -24,7 +24,7 @@ from itertools import accumulate, compress, islice, repeat
 from operator import eq, itemgetter, methodcaller, mul, ne, sub
 from typing import Any, cast
 
-from monitor.codec import entryset
+from monitor.codec.fingerprints import loc_hashes
 from monitor.model import Links
 from monitor.read.iso639 import THREE_LETTER
 from monitor.read.langcodes import LANGUAGES, REGIONS, SCRIPTS
@@ -468,7 +468,7 @@ def _scan(text: str) -> list[tuple[int, str]]:
 def edges(locs: Sequence[str], exts: Sequence[str | None],
           ) -> tuple[array[int], array[int], array[int]]:
     """Every "A names B" of a document (B another URL than A, each once): the position of A,
-    and the fingerprints (``entryset.loc_hash``) of A and of B, as three compact arrays."""
+    and the fingerprints (``fingerprints.loc_hash``) of A and of B, as three compact arrays."""
     return edges_of(locs, "\x00".join([ext or "" for ext in exts]))
 
 
@@ -503,10 +503,10 @@ def _edges(locs: Sequence[str], positions: Sequence[int], hrefs: Sequence[str],
     where = array("I", map(itemgetter(0), pairs))
     named = list(map(itemgetter(1), pairs))
     if hashes is None:
-        namers = array("Q", entryset.loc_hashes(map(locs.__getitem__, where)))
+        namers = array("Q", loc_hashes(map(locs.__getitem__, where)))
     else:
         namers = array("Q", map(hashes.__getitem__, where))
-    return where, namers, array("Q", entryset.loc_hashes(named))
+    return where, namers, array("Q", loc_hashes(named))
 
 
 def pair_keys(first: Sequence[int], second: Sequence[int]) -> array[int]:
@@ -573,7 +573,7 @@ def _balance(namers: Sequence[int], named: Sequence[int]) -> int:
 class Alternates:
     """Every "A names B" of a target's documents, to find those B does not answer.
 
-    Compact arrays, as ``entryset.Fingerprints`` holds locs: 8 bytes a URL (its fingerprint) and
+    Compact arrays, as ``fingerprints.Fingerprints`` holds locs: 8 bytes a URL (its fingerprint) and
     28 an alternate to another URL (A's position, 4; A's and B's fingerprints and the pair's
     key, 8 each). 500,000 URLs with two such alternates each: 32 MB, against ~250 MB for sets
     of the URL strings. Only documents' arrays are held, never a document's entries.
@@ -586,7 +586,7 @@ class Alternates:
 
     def add(self, url: str, locs: Sequence[str], exts: Sequence[str | None]) -> None:
         """Take one document's entries (its locs and extensions columns)."""
-        self._locs.append(array("Q", entryset.loc_hashes(locs)))
+        self._locs.append(array("Q", loc_hashes(locs)))
         where, namers, named = edges(locs, exts)
         if where:
             self._docs.append((url, where, namers, named))

@@ -33,6 +33,7 @@ from operator import add, itemgetter, ne
 from typing import cast
 
 from monitor.codec import changepacks, changerows, entryset, packedlocs
+from monitor.codec.fingerprints import loc_hashes
 from monitor.model import (
     RULES_VERSION,
     Change,
@@ -84,7 +85,7 @@ class Reread:
     # The hreflang balance (monitor.read.extensions.balance) when the extensions are the stored
     # ones, and so is the stored set's (its locs are the document's); None: work it out
     balance: int | None = None
-    # The locs' fingerprints (entryset.loc_hashes) as ``Digest.hashes`` holds them, worked
+    # The locs' fingerprints (fingerprints.loc_hashes) as ``Digest.hashes`` holds them, worked
     # out a batch at a time where the reader was asked for them
     hashes: bytes | None = None
 
@@ -261,7 +262,7 @@ class Rereader:
             return False
         self.position += n
         if self.hashes is not None:
-            self.hashes += array("Q", entryset.loc_hashes(locs))
+            self.hashes += array("Q", loc_hashes(locs))
         self.lastmods += n - fields[0].count(None)
         old_columns: list[Sequence[str | None]] = list(fields)
         changed: set[int] = set()
