@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.codec import entryset
+from monitor.codec import columnstream, entryset
 from monitor.model import EntryState
 
 # Any text XML can carry: no \x00-\x02 (not XML characters), no lone surrogates.
@@ -121,7 +121,7 @@ def test_a_stream_packs_as_the_column_text_does(extensions: list[str | None], cu
     size = len(extensions)
     locs = [f"https://e.test/{i}" for i in range(size)]
     fields = [["2024-01-01"] * size, [None] * size, ["0.5"] * size]
-    stream, start = entryset.Stream(), 0
+    stream, start = columnstream.Stream(), 0
     for cut in itertools.cycle(cuts):
         if start >= size:
             break

@@ -16,7 +16,7 @@ from datetime import datetime
 from itertools import chain, islice
 from operator import itemgetter
 
-from monitor.codec import changepacks, changerows, entrydelta, entryset
+from monitor.codec import changepacks, changerows, columnstream, entrydelta, entryset
 from monitor.codec.fingerprints import loc_hashes
 from monitor.model import (
     RULES_VERSION,
@@ -256,7 +256,7 @@ def _digest_new(job: Job) -> Digest:
 
 class _Extensions:
     """A new document's extensions column, as ``CleanDocument`` takes it batch by batch
-    (``validate.ExtensionSink``): compressed as it comes (``entryset.Stream``: a 50,000-URL
+    (``validate.ExtensionSink``): compressed as it comes (``columnstream.Stream``: a 50,000-URL
     child's, with hreflang and images, 18 MB of text were a third of a digest's peak, held as
     strings and then joined), with the sums ``_extension_data`` makes of the column worked out a
     batch at a time, and the first ``keep`` values (a baseline's example additions). With
@@ -266,7 +266,7 @@ class _Extensions:
     __slots__ = ("_keep", "balance", "hashes", "head", "news", "stream")
 
     def __init__(self, keep: int, *, fingerprints: bool = False) -> None:
-        self.stream = entryset.Stream()
+        self.stream = columnstream.Stream()
         self.balance = 0  # extensions.balance of the entries so far
         self.news = 0  # news:news tags so far
         self.head: list[str | None] = []
@@ -291,7 +291,7 @@ class _Extensions:
     def values(self) -> list[str | None]:
         """Every value taken (a document validated entry by entry after all): the sink no
         longer holds them."""
-        values, self.stream = self.stream.values(), entryset.Stream()
+        values, self.stream = self.stream.values(), columnstream.Stream()
         return values
 
 
@@ -374,7 +374,7 @@ def _finish_clean(result: Digest, clean: validate.CleanDocument, sink: _Extensio
 
 
 def _pack(result: Digest, columns: entryset.Columns, url: str,
-          stream: entryset.Stream | None = None, balance: int | None = None,
+          stream: columnstream.Stream | None = None, balance: int | None = None,
           stored: entryset.Columns | None = None) -> bytes:
     """The stored entry set: ``_annotate``'s columns, packed. ``stream``: their extensions,
     compressed as they came (``_Extensions``, which summed them already)."""
@@ -383,7 +383,7 @@ def _pack(result: Digest, columns: entryset.Columns, url: str,
 
 
 def _annotate(result: Digest, columns: entryset.Columns, url: str,
-              stream: entryset.Stream | None = None, balance: int | None = None,
+              stream: columnstream.Stream | None = None, balance: int | None = None,
               stored: entryset.Columns | None = None) -> None:
     """An entry set's columns with what the document itself said. ``balance``: the hreflang
     balance, if known (a re-read whose extensions are as stored); ``stored``: the set stored

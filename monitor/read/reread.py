@@ -32,7 +32,7 @@ from itertools import compress, count, repeat
 from operator import add, itemgetter, ne
 from typing import cast
 
-from monitor.codec import changepacks, changerows, entryset, packedlocs
+from monitor.codec import changepacks, changerows, columnstream, entryset, packedlocs
 from monitor.codec.fingerprints import loc_hashes
 from monitor.model import (
     RULES_VERSION,
@@ -271,7 +271,7 @@ class Rereader:
         lastmods_moved: list[int] = []  # the positions whose lastmod differs, in order
         for index, (column, values) in enumerate(zip(self.fields, fields, strict=True)):
             has_unset = None in values
-            text = entryset.joined(values)
+            text = columnstream.joined(values)
             column.set = column.set or not has_unset or values.count(None) != n
             at = column.offset
             same = column.same(text, last)
