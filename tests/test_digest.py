@@ -1,5 +1,5 @@
-"""digest: a new document validated as it is parsed; diff_stored, the same changes in the same
-order as diff.diff on decoded states."""
+"""digest: a new document validated as it is parsed, a re-read one against its stored set,
+in a thread or a worker process."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from monitor.codec import entryset, fingerprints
 from monitor.model import EntryState
@@ -31,28 +29,6 @@ from monitor.read.workers import DigestPool
 
 URL = "https://example.com/sitemap.xml"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-locs = st.sampled_from([f"https://e.test/{i}" for i in range(12)])
-values = st.none() | st.sampled_from(["2024-01-01", "2024-02-01", "daily", "0.5", ""])
-states = st.builds(EntryState, values, values, values, values, st.booleans())
-maps = st.dictionaries(locs, states, max_size=12)
-
-
-@given(maps, maps)
-def test_diff_stored_is_diff(previous: dict[str, EntryState], current: dict[str, EntryState],
-                             ) -> None:
-    stored = entryset.encode(previous, {})
-    assert digest.diff_stored(entryset.unpack(stored), current) == diff(previous, current)
-
-
-@given(st.lists(st.tuples(locs, states, states), unique_by=lambda t: t[0], max_size=12))
-def test_diff_stored_on_the_same_locs(rows: list[tuple[str, EntryState, EntryState]]) -> None:
-    """A re-read document whose locs did not move, as an entry set of other rules gives it."""
-    previous = {loc: before for loc, before, _ in rows}
-    current = {loc: after for loc, _, after in rows}
-    stored = entryset.encode(previous, {"https://e.test/0": "priority-invalid"})
-    assert digest.diff_stored(entryset.unpack(stored), current) == diff(previous, current)
-
 
 def test_rows_are_the_decoded_states() -> None:
     states = {"https://e.test/a": EntryState("2024-01-01", None, "0.5", None, True),

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from monitor.codec import changepacks, changerows, entryset, fingerprints, packedlocs
 from monitor.model import Entry
+from monitor.read import diff as diffing
 from monitor.read import digest, reread, validate
 from monitor.read.diff import lastmod_earlier
 
@@ -58,8 +59,8 @@ def _expected(previous: bytes, entries: list[Entry], now: datetime, examples: in
     """What the full path makes of the document: validate, diff_stored (which adds
     lastmod-regressed to the verdicts), encode."""
     checked = validate.validate_document(entries, URL, now=now)
-    lastmods = digest.Lastmods(checked.rules)
-    changes = digest.diff_stored(entryset.unpack(previous), checked.entries, lastmods)
+    lastmods = diffing.Lastmods(checked.rules)
+    changes = diffing.diff_stored(entryset.unpack(previous), checked.entries, lastmods)
     columns = entryset.columns(checked.entries, checked.rules)
     counts: dict[str, int] = {}
     for issue in checked.issues:

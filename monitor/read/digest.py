@@ -19,7 +19,6 @@ from operator import itemgetter
 from monitor.codec import changepacks, changerows, columnstream, entrydelta, entryset
 from monitor.codec.fingerprints import loc_hashes
 from monitor.model import (
-    RULES_VERSION,
     Change,
     DocumentKind,
     Entry,
@@ -28,7 +27,6 @@ from monitor.model import (
     Links,
     ParsedDocument,
     addition_kind,
-    change_kind,
     entry_state,
     page,
 )
@@ -42,9 +40,7 @@ __all__ = [
     "IN_PROCESS_MAX",
     "Digest",
     "Job",
-    "Lastmods",
     "base_value",
-    "diff_stored",
     "digest",
     "drop_duplicates",
     "lift_rule",
@@ -54,7 +50,6 @@ __all__ = [
 
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
 _CHUNK = 256 * 1024  # a batch of entries (_batches): bigger ones cost less a URL, up to here
-_INVALID = "lastmod-invalid"
 
 
 @dataclass(slots=True)
@@ -124,24 +119,6 @@ class Digest:
     lastmods: int = 0
     lastmod_compared: int = 0
     lastmod_changed: int = 0
-
-
-@dataclass(slots=True)
-class Lastmods:
-    """What ``diff_stored`` finds of the lastmods as it diffs."""
-
-    rules: dict[str, str]  # loc -> rule ids of the new entries: lastmod-regressed is added here
-    bad: int = 0  # new entries whose lastmod is lastmod-invalid
-    added: int = 0  # new locs with a valid lastmod
-    fresh: int = 0  # locs listed before whose lastmod changed to a valid one
-    changed: int = 0  # of those, the ones whose lastmod before was valid too
-    regressed: list[str] = field(default_factory=list)  # locs given lastmod-regressed now
-
-    @property
-    def compared(self) -> int:
-        """Of ``present`` entries with a lastmod, those listed before with a valid lastmod on
-        both sides (an unchanged lastmod is as valid as it was)."""
-        return -self.bad - self.added - self.fresh + self.changed
 
 
 def digest(job: Job) -> Digest:
@@ -394,7 +371,7 @@ def _annotate(result: Digest, columns: entryset.Columns, url: str,
                                        for i in result.issues],
                       dropped=result.dropped, duplicates=result.duplicate_locs,
                       balance=result.balance)
-    result.lastmods = columns.present(1) - result.counts.get(_INVALID, 0)
+    result.lastmods = columns.present(1) - result.counts.get(diffing.INVALID, 0)
     result.same = stored is not None and entryset.same(columns, stored)
 
 
@@ -487,8 +464,8 @@ def _fill(
     elif stored is None:  # a document new to the target: everything in it is new
         result.changes = diffing.diff({}, states)
     else:  # the stored set could not serve (reread): other locs, or verdicts of other rules
-        lastmods = Lastmods(rules)
-        result.changes = diff_stored(stored, states, lastmods)
+        lastmods = diffing.Lastmods(rules)
+        result.changes = diffing.diff_stored(stored, states, lastmods)
         for loc in lastmods.regressed:
             result.counts[diffing.REGRESSED] += 1
             if len(result.entry_issues) < job.examples:
@@ -500,81 +477,6 @@ def _fill(
         result.lastmod_compared = columns.present(1) + lastmods.compared
         result.lastmod_changed = lastmods.changed
     return columns
-
-
-def diff_stored(previous: entryset.Columns, states: dict[str, EntryState],
-                lastmods: Lastmods | None = None) -> list[Change]:
-    """``diff.diff`` against a stored entry set, without decoding it into EntryStates: its rows
-    are plain tuples, and a state is built only for what changed (the same changes, in the
-    same order).
-
-    A set stored under other rules (``model.RULES_VERSION``) is compared by what the sitemap
-    says, not by what the rules made of it: a verdict, or an empty element the old rules kept
-    as "", that only the new rules see otherwise is no change (an upgrade raises no flood).
-
-    With ``lastmods`` (the new entries' rule ids), the same loop counts the lastmods it
-    compares and adds ``lastmod-regressed`` to the rule ids of each entry whose lastmod went
-    back, or that had it before and keeps its lastmod."""
-    before, old_rules = entryset.rows_and_rules(previous)
-    if previous.header.get("verdicts") != RULES_VERSION:
-        before = {loc: _as_now(row, states.get(loc)) for loc, row in before.items()}
-    new_bad = old_bad = frozenset[str]()
-    kept: list[str] = []
-    if lastmods is not None:
-        new_bad = _having(lastmods.rules, _INVALID)
-        old_bad = _having(old_rules, _INVALID)
-        lastmods.bad = len(new_bad)
-        kept = [loc for loc in _having(old_rules, diffing.REGRESSED)
-                if loc in states and loc in before and states[loc].lastmod == before[loc][0]]
-    added = fresh = both = 0
-    regressed: list[str] = []
-    changes: list[Change] = []
-    append = changes.append
-    pop = before.pop
-    for loc, after in states.items():
-        row = pop(loc, None)
-        if row is None:
-            append(Change(addition_kind(after.valid), loc, None, after))
-            if after.lastmod is not None and loc not in new_bad:
-                added += 1
-        elif row != (after.lastmod, after.changefreq, after.priority, after.extensions,
-                     after.valid):
-            append(Change(change_kind(row[4], after.valid), loc, entry_state(*row), after))
-            lastmod, was = after.lastmod, row[0]
-            if lastmod != was and lastmod is not None and loc not in new_bad:
-                fresh += 1
-                if was is not None and loc not in old_bad:
-                    both += 1
-                    if diffing.lastmod_earlier(lastmod, was):
-                        regressed.append(loc)
-    for loc, row in before.items():
-        append(Change("removed", loc, entry_state(*row), None))
-    if lastmods is not None:
-        lastmods.added, lastmods.fresh, lastmods.changed = added, fresh, both
-        rules = lastmods.rules
-        for loc in chain(regressed, kept):
-            ids = rules.get(loc)
-            if ids is None:
-                rules[loc] = diffing.REGRESSED
-            elif diffing.REGRESSED not in ids.split():
-                rules[loc] = f"{ids} {diffing.REGRESSED}"
-            else:
-                continue  # already there (drop_duplicates diffs its own set again)
-            lastmods.regressed.append(loc)
-    return changes
-
-
-def _having(rules: dict[str, str], rule: str) -> frozenset[str]:
-    """The locs whose rule ids include ``rule``."""
-    return frozenset(loc for loc, ids in rules.items() if rule in ids.split())
-
-
-def _as_now(row: entryset.Row, now: EntryState | None) -> entryset.Row:
-    """A row stored under older rules as the current rules would have stored the same entry:
-    empty fields unset, and the verdict of the entry as it is now when it is still listed."""
-    lastmod, changefreq, priority, extensions, valid = row
-    return (lastmod or None, changefreq or None, priority or None, extensions,
-            valid if now is None else now.valid)
 
 
 def _additions(states: dict[str, EntryState]) -> Iterator[Change]:
