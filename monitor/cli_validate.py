@@ -75,13 +75,13 @@ def _not_reciprocal(found: Digest, url: str) -> list[Issue]:
     (monitor.check.reciprocity): only when the digest's balance says an alternate is
     unanswered."""
     from monitor.codec import entryset
-    from monitor.read import extensions, validate
+    from monitor.read import alternates, validate
 
     if not found.balance or found.data is None:
         return []
     columns = entryset.unpack(found.data)
     locs, exts = columns.locs(), columns.column(4)
-    held = extensions.Alternates()
+    held = alternates.Alternates()
     held.add(url, locs, exts)
     return [validate.issue("hreflang-not-reciprocal", Entry(locs[i], extensions=exts[i]), url)
             for i in sorted(held.unanswered().get(url, ()))]

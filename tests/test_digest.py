@@ -21,7 +21,7 @@ import pytest
 
 from monitor.codec import entryset, fingerprints
 from monitor.model import EntryState
-from monitor.read import digest, extensions, process
+from monitor.read import alternates, digest, process
 from monitor.read.diff import diff
 from monitor.read.parse import SITEMAP_NS, parse_document
 from monitor.read.validate import validate_document
@@ -216,13 +216,13 @@ def test_extensions_are_held_compressed_as_they_come() -> None:
     parsed = parse_document(data, URL)
     states = validate_document(parsed.entries, URL, now=NOW).entries
     expected = entryset.columns(states, {})
-    entryset.annotate(expected, issues=[], dropped={}, duplicates=[], balance=extensions.balance(
+    entryset.annotate(expected, issues=[], dropped={}, duplicates=[], balance=alternates.balance(
         list(states), [state.extensions for state in states.values()]))
     new = digest.digest(_job(data))
     assert new.data == found.data == entryset.pack(expected)
     assert new.changes == diff({}, states)
     assert found.changes == new.changes[:1000]
-    assert found.balance == extensions.balance(
+    assert found.balance == alternates.balance(
         list(states), [state.extensions for state in states.values()])
 
 
@@ -264,7 +264,7 @@ def test_every_kind_of_document_digests_as_parsed_then_validated(name: str, stor
     assert parsed.entries
     # The entry set of the entries' states and rules, with the document's hreflang balance.
     expected = entryset.columns(checked.entries, checked.rules)
-    entryset.annotate(expected, issues=[], dropped={}, duplicates=[], balance=extensions.balance(
+    entryset.annotate(expected, issues=[], dropped={}, duplicates=[], balance=alternates.balance(
         list(checked.entries), [state.extensions for state in checked.entries.values()]))
     assert found.data == entryset.pack(expected)
     previous_states = {"https://example.com/gone": EntryState()} if stored else {}

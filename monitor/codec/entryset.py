@@ -149,7 +149,7 @@ class Columns:
         return cast("dict[str, int]", self.header.get("dropped") or {})
 
     def balance(self) -> int:
-        """The document's hreflang balance (``annotate``; monitor.read.extensions.balance)."""
+        """The document's hreflang balance (``annotate``; monitor.read.alternates.balance)."""
         return cast("int", self.header.get("balance") or 0)
 
     def duplicates(self) -> list[str]:

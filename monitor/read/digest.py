@@ -30,8 +30,8 @@ from monitor.model import (
     entry_state,
     page,
 )
+from monitor.read import alternates, extensions, parse, reread, validate
 from monitor.read import diff as diffing
-from monitor.read import extensions, parse, reread, validate
 
 # The forkserver of workers.DigestPool preloads this module and forks every worker from itself:
 # it imports neither asyncio nor the pool's modules.
@@ -100,7 +100,7 @@ class Digest:
     same: bool = False
     # array("Q") of fingerprints.loc_hash of each kept loc, in order; None if the job asked for none
     hashes: bytes | None = b""
-    # Sum of the document's hreflang pairs (monitor.read.extensions.balance): 0 for most documents
+    # Sum of the document's hreflang pairs (monitor.read.alternates.balance): 0 for most documents
     balance: int = 0
     # Every change against the previous entry set (none: every entry is new) but those in
     # ``rows``. On a baseline, only the first ``examples`` additions: ``urls`` were added,
@@ -244,7 +244,7 @@ class _Extensions:
 
     def __init__(self, keep: int, *, fingerprints: bool = False) -> None:
         self.stream = columnstream.Stream()
-        self.balance = 0  # extensions.balance of the entries so far
+        self.balance = 0  # alternates.balance of the entries so far
         self.news = 0  # news:news tags so far
         self.head: list[str | None] = []
         self.hashes: array[int] | None = array("Q") if fingerprints else None
@@ -259,9 +259,9 @@ class _Extensions:
             hashes = array("Q", loc_hashes(locs))
             self.hashes += hashes
         text = self.stream.add(values)
-        balance = (extensions.balance_of(locs, text, hashes) if links is None
-                   else extensions.links_balance(locs, links, hashes))
-        self.balance = (self.balance + balance) & extensions.MASK
+        balance = (alternates.balance_of(locs, text, hashes) if links is None
+                   else alternates.links_balance(locs, links, hashes))
+        self.balance = (self.balance + balance) & alternates.MASK
         if '"news":' in text:
             self.news += extensions.news_count(values)
 
@@ -389,7 +389,7 @@ def _extension_data(result: Digest, columns: entryset.Columns, url: str,
         if result.hashes:  # the locs' fingerprints, in the same order
             hashes = array("Q")
             hashes.frombytes(result.hashes)
-        result.balance = extensions.balance_of(columns.locs(), text, hashes)
+        result.balance = alternates.balance_of(columns.locs(), text, hashes)
     if '"news":' in text:
         _news(result, extensions.news_count(columns.column(4)), url)
 

@@ -82,7 +82,7 @@ class Reread:
     # whose lastmod changed
     lastmod_compared: int = 0
     lastmod_changed: int = 0
-    # The hreflang balance (monitor.read.extensions.balance) when the extensions are the stored
+    # The hreflang balance (monitor.read.alternates.balance) when the extensions are the stored
     # ones, and so is the stored set's (its locs are the document's); None: work it out
     balance: int | None = None
     # The locs' fingerprints (fingerprints.loc_hashes) as ``Digest.hashes`` holds them, worked
