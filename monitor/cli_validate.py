@@ -1,80 +1,87 @@
-"""``validate FILE``: one sitemap file on disk, read and validated as a check reads a document,
-with the rules a check judges over a whole target (news-too-many, hreflang-not-reciprocal)
-judged within the file."""
+"""``validate FILE``: one sitemap file on disk, read and digested as a check reads a document
+(``monitor.read.digest``), with the rule a check judges over a whole target
+(hreflang-not-reciprocal) judged within the file."""
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from monitor.config import Config
-from monitor.errors import ConfigError
-from monitor.model import CheckResult, Issue
-from monitor.read.validate import ValidatedDocument
+from monitor.errors import ConfigError, FetchError
+from monitor.model import CheckResult, DocumentResult, Entry, Issue
 from monitor.rules import rule_id
 
-__all__ = ["extension_issues", "validate_file"]
+if TYPE_CHECKING:  # the reading modules are imported by the command that uses them
+    from monitor.read.digest import Digest
+
+__all__ = ["validate_file"]
 
 
 def validate_file(path: Path, cfg: Config) -> CheckResult:
-    """``validate FILE``: one sitemap file read, inflated and validated as a check would; nothing
+    """``validate FILE``: one sitemap file read, inflated and digested as a check would; nothing
     stored."""
-    from monitor.errors import FetchError
-    from monitor.model import DocumentResult
     from monitor.net import inflate
-    from monitor.read import parse, validate
+    from monitor.read import digest, validate
+    from monitor.read.workers import Spool
 
     url = path.resolve().as_uri()
     d = cfg.defaults
-    parser = parse.DocumentParser(url, max_bytes=d.max_bytes, max_urls=d.max_urls,
-                                  max_children=d.max_children)
-    doc = DocumentResult(url=url, outcome="ok")
+    doc = DocumentResult(url=url, outcome="failed")
+    body = Spool()  # in memory while small, then in a file, as a fetched body is
     try:
-        # Bounded while it inflates, as a fetch is: a gzip bomb stops at max_bytes.
-        for chunk in inflate.read_file(str(path), url, d.max_bytes):
-            doc.bytes += len(chunk)
-            parser.feed(chunk)
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
-    except FetchError as exc:
-        failure: Issue | None = Issue(rule_id(exc.kind), exc.message, document=url)
-    else:
-        failure = None
-    parsed = parser.close()
-    failure = failure or parsed.failure
-    doc.kind = parsed.kind
-    if failure is not None:
-        doc.outcome, doc.error = "failed", failure.message
-        return CheckResult(target=str(path), url=url, outcome="failed", documents=[doc],
-                           error_kind=failure.rule, error_message=failure.message,
-                           issues=[failure])
-    checked = validate.validate_document(parsed.entries, url, now=datetime.now(UTC))
-    issues = [*parsed.issues,
-              *filter(None, (validate.child_issue(c, url) for c in parsed.children)),
-              *checked.issues, *extension_issues(checked, url)]
-    doc.urls = sum(1 for s in checked.entries.values() if s.valid)
-    doc.invalid = checked.invalid + parsed.unkeyed_invalid
-    doc.duplicates = checked.duplicates
+        try:
+            # Bounded while it inflates, as a fetch is: a gzip bomb stops at max_bytes.
+            for chunk in inflate.read_file(str(path), url, d.max_bytes):
+                doc.bytes += len(chunk)
+                body.write(chunk)
+            body.finish()
+        except OSError as exc:
+            raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+        except FetchError as exc:
+            return _failed(path, doc, Issue(rule_id(exc.kind), exc.message, document=url))
+        found = digest.digest(digest.Job(
+            url=url, now=datetime.now(UTC), max_bytes=d.max_bytes, max_urls=d.max_urls,
+            max_children=d.max_children, path=body.path,
+            body=None if body.data is None else bytes(body.data),
+            examples=sys.maxsize,  # every issue: nothing is stored to list them later
+            fingerprints=False))
+    finally:
+        body.close()
+    doc.kind = found.kind
+    if found.failure is not None:
+        return _failed(path, doc, found.failure)
+    issues = [*found.issues,
+              *filter(None, (validate.child_issue(c, url) for c in found.children)),
+              *found.entry_issues, *_not_reciprocal(found, url)]
+    doc.outcome = "ok"
+    doc.urls, doc.invalid, doc.duplicates = found.urls, found.invalid, found.duplicates
     return CheckResult(target=str(path), url=url, outcome="ok", documents=[doc], issues=issues,
                        urls=doc.urls, invalid=doc.invalid, duplicates=doc.duplicates)
 
 
-def extension_issues(checked: ValidatedDocument, url: str) -> list[Issue]:
-    """What a check finds over a whole target, within one file: news-too-many and
-    hreflang-not-reciprocal."""
-    from monitor.model import Entry
-    from monitor.read import extensions, validate
+def _failed(path: Path, doc: DocumentResult, failure: Issue) -> CheckResult:
+    """The result of a file that could not be read as a sitemap."""
+    doc.outcome, doc.error = "failed", failure.message
+    return CheckResult(target=str(path), url=doc.url, outcome="failed", documents=[doc],
+                       error_kind=failure.rule, error_message=failure.message,
+                       issues=[failure])
 
-    locs = list(checked.entries)
-    exts = [state.extensions for state in checked.entries.values()]
-    found = []
-    news = extensions.news_count(exts)
-    if news > extensions.MAX_NEWS:
-        found.append(Issue("news-too-many", f"{news} news:news tags; the limit is "
-                           f"{extensions.MAX_NEWS} a document", document=url))
-    if extensions.balance(locs, exts):
-        held = extensions.Alternates()
-        held.add(url, locs, exts)
-        found += [validate.issue("hreflang-not-reciprocal", Entry(locs[i], extensions=exts[i]),
-                                 url) for i in sorted(held.unanswered().get(url, ()))]
-    return found
+
+def _not_reciprocal(found: Digest, url: str) -> list[Issue]:
+    """hreflang-not-reciprocal within the file, as a check finds it over its target
+    (monitor.check.reciprocity): only when the digest's balance says an alternate is
+    unanswered."""
+    from monitor.codec import entryset
+    from monitor.read import alternates, validate
+
+    if not found.balance or found.data is None:
+        return []
+    columns = entryset.unpack(found.data)
+    locs, exts = columns.locs(), columns.column(4)
+    held = alternates.Alternates()
+    held.add(url, locs, exts)
+    return [validate.issue("hreflang-not-reciprocal", Entry(locs[i], extensions=exts[i]), url)
+            for i in sorted(held.unanswered().get(url, ()))]

@@ -1,4 +1,5 @@
-"""The diff engine: table cases and the property that applying the diff gives the new set."""
+"""The diff engine: table cases, the property that applying the diff gives the new set, and
+the same diff against a stored entry set."""
 
 from __future__ import annotations
 
@@ -8,8 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from monitor.codec import entryset
 from monitor.model import EntryState, addition_kind, change_kind
-from monitor.read.diff import apply, count, diff, lastmod_earlier, lastmods_earlier
+from monitor.read.diff import (
+    apply,
+    count,
+    diff,
+    diff_stored,
+    lastmod_earlier,
+    lastmods_earlier,
+)
 
 A = EntryState(lastmod="2024-01-01")
 B = EntryState(lastmod="2024-02-02")
@@ -85,6 +94,31 @@ def test_applying_the_diff_gives_the_new_set(
 @given(url_sets)
 def test_no_change_against_itself(entries: dict[str, EntryState]) -> None:
     assert diff(entries, entries) == []
+
+
+# Entry sets as stored, diffed without decoding them (diff_stored).
+stored_locs = st.sampled_from([f"https://e.test/{i}" for i in range(12)])
+stored_values = st.none() | st.sampled_from(["2024-01-01", "2024-02-01", "daily", "0.5", ""])
+stored_states = st.builds(EntryState, stored_values, stored_values, stored_values,
+                          stored_values, st.booleans())
+stored_maps = st.dictionaries(stored_locs, stored_states, max_size=12)
+
+
+@given(stored_maps, stored_maps)
+def test_diff_stored_is_diff(previous: dict[str, EntryState], current: dict[str, EntryState],
+                             ) -> None:
+    stored = entryset.encode(previous, {})
+    assert diff_stored(entryset.unpack(stored), current) == diff(previous, current)
+
+
+@given(st.lists(st.tuples(stored_locs, stored_states, stored_states), unique_by=lambda t: t[0],
+                max_size=12))
+def test_diff_stored_on_the_same_locs(rows: list[tuple[str, EntryState, EntryState]]) -> None:
+    """A re-read document whose locs did not move, as an entry set of other rules gives it."""
+    previous = {loc: before for loc, before, _ in rows}
+    current = {loc: after for loc, _, after in rows}
+    stored = entryset.encode(previous, {"https://e.test/0": "priority-invalid"})
+    assert diff_stored(entryset.unpack(stored), current) == diff(previous, current)
 
 
 # W3C Datetimes of every precision, built so that many share a length: a second's fraction

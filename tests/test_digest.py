@@ -1,5 +1,5 @@
-"""digest: a new document validated as it is parsed; diff_stored, the same changes in the same
-order as diff.diff on decoded states."""
+"""digest: a new document validated as it is parsed, a re-read one against its stored set,
+in a thread or a worker process."""
 
 from __future__ import annotations
 
@@ -18,12 +18,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from monitor.codec import entryset
+from monitor.codec import entryset, fingerprints
 from monitor.model import EntryState
-from monitor.read import digest, extensions, process
+from monitor.read import alternates, digest, process
 from monitor.read.diff import diff
 from monitor.read.parse import SITEMAP_NS, parse_document
 from monitor.read.validate import validate_document
@@ -31,28 +29,6 @@ from monitor.read.workers import DigestPool
 
 URL = "https://example.com/sitemap.xml"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-locs = st.sampled_from([f"https://e.test/{i}" for i in range(12)])
-values = st.none() | st.sampled_from(["2024-01-01", "2024-02-01", "daily", "0.5", ""])
-states = st.builds(EntryState, values, values, values, values, st.booleans())
-maps = st.dictionaries(locs, states, max_size=12)
-
-
-@given(maps, maps)
-def test_diff_stored_is_diff(previous: dict[str, EntryState], current: dict[str, EntryState],
-                             ) -> None:
-    stored = entryset.encode(previous, {})
-    assert digest.diff_stored(entryset.unpack(stored), current) == diff(previous, current)
-
-
-@given(st.lists(st.tuples(locs, states, states), unique_by=lambda t: t[0], max_size=12))
-def test_diff_stored_on_the_same_locs(rows: list[tuple[str, EntryState, EntryState]]) -> None:
-    """A re-read document whose locs did not move, as an entry set of other rules gives it."""
-    previous = {loc: before for loc, before, _ in rows}
-    current = {loc: after for loc, _, after in rows}
-    stored = entryset.encode(previous, {"https://e.test/0": "priority-invalid"})
-    assert digest.diff_stored(entryset.unpack(stored), current) == diff(previous, current)
-
 
 def test_rows_are_the_decoded_states() -> None:
     states = {"https://e.test/a": EntryState("2024-01-01", None, "0.5", None, True),
@@ -114,7 +90,7 @@ def _digests_as_parsed_then_validated(data: bytes, baseline: bool) -> digest.Dig
         dropped=parsed.dropped_issues,
         duplicates=[i.loc for i in checked.issues if i.rule == "loc-duplicate"])
     assert found.data == entryset.pack(expected)
-    assert found.hashes == array("Q", entryset.loc_hashes(states)).tobytes()
+    assert found.hashes == array("Q", fingerprints.loc_hashes(states)).tobytes()
     assert found.counts == Counter(i.rule for i in parsed.issues + checked.issues)
     assert found.entry_issues == checked.issues[:50]
     assert (found.entries, found.urls, found.invalid) == (
@@ -229,7 +205,7 @@ def _alternates_document(count: int) -> bytes:
 
 def test_extensions_are_held_compressed_as_they_come() -> None:
     """A document whose entries carry hreflang alternates and images (W1H's shape): its
-    extensions column is compressed batch by batch (entryset.Stream), never held as a string
+    extensions column is compressed batch by batch (columnstream.Stream), never held as a string
     a value, nor as one text. Measured: 0.22x the parse alone; 0.91x before (the strings,
     then their text beside them at the peak)."""
     data = _alternates_document(10_000)
@@ -240,13 +216,13 @@ def test_extensions_are_held_compressed_as_they_come() -> None:
     parsed = parse_document(data, URL)
     states = validate_document(parsed.entries, URL, now=NOW).entries
     expected = entryset.columns(states, {})
-    entryset.annotate(expected, issues=[], dropped={}, duplicates=[], balance=extensions.balance(
+    entryset.annotate(expected, issues=[], dropped={}, duplicates=[], balance=alternates.balance(
         list(states), [state.extensions for state in states.values()]))
     new = digest.digest(_job(data))
     assert new.data == found.data == entryset.pack(expected)
     assert new.changes == diff({}, states)
     assert found.changes == new.changes[:1000]
-    assert found.balance == extensions.balance(
+    assert found.balance == alternates.balance(
         list(states), [state.extensions for state in states.values()])
 
 
@@ -288,7 +264,7 @@ def test_every_kind_of_document_digests_as_parsed_then_validated(name: str, stor
     assert parsed.entries
     # The entry set of the entries' states and rules, with the document's hreflang balance.
     expected = entryset.columns(checked.entries, checked.rules)
-    entryset.annotate(expected, issues=[], dropped={}, duplicates=[], balance=extensions.balance(
+    entryset.annotate(expected, issues=[], dropped={}, duplicates=[], balance=alternates.balance(
         list(checked.entries), [state.extensions for state in checked.entries.values()]))
     assert found.data == entryset.pack(expected)
     previous_states = {"https://example.com/gone": EntryState()} if stored else {}
@@ -439,7 +415,7 @@ def test_a_job_without_fingerprints_digests_the_same_without_them(stored: bool) 
     found = digest.digest(job)
     loc = entryset.locs(found.data or b"")[0]
     digest.drop_duplicates(found, {loc}, job)
-    assert found.hashes == array("Q", entryset.loc_hashes(
+    assert found.hashes == array("Q", fingerprints.loc_hashes(
         entryset.locs(found.data or b""))).tobytes()
 
 

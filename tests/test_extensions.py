@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.codec import entryset
+from monitor.codec import entryset, fingerprints
 from monitor.model import RULES, UNUSABLE_LOC, Entry, Links
-from monitor.read import extensions, parse, validate
+from monitor.read import alternates, extensions, parse, validate
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 SITEMAP = "https://example.com/sitemap.xml"
@@ -204,14 +204,14 @@ def test_alternates_with_escapes_are_read_as_urls() -> None:
     itself, and its alternates are read back as the URLs they are."""
     loc = 'https://example.com/caf\u00e9?q="x"'
     xml_loc = loc.replace('"', "&quot;")
-    alternates = link("fr", xml_loc) + link("de", "https://example.com/de")
-    body = f"{HEAD}<url><loc>{xml_loc}</loc>{alternates}</url></urlset>"
+    links = link("fr", xml_loc) + link("de", "https://example.com/de")
+    body = f"{HEAD}<url><loc>{xml_loc}</loc>{links}</url></urlset>"
     entry = parse.parse_document(body.encode(), SITEMAP).entries[0]
     assert entry.loc == loc
     checked = validate.validate_document([entry], SITEMAP, now=NOW)
     assert checked.rules == {loc: "loc-not-encoded"}  # and not hreflang-no-self
     assert entry.extensions is not None
-    assert extensions.hrefs(entry.extensions) == [loc, "https://example.com/de"]
+    assert alternates.hrefs(entry.extensions) == [loc, "https://example.com/de"]
 
 
 def test_entries_without_extensions_keep_the_clean_path() -> None:
@@ -244,10 +244,10 @@ A, B, C = (f"https://example.com/{name}" for name in "abc")
 def test_reciprocity(entries: list[tuple[str, list[str]]], unanswered: set[str]) -> None:
     locs, exts = alternates_of(*entries)
     if unanswered:  # a balance of 0 says every alternate is answered (the converse need not hold)
-        assert extensions.balance(locs, exts) != 0
+        assert alternates.balance(locs, exts) != 0
     text = "\x00".join(ext or "" for ext in exts)
-    assert extensions.balance_of(locs, text, chunk=1) == extensions.balance(locs, exts)
-    held = extensions.Alternates()
+    assert alternates.balance_of(locs, text, chunk=1) == alternates.balance(locs, exts)
+    held = alternates.Alternates()
     held.add(SITEMAP, locs, exts)
     assert {locs[i] for i in held.unanswered().get(SITEMAP, set())} == unanswered
 
@@ -258,9 +258,9 @@ def test_reciprocity_across_documents() -> None:
     first = alternates_of((A, [A, B]))
     for answer, unanswered in (([B, A], set()), ([B], {A})):
         second = alternates_of((B, answer))
-        total = (extensions.balance(*first) + extensions.balance(*second)) % 2**64
+        total = (alternates.balance(*first) + alternates.balance(*second)) % 2**64
         assert (total == 0) == (not unanswered)
-        held = extensions.Alternates()
+        held = alternates.Alternates()
         held.add("one", *first)
         held.add("two", *second)
         found = held.unanswered()
@@ -367,10 +367,10 @@ def test_the_parsers_links_say_what_the_json_says(
         locs = [entry.loc for entry in entries]
         exts = [entry.extensions for entry in entries]
         text = "\x00".join(ext or "" for ext in exts)
-        hashes = entryset.loc_hashes(locs)
-        assert (extensions.links_balance(locs, links, hashes)
-                == extensions.links_balance(locs, links)
-                == extensions.balance_of(locs, text))
+        hashes = fingerprints.loc_hashes(locs)
+        assert (alternates.links_balance(locs, links, hashes)
+                == alternates.links_balance(locs, links)
+                == alternates.balance_of(locs, text))
         if any(ext is not None for ext in exts):
             judged = not any(checker.rules(loc, ext) for loc, ext in zip(locs, exts, strict=True)
                              if ext is not None)

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.codec import changepacks, changerows, entryset, packedlocs
+from monitor.codec import changepacks, changerows, entryset, fingerprints, packedlocs
 from monitor.model import Entry
+from monitor.read import diff as diffing
 from monitor.read import digest, reread, validate
 from monitor.read.diff import lastmod_earlier
 
@@ -58,8 +59,8 @@ def _expected(previous: bytes, entries: list[Entry], now: datetime, examples: in
     """What the full path makes of the document: validate, diff_stored (which adds
     lastmod-regressed to the verdicts), encode."""
     checked = validate.validate_document(entries, URL, now=now)
-    lastmods = digest.Lastmods(checked.rules)
-    changes = digest.diff_stored(entryset.unpack(previous), checked.entries, lastmods)
+    lastmods = diffing.Lastmods(checked.rules)
+    changes = diffing.diff_stored(entryset.unpack(previous), checked.entries, lastmods)
     columns = entryset.columns(checked.entries, checked.rules)
     counts: dict[str, int] = {}
     for issue in checked.issues:
@@ -95,7 +96,7 @@ def test_reread_is_validate_encode_and_diff(rows: list[tuple[str, tuple[str | No
 
 def _fingerprints(entries: list[Entry]) -> bytes:
     """What ``digest`` gives a new document of these entries as its ``hashes``."""
-    return array("Q", entryset.loc_hashes(entry.loc for entry in entries)).tobytes()
+    return array("Q", fingerprints.loc_hashes(entry.loc for entry in entries)).tobytes()
 
 
 @given(st.lists(st.tuples(locs, st.one_of(usual, usual, fields,

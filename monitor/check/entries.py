@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterable
 from monitor.check import robotsstep
 from monitor.check.context import Context
 from monitor.check.tally import INDEX_KINDS
-from monitor.codec import entryset
+from monitor.codec import entryset, fingerprints
 from monitor.read import digest as digesting
 from monitor.read import parse
 from monitor.read.digest import Digest, Job
@@ -28,7 +28,7 @@ class Entries:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.seen = entryset.Fingerprints()  # of every loc read this check
+        self.seen = fingerprints.Fingerprints()  # of every loc read this check
         # the Sitemap: lines of the robots.txt of hosts a sitemap lists URLs on (read once)
         self.cross_robots: dict[str, frozenset[str]] = {}
 
@@ -74,7 +74,7 @@ class Entries:
             if not self.seen:
                 self.seen.add_later(listed)
                 return
-            found.hashes = (await asyncio.to_thread(entryset.fingerprints, listed)).tobytes()
+            found.hashes = (await asyncio.to_thread(fingerprints.fingerprints, listed)).tobytes()
         if self.seen.unsettled:
             await asyncio.to_thread(self.seen.settle)
         hashes = array("Q")
@@ -111,7 +111,7 @@ class Entries:
                   and state.kind not in INDEX_KINDS and state.urls + state.invalid > 0]
         duplicates: set[str] = set()
         async for data in self._current(unread):
-            duplicates |= await asyncio.to_thread(entryset.pages_listed, data, new)
+            duplicates |= await asyncio.to_thread(fingerprints.pages_listed, data, new)
         if duplicates:
             await asyncio.to_thread(digesting.drop_duplicates, found, duplicates, job)
 
@@ -166,8 +166,8 @@ def _decode_whole(stored: StoredSet) -> entryset.EntrySet:
     return entryset.decode(stored.whole())
 
 
-def _listed(data: bytes, fingerprints: set[int]) -> list[str]:
+def _listed(data: bytes, hits: set[int]) -> list[str]:
     """The locs of a stored entry set whose fingerprints are among these."""
     locs = entryset.locs(data)
-    return [loc for loc, fingerprint in zip(locs, entryset.loc_hashes(locs), strict=True)
-            if fingerprint in fingerprints]
+    return [loc for loc, fingerprint in zip(locs, fingerprints.loc_hashes(locs), strict=True)
+            if fingerprint in hits]

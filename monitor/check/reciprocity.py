@@ -3,11 +3,11 @@ read.
 
 Each document was digested without it; it is stored with the entries all the same (an entry's
 rules), so that it lasts while nothing changes. When no document was read or dropped, the stored
-verdicts stand. Otherwise the target's balance (``monitor.read.extensions.balance``: this
+verdicts stand. Otherwise the target's balance (``monitor.read.alternates.balance``: this
 check's documents', the others' from the first bytes of their stored sets) is nearly always 0,
 every alternate answered, and only stored verdicts that no longer hold are taken back. Else each
 document's set is read once more and its alternates checked pair by pair
-(``extensions.Alternates``).
+(``alternates.Alternates``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from monitor.check.context import Context
 from monitor.check.tally import INDEX_KINDS
 from monitor.codec import entryset
 from monitor.model import RULES_VERSION, Entry
-from monitor.read import extensions, validate
+from monitor.read import alternates, validate
 from monitor.rules import RuleId
 from monitor.store import checkwriter as store
 from monitor.store.checkwriter import DocumentState
@@ -52,9 +52,9 @@ async def mark_unanswered(ctx: Context, dropped: list[str]) -> None:
         else:
             balance += head[1]
     stale = {url for url in others if docs[url].issue_counts.get(NOT_RECIPROCAL)}
-    if not balance & extensions.MASK and not stale:
+    if not balance & alternates.MASK and not stale:
         return
-    found = await _unanswered(ctx, sitemaps) if balance & extensions.MASK else {}
+    found = await _unanswered(ctx, sitemaps) if balance & alternates.MASK else {}
     for url in sorted(stale | set(found), key=sitemaps.index):
         await _mark(ctx, url, docs[url], found.get(url, set()))
 
@@ -64,11 +64,11 @@ async def _balance(ctx: Context, url: str) -> int:
     if stored is None:
         return 0
     columns = await asyncio.to_thread(entryset.unpack, stored.data)
-    return extensions.balance(columns.locs(), columns.column(4))
+    return alternates.balance(columns.locs(), columns.column(4))
 
 
 async def _unanswered(ctx: Context, sitemaps: list[str]) -> dict[str, set[int]]:
-    held = extensions.Alternates()
+    held = alternates.Alternates()
     for url in sitemaps:  # one entry set in memory at a time
         stored = await ctx.reads.current(url)
         if stored is not None:
@@ -120,6 +120,6 @@ def _marked(data: bytes, positions: set[int]) -> tuple[bytes, list[str], list[An
     return entryset.pack(columns), columns.locs(), columns.column(4)
 
 
-def _add_alternates(held: extensions.Alternates, url: str, data: bytes) -> None:
+def _add_alternates(held: alternates.Alternates, url: str, data: bytes) -> None:
     stored = entryset.unpack(data)
     held.add(url, stored.locs(), stored.column(4))

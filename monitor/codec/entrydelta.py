@@ -29,7 +29,7 @@ from itertools import compress, count
 from operator import ne
 from typing import cast
 
-from monitor.codec import entryset
+from monitor.codec import columnstream, entryset
 
 __all__ = ["MARK", "Base", "apply", "base_of", "compose", "in_version_1", "is_delta", "make",
            "resolve"]
@@ -84,7 +84,7 @@ def compose(base_header: dict[str, object], now: entryset.Columns, order: list[i
     texts = []
     for index in range(1, 5):
         values = now.column(index)
-        texts.append(entryset.joined([values[i] for i in order]))
+        texts.append(columnstream.joined([values[i] for i in order]))
     header = _header_delta(base_header, now.header, base_id)
     text = _SEP.join([_encode(header), "\x00".join(gaps), *texts])
     delta = MARK + zlib.compress(text.encode("utf-8", "surrogatepass"), _LEVEL)

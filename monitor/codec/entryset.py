@@ -14,19 +14,19 @@ What the document itself said goes with its entries, where there is any (``annot
 "issues" (its parse issues, ``{rule, message, loc}``), "dropped" (rule -> parse issues counted
 past those kept) and "duplicates" (the locs of the occurrences dropped as ``loc-duplicate``), so
 that a listing of the issues at any snapshot reads them back without the document.
-Each column joins its values (in document order) with \x00, an unset value being \x01. None
-of \x00-\x02 can occur in an XML document's text, nor in extension data (JSON escapes them);
-the parser replaces them in text sitemaps. Not pickle or marshal: the database is not trusted
-to run code, and any tool can read the history.
+Each column is its values' text (monitor.codec.columnstream: joined by \x00, an unset value
+being \x01). Not pickle or marshal: the database is not trusted to run code, and any tool can
+read the history.
 
 The zlib value holds three deflate streams end to end (``pack``): everything up to the \x02
 before LOCS, flushed to a byte boundary; LOCS and the \x02 after them, on their own and
 flushed, so that a new version with the same locs copies the stream as it is, and a re-read
 compares a document's locs with the stored ones by their digests (monitor.codec.packedlocs) without
 inflating them; then EXTENSIONS on their own, so that a new document's extensions can be
-compressed while it is parsed (``Stream``). Any zlib reader reads it as one value. ``unpack``
-reads the first and the last stream, and checks the value's Adler-32 from theirs and the one
-the header holds of the locs': the locs are inflated only when asked for (``Columns.loc_text``).
+compressed while it is parsed (``columnstream.Stream``). Any zlib reader reads it as one value.
+``unpack`` reads the first and the last stream, and checks the value's Adler-32 from theirs and
+the one the header holds of the locs': the locs are inflated only when asked for
+(``Columns.loc_text``).
 
 Version 1 (``"v": 1``, still read) had the locs first, in the first stream:
 HEADER \x02 LOCS \x02 LASTMODS \x02 CHANGEFREQS \x02 PRIORITIES \x02 EXTENSIONS.
@@ -37,35 +37,38 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from array import array
-from bisect import bisect_left
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import pairwise, repeat
-from operator import attrgetter, rshift
+from itertools import pairwise
+from operator import attrgetter
 from typing import cast
 
 from monitor.codec import packedlocs
+from monitor.codec.columnstream import (
+    LEVEL,
+    SLICE,
+    UNSET,
+    PackedText,
+    Stream,
+    adler32_combine,
+    joined,
+    slices,
+    split,
+)
 from monitor.codec.packedlocs import PackedLocs
-from monitor.model import RULES_VERSION, EntryState, entry_state, own_pages, page
+from monitor.model import RULES_VERSION, EntryState, entry_state
 
-__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Fingerprints", "PackedText", "Row",
-           "Stream", "annotate", "assemble", "clean_columns", "columns", "decode", "encode",
-           "field_texts", "fingerprints", "head", "in_version_1", "joined", "loc_hash",
-           "loc_hashes", "locs", "pack", "pages_listed", "rows", "rows_and_rules", "same",
-           "same_locs", "unpack"]
+__all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Row", "annotate", "assemble",
+           "clean_columns", "columns", "decode", "encode", "field_texts", "head", "in_version_1",
+           "locs", "pack", "rows", "rows_and_rules", "same", "same_locs", "unpack"]
 
 VERSION = 2  # what ``pack`` writes; ``unpack`` reads 1 too
 _VERSIONS = (1, 2)
-_LEVEL = 1  # zlib: level 1 compresses a sitemap's columns ~5x fast; 6 is 3x slower for 15%
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
 FIELDS = ("lastmod", "changefreq", "priority", "extensions")  # the columns after the locs
 _GETTERS = tuple(attrgetter(name) for name in FIELDS)
 _SEP = "\x02"  # between the header and the columns
 _SEP_BYTES = _SEP.encode()
-_UNSET = "\x01"  # a value that is not set (None)
-_SLICE = 1 << 20  # characters of a column encoded at once by pack
-
 
 
 @dataclass(slots=True)
@@ -74,19 +77,6 @@ class EntrySet:
 
     states: dict[str, EntryState]
     rules: dict[str, str]
-
-
-@dataclass(slots=True, frozen=True)
-class PackedText:
-    """A column's deflate stream as stored, and the text it holds: that very object, so that a
-    column whose text is still it (``is``: a str does not change) packs as the same stream
-    without compressing it again (a 50,000-URL child's, with hreflang and images, extensions: 18
-    MB)."""
-
-    data: bytes
-    check: int  # the Adler-32 of the text's bytes
-    length: int  # the text's bytes
-    text: str
 
 
 @dataclass(slots=True, eq=False)
@@ -114,13 +104,13 @@ class Columns:
 
     def column(self, index: int) -> list[str | None]:
         """The values of column ``index`` (1-4), None where unset."""
-        return _column(self.texts[index], self.size, self.absent(index))
+        return split(self.texts[index], self.size, self.absent(index))
 
     def present(self, index: int) -> int:
         """How many entries set a value in column ``index`` (1-4), counted in C."""
         if not self.size or self.absent(index):
             return 0
-        return self.size - self.texts[index].count(_UNSET)
+        return self.size - self.texts[index].count(UNSET)
 
     def invalid(self) -> set[int]:
         """The positions of the invalid entries."""
@@ -159,7 +149,7 @@ class Columns:
         return cast("dict[str, int]", self.header.get("dropped") or {})
 
     def balance(self) -> int:
-        """The document's hreflang balance (``annotate``; monitor.read.extensions.balance)."""
+        """The document's hreflang balance (``annotate``; monitor.read.alternates.balance)."""
         return cast("int", self.header.get("balance") or 0)
 
     def duplicates(self) -> list[str]:
@@ -211,13 +201,6 @@ def field_texts(fields: Iterable[Sequence[str | None]]) -> tuple[list[str], list
         else:
             texts.append(joined(values))
     return texts, absent
-
-
-def joined(values: Sequence[str | None]) -> str:
-    """Values as a column's text holds them: joined by \x00, an unset one as \x01."""
-    if None not in values:
-        return "\x00".join(cast("Sequence[str]", values))
-    return "\x00".join([_UNSET if v is None else v for v in values])
 
 
 def assemble(size: int, texts: list[str], absent: list[str], invalid: list[int],
@@ -315,7 +298,7 @@ def pack(columns: Columns, extensions: Stream | None = None) -> bytes:
             tail, tail_check, tail_length = (extensions.finish(), extensions.check,
                                              extensions.length)
     header = dict(columns.header, locs=locs.describe(), e=len(tail))
-    packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+    packer = zlib.compressobj(LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
     out, check = [_ZLIB_HEADER], zlib.adler32(b"")
     for data in _pieces(header, columns.texts[1:4]):
         out.append(packer.compress(data))
@@ -323,8 +306,8 @@ def pack(columns: Columns, extensions: Stream | None = None) -> bytes:
     out.append(packer.flush(zlib.Z_SYNC_FLUSH))
     del packer  # its 256 KB of state, before the next stream's
     out += (locs.data, tail)
-    check = _adler32_combine(check, locs.check, locs.length)
-    check = _adler32_combine(check, tail_check, tail_length)
+    check = adler32_combine(check, locs.check, locs.length)
+    check = adler32_combine(check, tail_check, tail_length)
     out.append(check.to_bytes(4, "big"))
     return b"".join(out)
 
@@ -345,7 +328,7 @@ def _pack_v1(columns: Columns, extensions: Stream | None) -> bytes:
     last = columns.texts[4] if extensions is None else joined(extensions.values())
     texts = [columns.loc_text(), *columns.texts[1:4], last]
     text = _SEP.join([_encode(columns.header), *texts])
-    return zlib.compress(text.encode("utf-8", "surrogatepass"), _LEVEL)
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), LEVEL)
 
 
 def _pieces(header: dict[str, object], texts: list[str]) -> Iterator[bytes]:
@@ -355,99 +338,12 @@ def _pieces(header: dict[str, object], texts: list[str]) -> Iterator[bytes]:
     yield _encode(header).encode("utf-8", "surrogatepass")
     for text in texts:
         yield _SEP_BYTES
-        yield from _slices(text)
+        yield from slices(text)
     yield _SEP_BYTES
 
 
-def _slices(text: str) -> Iterator[bytes]:
-    for start in range(0, len(text), _SLICE):
-        yield text[start : start + _SLICE].encode("utf-8", "surrogatepass")
-
-
 _ZLIB_HEADER = b"\x78\x01"  # deflate, 32 KB window, level 1: what zlib.compressobj(1) writes
-_EMPTY_STREAM = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS).flush()  # b"\x03\x00"
-_ADLER_BASE = 65521
-
-
-def _adler32_combine(first: int, second: int, length: int) -> int:
-    """The Adler-32 of two byte strings end to end, from each one's and the second's length
-    (zlib's adler32_combine, which Python does not expose)."""
-    base = _ADLER_BASE
-    rem = length % base
-    sum1 = first & 0xFFFF
-    sum2 = rem * sum1 % base
-    sum1 += (second & 0xFFFF) + base - 1
-    sum2 += (first >> 16) + (second >> 16) + base - rem
-    return sum1 % base | (sum2 % base) << 16
-
-
-class Stream:
-    """The extensions column of an entry set, compressed as its values come.
-
-    Extensions are most of a set where entries carry hreflang alternates and images (a 50,000-URL
-    child with both: 18 of 23 MB of text). Held as a string each, then joined, then packed, they
-    were half of a digest's peak memory; here each batch is joined and deflated as it comes (the
-    child: 2 MB), and ``pack`` ends the stored value with the stream as it is, compressed once.
-    Values join as ``field_texts`` joins them, \x01 for unset."""
-
-    __slots__ = ("_chunks", "_packer", "check", "length", "size", "unset")
-
-    def __init__(self) -> None:
-        self._packer: zlib._Compress | None = None  # made when the first byte comes (256 KB)
-        self._chunks: list[bytes] = []
-        self.check = zlib.adler32(b"")  # of the text's bytes so far
-        self.length = 0  # the text's bytes so far
-        self.size = 0  # values added
-        self.unset = 0  # of them, unset
-
-    def add(self, values: Sequence[str | None]) -> str:
-        """Add these values; their text (without the \x00 before it, after earlier values)."""
-        if not values:
-            return ""
-        text = joined(values)
-        self.size += len(values)
-        self.unset += values.count(None)
-        self._write((("\x00" if self.size > len(values) else "") + text).encode(
-            "utf-8", "surrogatepass"))
-        return text
-
-    def add_text(self, text: str) -> None:
-        """Add a column's whole text as ``field_texts`` makes it (``pack``'s own use)."""
-        for data in _slices(text):
-            self._write(data)
-
-    def _write(self, data: bytes) -> None:
-        if not data:
-            return
-        self.check = zlib.adler32(data, self.check)
-        self.length += len(data)
-        if self._packer is None:
-            self._packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-        chunk = self._packer.compress(data)
-        if chunk:
-            self._chunks.append(chunk)
-
-    @property
-    def absent(self) -> bool:
-        """Whether no value added is set (the column is then stored as absent, empty)."""
-        return self.size > 0 and self.unset == self.size
-
-    def values(self) -> list[str | None]:
-        """The values added, in order (decompressed: for the rare paths that need them all)."""
-        if self.absent or self._packer is None:
-            return [None] * self.size if self.absent else [""] * self.size
-        data = b"".join([*self._chunks, self._packer.copy().flush()])
-        text = zlib.decompress(data, -zlib.MAX_WBITS).decode("utf-8", "surrogatepass")
-        return _column(text, self.size, False)
-
-    def finish(self) -> bytes:
-        """The deflate stream of the text (raw, ended); nothing can be added after."""
-        chunks, self._chunks, packer, self._packer = self._chunks, [], self._packer, None
-        if packer is not None:
-            chunks.append(packer.flush())
-        return b"".join(chunks)
-
-
+_EMPTY_STREAM = zlib.compressobj(LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS).flush()  # b"\x03\x00"
 def unpack(blob: bytes) -> Columns:
     """The columns of a stored entry set; of version 2, the locs left compressed until they are
     asked for (``Columns.loc_text``). Each column is decoded from the decompressed bytes where
@@ -463,8 +359,8 @@ def unpack(blob: bytes) -> Columns:
     stream = blob[tail_start:-4]
     tail = zlib.decompressobj(-zlib.MAX_WBITS).decompress(stream)
     tail_check = zlib.adler32(tail)
-    check = _adler32_combine(zlib.adler32(data), locs.check, locs.length)
-    check = _adler32_combine(check, tail_check, len(tail))
+    check = adler32_combine(zlib.adler32(data), locs.check, locs.length)
+    check = adler32_combine(check, tail_check, len(tail))
     if check != int.from_bytes(blob[-4:], "big"):
         raise ValueError("a stored entry set that does not match its checksum")
     with memoryview(data) as view:
@@ -539,15 +435,6 @@ def _lead(blob: bytes, first: bool = True,
     return header, data, locs, end
 
 
-def _column(text: str, size: int, absent: bool) -> list[str | None]:
-    if absent or size == 0:
-        return [None] * size
-    values = text.split("\x00")
-    if _UNSET not in text:  # every value is set (the usual lastmod column): no pass needed
-        return cast("list[str | None]", values)
-    return [None if v == _UNSET else v for v in values]
-
-
 Row = tuple[str | None, str | None, str | None, str | None, bool]
 
 
@@ -617,11 +504,11 @@ def _locs_v1(blob: bytes) -> list[str]:
     parts: list[bytes] = []
     separators, tail = 0, blob
     while separators < 2:
-        part = unpacker.decompress(tail, _SLICE)
+        part = unpacker.decompress(tail, SLICE)
         tail = unpacker.unconsumed_tail
         parts.append(part)
         separators += part.count(_SEP_BYTES)
-        if not tail and len(part) < _SLICE:
+        if not tail and len(part) < SLICE:
             break
     data = b"".join(parts)
     del parts
@@ -635,170 +522,3 @@ def _locs_v1(blob: bytes) -> list[str]:
         text = str(view[header_end + 1 : locs_end], "utf-8", "surrogatepass")
     del data
     return text.split("\x00")
-
-
-def pages_listed(blob: bytes, new: Collection[str]) -> set[str]:
-    """The locs among ``new`` whose page a stored document version lists (as its loc, or with
-    another #fragment or escapes in another case): how a re-read document's new locs are
-    found in a document that was not read again."""
-    by_page: dict[str, list[str]] = {}
-    for loc in new:
-        by_page.setdefault(page(loc), []).append(loc)
-    listed = locs(blob)
-    pages = listed if own_pages(listed) else map(page, listed)
-    return {loc for found in by_page.keys() & pages for loc in by_page[found]}
-
-
-def loc_hashes(locs: Iterable[str]) -> list[int]:
-    """A 60-bit fingerprint of the page each loc names (CRC-32 and Adler-32 of
-    ``model.page(loc)``), equal in every process.
-
-    ``hash()`` is salted per process. Duplicates across a target's documents are found by these
-    fingerprints (``Fingerprints``: 8 bytes a loc, a fraction of the locs' memory) and every
-    hit is confirmed against the real locs' pages, so a chance collision costs time, never a
-    wrong answer. Of the page, not the loc: two locs that differ only by a ``#fragment`` or by
-    the case of a percent-escape are one page, whichever documents list them. 60 bits, not 64:
-    an int below 2**60 has two 30-bit digits and takes 32 bytes, not 40; and ``Fingerprints``
-    buckets them by their top 10 bits.
-    """
-    crc, adler = zlib.crc32, zlib.adler32
-    listed = locs if isinstance(locs, list) else list(locs)
-    if not own_pages(listed):
-        listed = list(map(page, listed))
-    return [crc(b) << 28 ^ adler(b)
-            for b in (loc.encode("utf-8", "surrogatepass") for loc in listed)]
-
-
-class Fingerprints:
-    """The fingerprints (``loc_hashes``) of every loc a check has read, to find which locs of a
-    document name a page an earlier document listed: 8 bytes each, however many documents.
-
-    As one set, 500,000 fingerprints would take 32 MB (an int object and two slots each); as
-    the arrays they arrive in, 4 MB. The latest ``arrays`` documents' are held as those arrays
-    (an index of up to that many documents holds nothing else), and a new document's, as a set
-    of its own size, is looked for in each of them in C: O(the fingerprints held) per
-    document, ~0.02 s more in all than one set for an index of 10 x 50,000 URLs. One more, and
-    they are folded into a sorted run: ``_BUCKETS`` sorted arrays by the fingerprints' top
-    bits, in which a document's fingerprints are looked for by bisection, O(its own size x
-    log of the bucket's). A run not more than twice the size of the next is merged with it,
-    bucket by bucket (so that merging never holds more than a bucket twice): each run is more
-    than twice the next, and a document meets only a few of them. Fingerprints are below 2**60,
-    as ``loc_hashes`` makes them.
-    """
-
-    def __init__(self, arrays: int = 16) -> None:
-        self._most = arrays
-        self._arrays: list[array[int]] = []
-        self._runs: list[list[array[int]]] = []  # largest first; see _run
-        self._sizes: list[int] = []  # fingerprints in each run
-        self._later: list[bytes] = []  # entry sets whose fingerprints are not worked out yet
-
-    def __bool__(self) -> bool:
-        """Whether any document's fingerprints are held (or wait in ``add_later``)."""
-        return bool(self._arrays or self._later or self._runs)
-
-    @property
-    def held(self) -> int:
-        """The fingerprints held, worked out (8 bytes each; not those in ``add_later``)."""
-        return sum(map(len, self._arrays)) + sum(self._sizes)
-
-    def add_later(self, entry_set: bytes) -> None:
-        """Hold a document's fingerprints as its stored entry set (``encode``'s bytes): they are
-        worked out only if another document is checked against them (``settle``). A check
-        that reads one document alone never needs them."""
-        self._later.append(entry_set)
-
-    @property
-    def unsettled(self) -> bool:
-        """Whether fingerprints wait in ``add_later``."""
-        return bool(self._later)
-
-    def settle(self) -> None:
-        """Work out the fingerprints held by ``add_later`` (``hits`` does it when it must; a
-        caller may do it first in a thread of its own)."""
-        later, self._later = self._later, []
-        for entry_set in later:
-            self.add(fingerprints(entry_set))
-
-    def hits(self, hashes: array[int]) -> set[int]:
-        """The fingerprints among ``hashes`` that were added before."""
-        if self._later:
-            self.settle()
-        if not self._arrays and not self._runs:  # the first document: nothing to look in
-            return set()
-        new = set(hashes)
-        found: set[int] = set()
-        for held in self._arrays:
-            if not new.isdisjoint(held):
-                found |= new.intersection(held)
-        for run in self._runs:
-            # Each fingerprint's bucket, its place there (the sentinel ends every bucket, so
-            # there is always a value at it) and that value: one of ``new`` only if it is
-            # held. All in C: map, not a loop of Python.
-            buckets = list(map(run.__getitem__, map(rshift, hashes, repeat(_SHIFT))))
-            found |= new.intersection(map(_at, buckets, map(bisect_left, buckets, hashes)))
-        return found
-
-    def add(self, hashes: array[int]) -> None:
-        """Hold a document's fingerprints (the array is kept as it is: not to be changed)."""
-        self._arrays.append(hashes)
-        if len(self._arrays) <= self._most:
-            return
-        arrays, self._arrays = self._arrays, []
-        self._sizes.append(sum(map(len, arrays)))
-        self._runs.append(_run(arrays))  # empties arrays as it goes
-        while len(self._runs) > 1 and self._sizes[-2] <= 2 * self._sizes[-1]:
-            newer, size = self._runs.pop(), self._sizes.pop()
-            _merge(self._runs[-1], newer)
-            self._sizes[-1] += size
-
-
-_SHIFT = 50  # a fingerprint's bucket in a run: its top 10 bits (they are below 2**60)
-_BUCKETS = 1 << (60 - _SHIFT)
-_BOUNDS = [bucket << _SHIFT for bucket in range(_BUCKETS + 1)]
-_SENTINEL = 2**64 - 1  # above every fingerprint: ends each bucket of a run
-_at = array.__getitem__
-
-
-def _run(arrays: list[array[int]]) -> list[array[int]]:
-    """Fingerprints as a run (``Fingerprints``): per bucket, a sorted array ending in
-    ``_SENTINEL``. The arrays are sorted one at a time and cut at the buckets' bounds."""
-    run = [array("Q") for _ in range(_BUCKETS)]
-    while arrays:
-        values = array("Q", sorted(arrays.pop()))
-        cuts = list(map(bisect_left, repeat(values), _BOUNDS))
-        for bucket, (start, end) in zip(run, pairwise(cuts), strict=True):
-            if start != end:
-                bucket += values[start:end]
-    for i, bucket in enumerate(run):
-        run[i] = _sorted(bucket)
-    return run
-
-
-def _sorted(values: array[int]) -> array[int]:
-    """A bucket of a run: these values sorted, then ``_SENTINEL`` (no room to spare)."""
-    ordered = sorted(values)
-    ordered.append(_SENTINEL)
-    return array("Q", ordered)
-
-
-def _merge(run: list[array[int]], other: list[array[int]]) -> None:
-    """Merge ``other`` into ``run``, bucket by bucket, emptying ``other`` as it goes."""
-    for i, bucket in enumerate(run):
-        more = other[i]
-        other[i] = _EMPTY
-        if len(more) > 1:
-            run[i] = _sorted(bucket[:-1] + more[:-1])
-
-
-_EMPTY = array("Q")
-
-
-def fingerprints(blob: bytes) -> array[int]:
-    """The ``loc_hashes`` of a stored document version's locs, as ``Fingerprints`` holds them."""
-    return array("Q", loc_hashes(locs(blob)))
-
-
-def loc_hash(loc: str) -> int:
-    """The fingerprint of the page one loc names (see ``loc_hashes``)."""
-    return loc_hashes((loc,))[0]

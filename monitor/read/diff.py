@@ -8,8 +8,8 @@ Both sides map ``loc`` to ``EntryState``. The kinds:
 - ``removed``: a loc that is gone.
 
 ``apply(previous, diff(previous, current)) == current`` for any two maps (property-tested).
-``digest.diff_stored`` is the same function over a stored entry set's rows (property-tested
-against this one).
+``diff_stored`` is the same function over a stored entry set's rows (property-tested against
+this one), which also finds what a re-check needs of the lastmods (``Lastmods``).
 A loc present on both sides with equal state is no change, whichever document it sits in,
 so a URL that moves between two children of an index is neither added nor removed.
 
@@ -21,15 +21,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import chain
 from operator import lt
 
-from monitor.model import Change, EntryState, addition_kind, change_kind
+from monitor.codec import entryset
+from monitor.model import RULES_VERSION, Change, EntryState, addition_kind, change_kind, entry_state
 from monitor.rules import RuleId
 
-__all__ = ["REGRESSED", "apply", "count", "diff", "lastmod_earlier", "lastmods_earlier"]
+__all__ = ["INVALID", "REGRESSED", "Lastmods", "apply", "count", "diff", "diff_stored",
+           "lastmod_earlier", "lastmods_earlier"]
 
 REGRESSED: RuleId = "lastmod-regressed"  # the rule id of a lastmod that went back
+INVALID: RuleId = "lastmod-invalid"  # the rule id of a lastmod that is no W3C Datetime
 
 
 def diff(previous: Mapping[str, EntryState], current: Mapping[str, EntryState]) -> list[Change]:
@@ -67,6 +72,99 @@ def apply(previous: Mapping[str, EntryState], changes: Iterable[Change]) -> dict
 def count(changes: Iterable[Change]) -> Counter[str]:
     """How many changes of each kind."""
     return Counter(change.kind for change in changes)
+
+
+@dataclass(slots=True)
+class Lastmods:
+    """What ``diff_stored`` finds of the lastmods as it diffs."""
+
+    rules: dict[str, str]  # loc -> rule ids of the new entries: lastmod-regressed is added here
+    bad: int = 0  # new entries whose lastmod is lastmod-invalid
+    added: int = 0  # new locs with a valid lastmod
+    fresh: int = 0  # locs listed before whose lastmod changed to a valid one
+    changed: int = 0  # of those, the ones whose lastmod before was valid too
+    regressed: list[str] = field(default_factory=list)  # locs given lastmod-regressed now
+
+    @property
+    def compared(self) -> int:
+        """Of ``present`` entries with a lastmod, those listed before with a valid lastmod on
+        both sides (an unchanged lastmod is as valid as it was)."""
+        return -self.bad - self.added - self.fresh + self.changed
+
+
+def diff_stored(previous: entryset.Columns, states: dict[str, EntryState],
+                lastmods: Lastmods | None = None) -> list[Change]:
+    """``diff.diff`` against a stored entry set, without decoding it into EntryStates: its rows
+    are plain tuples, and a state is built only for what changed (the same changes, in the
+    same order).
+
+    A set stored under other rules (``model.RULES_VERSION``) is compared by what the sitemap
+    says, not by what the rules made of it: a verdict, or an empty element the old rules kept
+    as "", that only the new rules see otherwise is no change (an upgrade raises no flood).
+
+    With ``lastmods`` (the new entries' rule ids), the same loop counts the lastmods it
+    compares and adds ``lastmod-regressed`` to the rule ids of each entry whose lastmod went
+    back, or that had it before and keeps its lastmod."""
+    before, old_rules = entryset.rows_and_rules(previous)
+    if previous.header.get("verdicts") != RULES_VERSION:
+        before = {loc: _as_now(row, states.get(loc)) for loc, row in before.items()}
+    new_bad = old_bad = frozenset[str]()
+    kept: list[str] = []
+    if lastmods is not None:
+        new_bad = _having(lastmods.rules, INVALID)
+        old_bad = _having(old_rules, INVALID)
+        lastmods.bad = len(new_bad)
+        kept = [loc for loc in _having(old_rules, REGRESSED)
+                if loc in states and loc in before and states[loc].lastmod == before[loc][0]]
+    added = fresh = both = 0
+    regressed: list[str] = []
+    changes: list[Change] = []
+    append = changes.append
+    pop = before.pop
+    for loc, after in states.items():
+        row = pop(loc, None)
+        if row is None:
+            append(Change(addition_kind(after.valid), loc, None, after))
+            if after.lastmod is not None and loc not in new_bad:
+                added += 1
+        elif row != (after.lastmod, after.changefreq, after.priority, after.extensions,
+                     after.valid):
+            append(Change(change_kind(row[4], after.valid), loc, entry_state(*row), after))
+            lastmod, was = after.lastmod, row[0]
+            if lastmod != was and lastmod is not None and loc not in new_bad:
+                fresh += 1
+                if was is not None and loc not in old_bad:
+                    both += 1
+                    if lastmod_earlier(lastmod, was):
+                        regressed.append(loc)
+    for loc, row in before.items():
+        append(Change("removed", loc, entry_state(*row), None))
+    if lastmods is not None:
+        lastmods.added, lastmods.fresh, lastmods.changed = added, fresh, both
+        rules = lastmods.rules
+        for loc in chain(regressed, kept):
+            ids = rules.get(loc)
+            if ids is None:
+                rules[loc] = REGRESSED
+            elif REGRESSED not in ids.split():
+                rules[loc] = f"{ids} {REGRESSED}"
+            else:
+                continue  # already there (digest.drop_duplicates diffs its own set again)
+            lastmods.regressed.append(loc)
+    return changes
+
+
+def _having(rules: dict[str, str], rule: str) -> frozenset[str]:
+    """The locs whose rule ids include ``rule``."""
+    return frozenset(loc for loc, ids in rules.items() if rule in ids.split())
+
+
+def _as_now(row: entryset.Row, now: EntryState | None) -> entryset.Row:
+    """A row stored under older rules as the current rules would have stored the same entry:
+    empty fields unset, and the verdict of the entry as it is now when it is still listed."""
+    lastmod, changefreq, priority, extensions, valid = row
+    return (lastmod or None, changefreq or None, priority or None, extensions,
+            valid if now is None else now.valid)
 
 
 def lastmod_earlier(after: str, before: str) -> bool:

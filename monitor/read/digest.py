@@ -16,9 +16,9 @@ from datetime import datetime
 from itertools import chain, islice
 from operator import itemgetter
 
-from monitor.codec import changepacks, changerows, entrydelta, entryset
+from monitor.codec import changepacks, changerows, columnstream, entrydelta, entryset
+from monitor.codec.fingerprints import loc_hashes
 from monitor.model import (
-    RULES_VERSION,
     Change,
     DocumentKind,
     Entry,
@@ -27,12 +27,11 @@ from monitor.model import (
     Links,
     ParsedDocument,
     addition_kind,
-    change_kind,
     entry_state,
     page,
 )
+from monitor.read import alternates, extensions, parse, reread, validate
 from monitor.read import diff as diffing
-from monitor.read import extensions, parse, reread, validate
 
 # The forkserver of workers.DigestPool preloads this module and forks every worker from itself:
 # it imports neither asyncio nor the pool's modules.
@@ -41,9 +40,7 @@ __all__ = [
     "IN_PROCESS_MAX",
     "Digest",
     "Job",
-    "Lastmods",
     "base_value",
-    "diff_stored",
     "digest",
     "drop_duplicates",
     "lift_rule",
@@ -53,7 +50,6 @@ __all__ = [
 
 IN_PROCESS_MAX = 1 << 20  # bytes; a document this big or smaller is digested in a thread
 _CHUNK = 256 * 1024  # a batch of entries (_batches): bigger ones cost less a URL, up to here
-_INVALID = "lastmod-invalid"
 
 
 @dataclass(slots=True)
@@ -102,9 +98,9 @@ class Digest:
     delta: bytes | None = None
     # ``data`` holds the stored set's entries and verdicts (new bytes, the same document)
     same: bool = False
-    # array("Q") of entryset.loc_hash of each kept loc, in order; None if the job asked for none
+    # array("Q") of fingerprints.loc_hash of each kept loc, in order; None if the job asked for none
     hashes: bytes | None = b""
-    # Sum of the document's hreflang pairs (monitor.read.extensions.balance): 0 for most documents
+    # Sum of the document's hreflang pairs (monitor.read.alternates.balance): 0 for most documents
     balance: int = 0
     # Every change against the previous entry set (none: every entry is new) but those in
     # ``rows``. On a baseline, only the first ``examples`` additions: ``urls`` were added,
@@ -123,24 +119,6 @@ class Digest:
     lastmods: int = 0
     lastmod_compared: int = 0
     lastmod_changed: int = 0
-
-
-@dataclass(slots=True)
-class Lastmods:
-    """What ``diff_stored`` finds of the lastmods as it diffs."""
-
-    rules: dict[str, str]  # loc -> rule ids of the new entries: lastmod-regressed is added here
-    bad: int = 0  # new entries whose lastmod is lastmod-invalid
-    added: int = 0  # new locs with a valid lastmod
-    fresh: int = 0  # locs listed before whose lastmod changed to a valid one
-    changed: int = 0  # of those, the ones whose lastmod before was valid too
-    regressed: list[str] = field(default_factory=list)  # locs given lastmod-regressed now
-
-    @property
-    def compared(self) -> int:
-        """Of ``present`` entries with a lastmod, those listed before with a valid lastmod on
-        both sides (an unchanged lastmod is as valid as it was)."""
-        return -self.bad - self.added - self.fresh + self.changed
 
 
 def digest(job: Job) -> Digest:
@@ -255,7 +233,7 @@ def _digest_new(job: Job) -> Digest:
 
 class _Extensions:
     """A new document's extensions column, as ``CleanDocument`` takes it batch by batch
-    (``validate.ExtensionSink``): compressed as it comes (``entryset.Stream``: a 50,000-URL
+    (``validate.ExtensionSink``): compressed as it comes (``columnstream.Stream``: a 50,000-URL
     child's, with hreflang and images, 18 MB of text were a third of a digest's peak, held as
     strings and then joined), with the sums ``_extension_data`` makes of the column worked out a
     batch at a time, and the first ``keep`` values (a baseline's example additions). With
@@ -265,8 +243,8 @@ class _Extensions:
     __slots__ = ("_keep", "balance", "hashes", "head", "news", "stream")
 
     def __init__(self, keep: int, *, fingerprints: bool = False) -> None:
-        self.stream = entryset.Stream()
-        self.balance = 0  # extensions.balance of the entries so far
+        self.stream = columnstream.Stream()
+        self.balance = 0  # alternates.balance of the entries so far
         self.news = 0  # news:news tags so far
         self.head: list[str | None] = []
         self.hashes: array[int] | None = array("Q") if fingerprints else None
@@ -278,19 +256,19 @@ class _Extensions:
             self.head += values[: self._keep - len(self.head)]
         hashes = None
         if self.hashes is not None:
-            hashes = array("Q", entryset.loc_hashes(locs))
+            hashes = array("Q", loc_hashes(locs))
             self.hashes += hashes
         text = self.stream.add(values)
-        balance = (extensions.balance_of(locs, text, hashes) if links is None
-                   else extensions.links_balance(locs, links, hashes))
-        self.balance = (self.balance + balance) & extensions.MASK
+        balance = (alternates.balance_of(locs, text, hashes) if links is None
+                   else alternates.links_balance(locs, links, hashes))
+        self.balance = (self.balance + balance) & alternates.MASK
         if '"news":' in text:
             self.news += extensions.news_count(values)
 
     def values(self) -> list[str | None]:
         """Every value taken (a document validated entry by entry after all): the sink no
         longer holds them."""
-        values, self.stream = self.stream.values(), entryset.Stream()
+        values, self.stream = self.stream.values(), columnstream.Stream()
         return values
 
 
@@ -373,7 +351,7 @@ def _finish_clean(result: Digest, clean: validate.CleanDocument, sink: _Extensio
 
 
 def _pack(result: Digest, columns: entryset.Columns, url: str,
-          stream: entryset.Stream | None = None, balance: int | None = None,
+          stream: columnstream.Stream | None = None, balance: int | None = None,
           stored: entryset.Columns | None = None) -> bytes:
     """The stored entry set: ``_annotate``'s columns, packed. ``stream``: their extensions,
     compressed as they came (``_Extensions``, which summed them already)."""
@@ -382,7 +360,7 @@ def _pack(result: Digest, columns: entryset.Columns, url: str,
 
 
 def _annotate(result: Digest, columns: entryset.Columns, url: str,
-              stream: entryset.Stream | None = None, balance: int | None = None,
+              stream: columnstream.Stream | None = None, balance: int | None = None,
               stored: entryset.Columns | None = None) -> None:
     """An entry set's columns with what the document itself said. ``balance``: the hreflang
     balance, if known (a re-read whose extensions are as stored); ``stored``: the set stored
@@ -393,7 +371,7 @@ def _annotate(result: Digest, columns: entryset.Columns, url: str,
                                        for i in result.issues],
                       dropped=result.dropped, duplicates=result.duplicate_locs,
                       balance=result.balance)
-    result.lastmods = columns.present(1) - result.counts.get(_INVALID, 0)
+    result.lastmods = columns.present(1) - result.counts.get(diffing.INVALID, 0)
     result.same = stored is not None and entryset.same(columns, stored)
 
 
@@ -411,7 +389,7 @@ def _extension_data(result: Digest, columns: entryset.Columns, url: str,
         if result.hashes:  # the locs' fingerprints, in the same order
             hashes = array("Q")
             hashes.frombytes(result.hashes)
-        result.balance = extensions.balance_of(columns.locs(), text, hashes)
+        result.balance = alternates.balance_of(columns.locs(), text, hashes)
     if '"news":' in text:
         _news(result, extensions.news_count(columns.column(4)), url)
 
@@ -440,7 +418,7 @@ def _clean_additions(locs: list[str], fields: tuple[list[str | None], ...]) -> I
 
 def _fingerprints(locs: Iterable[str], job: Job) -> bytes | None:
     """``Digest.hashes`` of these locs, or None when the job asks for none."""
-    return array("Q", entryset.loc_hashes(locs)).tobytes() if job.fingerprints else None
+    return array("Q", loc_hashes(locs)).tobytes() if job.fingerprints else None
 
 
 def _previous(job: Job) -> entryset.Columns | None:
@@ -486,8 +464,8 @@ def _fill(
     elif stored is None:  # a document new to the target: everything in it is new
         result.changes = diffing.diff({}, states)
     else:  # the stored set could not serve (reread): other locs, or verdicts of other rules
-        lastmods = Lastmods(rules)
-        result.changes = diff_stored(stored, states, lastmods)
+        lastmods = diffing.Lastmods(rules)
+        result.changes = diffing.diff_stored(stored, states, lastmods)
         for loc in lastmods.regressed:
             result.counts[diffing.REGRESSED] += 1
             if len(result.entry_issues) < job.examples:
@@ -499,81 +477,6 @@ def _fill(
         result.lastmod_compared = columns.present(1) + lastmods.compared
         result.lastmod_changed = lastmods.changed
     return columns
-
-
-def diff_stored(previous: entryset.Columns, states: dict[str, EntryState],
-                lastmods: Lastmods | None = None) -> list[Change]:
-    """``diff.diff`` against a stored entry set, without decoding it into EntryStates: its rows
-    are plain tuples, and a state is built only for what changed (the same changes, in the
-    same order).
-
-    A set stored under other rules (``model.RULES_VERSION``) is compared by what the sitemap
-    says, not by what the rules made of it: a verdict, or an empty element the old rules kept
-    as "", that only the new rules see otherwise is no change (an upgrade raises no flood).
-
-    With ``lastmods`` (the new entries' rule ids), the same loop counts the lastmods it
-    compares and adds ``lastmod-regressed`` to the rule ids of each entry whose lastmod went
-    back, or that had it before and keeps its lastmod."""
-    before, old_rules = entryset.rows_and_rules(previous)
-    if previous.header.get("verdicts") != RULES_VERSION:
-        before = {loc: _as_now(row, states.get(loc)) for loc, row in before.items()}
-    new_bad = old_bad = frozenset[str]()
-    kept: list[str] = []
-    if lastmods is not None:
-        new_bad = _having(lastmods.rules, _INVALID)
-        old_bad = _having(old_rules, _INVALID)
-        lastmods.bad = len(new_bad)
-        kept = [loc for loc in _having(old_rules, diffing.REGRESSED)
-                if loc in states and loc in before and states[loc].lastmod == before[loc][0]]
-    added = fresh = both = 0
-    regressed: list[str] = []
-    changes: list[Change] = []
-    append = changes.append
-    pop = before.pop
-    for loc, after in states.items():
-        row = pop(loc, None)
-        if row is None:
-            append(Change(addition_kind(after.valid), loc, None, after))
-            if after.lastmod is not None and loc not in new_bad:
-                added += 1
-        elif row != (after.lastmod, after.changefreq, after.priority, after.extensions,
-                     after.valid):
-            append(Change(change_kind(row[4], after.valid), loc, entry_state(*row), after))
-            lastmod, was = after.lastmod, row[0]
-            if lastmod != was and lastmod is not None and loc not in new_bad:
-                fresh += 1
-                if was is not None and loc not in old_bad:
-                    both += 1
-                    if diffing.lastmod_earlier(lastmod, was):
-                        regressed.append(loc)
-    for loc, row in before.items():
-        append(Change("removed", loc, entry_state(*row), None))
-    if lastmods is not None:
-        lastmods.added, lastmods.fresh, lastmods.changed = added, fresh, both
-        rules = lastmods.rules
-        for loc in chain(regressed, kept):
-            ids = rules.get(loc)
-            if ids is None:
-                rules[loc] = diffing.REGRESSED
-            elif diffing.REGRESSED not in ids.split():
-                rules[loc] = f"{ids} {diffing.REGRESSED}"
-            else:
-                continue  # already there (drop_duplicates diffs its own set again)
-            lastmods.regressed.append(loc)
-    return changes
-
-
-def _having(rules: dict[str, str], rule: str) -> frozenset[str]:
-    """The locs whose rule ids include ``rule``."""
-    return frozenset(loc for loc, ids in rules.items() if rule in ids.split())
-
-
-def _as_now(row: entryset.Row, now: EntryState | None) -> entryset.Row:
-    """A row stored under older rules as the current rules would have stored the same entry:
-    empty fields unset, and the verdict of the entry as it is now when it is still listed."""
-    lastmod, changefreq, priority, extensions, valid = row
-    return (lastmod or None, changefreq or None, priority or None, extensions,
-            valid if now is None else now.valid)
 
 
 def _additions(states: dict[str, EntryState]) -> Iterator[Change]:

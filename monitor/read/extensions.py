@@ -9,29 +9,26 @@ for the keys a rule is about (``"caption":`` cannot occur inside a JSON string, 
 are escaped). Only news, video, a deprecated key or a list long enough to hold 1,001 images is
 decoded and checked field by field.
 
-``hreflang-not-reciprocal`` is the target's (monitor.check.reciprocity): here are its pieces, the
-alternates of each entry as fingerprint pairs (``edges``) and their sums (``balance``).
+The alternates' patterns, and the pieces of ``hreflang-not-reciprocal`` (a verdict of the whole
+target), are monitor.read.alternates.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from array import array
 from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from itertools import accumulate, compress, islice, repeat
-from operator import eq, itemgetter, methodcaller, mul, ne, sub
+from operator import eq, itemgetter, methodcaller
 from typing import Any, cast
 
-from monitor.codec import entryset
 from monitor.model import Links
+from monitor.read.alternates import ALTERNATE, ALTERNATES, ENDS, pairs_of
 from monitor.read.iso639 import THREE_LETTER
 from monitor.read.langcodes import LANGUAGES, REGIONS, SCRIPTS
 
-__all__ = ["ENTRY_RULES", "MASK", "Alternates", "Checker", "balance", "balance_of", "batch_ok",
-           "edges", "edges_of", "hrefs", "links_balance", "message", "news_count",
-           "news_language_ok", "pair_keys"]
+__all__ = ["ENTRY_RULES", "Checker", "batch_ok", "message", "news_count", "news_language_ok"]
 
 ENTRY_RULES = ("news-too-old", "news-missing-field", "news-field-invalid", "video-missing-field",
                "video-description-too-long", "video-field-invalid", "image-too-many",
@@ -70,12 +67,7 @@ _LOOK = tuple(f'"{key}":' for key in ("news", "video", *DEPRECATED["image"]))
 # for alone took three times as long: needles that start with '"', in JSON text).
 _UNUSUAL = re.compile("|".join(map(re.escape, (*_LOOK, '"href":""', '"hreflang":""'))))
 
-_STRING = r'"([^"\\]*(?:\\.[^"\\]*)*)"'
-_ITEM = r'\{"href":"[^"\\]*(?:\\.[^"\\]*)*","hreflang":"[^"\\]*(?:\\.[^"\\]*)*"\}'
-_ALTERNATES = re.compile(r'\{"alternates":\[(' + _ITEM + "(?:," + _ITEM + r")*)\]")
-_ALTERNATE = re.compile(r'\{"href":' + _STRING + ',"hreflang":' + _STRING + r"\}")
 _json_string = json.encoder.encode_basestring_ascii  # how the parser wrote each string
-MASK = (1 << 64) - 1  # balances are sums mod 2^64 (``balance``)
 # An alternate's href must be a full URL (Google ignores any other); the spelling nearly every
 # sitemap uses, for a test in C, and any case of the scheme for the rest.
 _ABSOLUTE = ("https://", "http://")
@@ -107,11 +99,6 @@ def news_language_ok(value: str) -> bool:
     return value in LANGUAGES or value in THREE_LETTER or value in _NEWS_CHINESE
 
 
-def _unescape(text: str) -> str:
-    """A string as the pattern read it, JSON escapes resolved (rare: quotes, non-ASCII)."""
-    return json.loads(f'"{text}"') if "\\" in text else text
-
-
 class Checker:
     """The per-entry extension rules at one moment (the check's), with the verdicts of
     hreflang codes remembered (a site uses a handful)."""
@@ -138,7 +125,7 @@ class Checker:
         found: set[str] = set()
         rest = ext
         if ext.startswith('{"alternates":'):
-            match = _ALTERNATES.match(ext)
+            match = ALTERNATES.match(ext)
             if match is None:  # not the parser's shape: judge it the slow way
                 return self._decoded(loc, ext)
             self._alternates(loc, match.group(1), found)
@@ -161,7 +148,7 @@ class Checker:
         return _ordered(found)
 
     def _alternates(self, loc: str, text: str, found: set[str]) -> None:
-        pairs = _ALTERNATE.findall(text)
+        pairs = ALTERNATE.findall(text)
         by_code: dict[str, str] = {}
         relative = False
         for href, code in pairs:
@@ -236,7 +223,7 @@ def batch_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str | None],
     # holds the \x00 of each entry it ends.
     pieces = joined.split('"hreflang":"')
     codes = list(map(itemgetter(0), map(_BEFORE_QUOTE, islice(pieces, 1, None))))
-    entry = accumulate(map(_ENDS, pieces))
+    entry = accumulate(map(ENDS, pieces))
     # As many (entry, value) pairs as values: no entry has a value twice (where a conflict
     # could be), in any case.
     if (len(set(zip(entry, map(str.lower, codes), strict=False))) != len(codes)
@@ -254,7 +241,6 @@ def _full_urls(joined: str) -> int:
 
 
 _BEFORE_QUOTE = methodcaller("partition", '"')
-_ENDS = methodcaller("count", "\x00")
 
 
 def _links_ok(checker: Checker, locs: Sequence[str], links: Links) -> bool:
@@ -404,12 +390,12 @@ def message(rule: str, loc: str, ext: str | None) -> str:
         return ("tags Google retired in 2022 (ignored since): "
                 + ", ".join(_deprecated(data) or ["?"]))
     if rule == "hreflang-invalid-code":
-        bad = sorted({code for href, code in _pairs(data)
+        bad = sorted({code for href, code in pairs_of(data)
                       if code and href and _absolute(href) and not _code_ok(code)})
         return ("hreflang " + ", ".join(map(repr, bad)) + " is not an ISO 639-1 language with"
                 " an optional ISO 15924 script and ISO 3166-1 alpha-2 region, nor x-default")
     if rule == "hreflang-relative":
-        bad = sorted({href for href, code in _pairs(data) if href and code
+        bad = sorted({href for href, code in pairs_of(data) if href and code
                       and not _absolute(href)})
         return ("alternate href " + ", ".join(map(repr, bad)) + " is not a full URL"
                 " (search engines ignore it)")
@@ -424,191 +410,9 @@ def message(rule: str, loc: str, ext: str | None) -> str:
     raise KeyError(rule)
 
 
-def _pairs(data: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(str(item.get("href", "")), str(item.get("hreflang", "")))
-            for item in data.get("alternates") or [] if isinstance(item, dict)]
-
-
 def news_count(exts: Iterable[str | None]) -> int:
     """The news:news tags of a document's entries (``news-too-many``)."""
     return sum(len(json.loads(ext).get("news") or []) for ext in exts
                if ext is not None and '"news":' in ext)
 
 
-# ---- reciprocity: fingerprints of "A names B" --------------------------------------------
-
-def hrefs(ext: str) -> list[str]:
-    """The distinct URLs an entry's complete alternates name, in order."""
-    match = _ALTERNATES.match(ext) if ext.startswith('{"alternates":') else None
-    if match is not None:
-        found = [_unescape(href) for href, code in _ALTERNATE.findall(match.group(1))
-                 if href and code]
-    elif '"alternates":' in ext:
-        found = [href for href, code in _pairs(json.loads(ext)) if href and code]
-    else:
-        return []
-    return list(dict.fromkeys(found))
-
-
-_BEFORE_CODE = methodcaller("partition", '","hreflang":"')
-_SCAN = re.compile(r'(\x00)|\{"href":"([^"\\]*(?:\\.[^"\\]*)*)","hreflang":"(?:[^"\\]|\\.)')
-
-
-def _scan(text: str) -> list[tuple[int, str]]:
-    """(entry, href) of every complete alternate in extensions joined by \x00."""
-    found, i = [], 0
-    for end, href in _SCAN.findall(text):
-        if end:
-            i += 1
-        elif href:
-            found.append((i, href))
-    return found
-
-
-def edges(locs: Sequence[str], exts: Sequence[str | None],
-          ) -> tuple[array[int], array[int], array[int]]:
-    """Every "A names B" of a document (B another URL than A, each once): the position of A,
-    and the fingerprints (``entryset.loc_hash``) of A and of B, as three compact arrays."""
-    return edges_of(locs, "\x00".join([ext or "" for ext in exts]))
-
-
-def edges_of(locs: Sequence[str], text: str, hashes: Sequence[int] | None = None,
-             ) -> tuple[array[int], array[int], array[int]]:
-    """``edges`` of the extensions joined by \x00 (as an entry set's column stores them),
-    with the locs' fingerprints if known. Splits of the text find every complete alternate
-    (an item shaped ``{"href":...,"hreflang":...}``) and where each entry ends: a few steps
-    in C an alternate, no search an entry."""
-    if "\\" in text:  # a JSON escape (rare): read each URL it stands for
-        found = [(i, _unescape(href)) for i, href in _scan(text)]
-    else:  # split at each href: each piece starts with one, and holds the \x00 of the
-        # entries it ends
-        pieces = text.split('{"href":"')
-        entry = accumulate(map(_ENDS, pieces))
-        parts = map(_BEFORE_CODE, islice(pieces, 1, None))
-        if '"href":""' in text or '"hreflang":""' in text:  # incomplete ones: left out
-            found = [(i, href) for i, (href, _, code) in zip(entry, parts, strict=False)
-                     if href and code[:1] != '"']
-        else:
-            found = list(zip(entry, map(itemgetter(0), parts), strict=False))
-    return _edges(locs, list(map(itemgetter(0), found)), list(map(itemgetter(1), found)), hashes)
-
-
-def _edges(locs: Sequence[str], positions: Sequence[int], hrefs: Sequence[str],
-           hashes: Sequence[int] | None) -> tuple[array[int], array[int], array[int]]:
-    """``edges_of`` from the entry and URL of each complete alternate (two columns): those
-    that name another URL than their entry's, each (entry, URL) once, in order."""
-    others = list(map(ne, hrefs, map(locs.__getitem__, positions)))
-    pairs = list(dict.fromkeys(zip(compress(positions, others), compress(hrefs, others),
-                                   strict=True)))
-    where = array("I", map(itemgetter(0), pairs))
-    named = list(map(itemgetter(1), pairs))
-    if hashes is None:
-        namers = array("Q", entryset.loc_hashes(map(locs.__getitem__, where)))
-    else:
-        namers = array("Q", map(hashes.__getitem__, where))
-    return where, namers, array("Q", entryset.loc_hashes(named))
-
-
-def pair_keys(first: Sequence[int], second: Sequence[int]) -> array[int]:
-    """A 64-bit fingerprint of each ordered pair (a, b): a^2 * b mod 2^64. Not symmetric, and
-    not a sum of a part of a and a part of b, so ``balance``'s sums do not cancel over a
-    cycle (A names B names C names A) as they would for such a part-wise function."""
-    return array("Q", [a * a * b & MASK for a, b in zip(first, second, strict=True)])
-
-
-def balance(locs: Sequence[str], exts: Sequence[str | None]) -> int:
-    """Sum over a document's "A names B" of key(A, B) - key(B, A), mod 2^64 (``pair_keys``).
-
-    Over a whole target the sum is 0 when every "A names B" has its "B names A" (the usual
-    site): then no alternate is unanswered, and nothing more is looked at. Otherwise (or by a
-    chance of about 2**-64) the target is checked pair by pair (monitor.check.reciprocity).
-    """
-    return balance_of(locs, "\x00".join([ext or "" for ext in exts]))
-
-
-def balance_of(locs: Sequence[str], text: str, hashes: Sequence[int] | None = None, *,
-               chunk: int = 5000) -> int:
-    """``balance`` of the extensions joined by \x00 (``edges_of``), ``chunk`` entries at a
-    time: the splits of a whole column would hold its text twice over (35 MB more at the peak
-    of a 50,000-URL child with hreflang and images)."""
-    if '{"href":"' not in text:
-        return 0
-    total, first, start, size = 0, 0, 0, len(locs)
-    while first < size:
-        last, end = min(first + chunk, size), start
-        for _ in range(last - first):
-            end = text.find("\x00", end) + 1
-            if end == 0:
-                end = len(text) + 1
-                break
-        part = text[start : end - 1]
-        if '{"href":"' in part:
-            _, a, b = edges_of(locs[first:last], part,
-                               None if hashes is None else hashes[first:last])
-            total += _balance(a, b)
-        first, start = last, end
-    return int(total) & MASK
-
-
-def links_balance(locs: Sequence[str], links: Links, hashes: Sequence[int] | None = None,
-                  ) -> int:
-    """``balance`` of a batch from the parser's alternates (``Links``): what ``balance_of``
-    says of the batch's extensions joined, without reading them again."""
-    owners, hrefs, codes = links.owners, links.hrefs, links.codes
-    if not owners:
-        return 0
-    if "" in hrefs or "" in codes:  # incomplete ones: left out, as edges_of does
-        complete = list(map(all, zip(hrefs, codes, strict=True)))
-        owners, hrefs = list(compress(owners, complete)), list(compress(hrefs, complete))
-    _, a, b = _edges(locs, owners, hrefs, hashes)
-    return _balance(a, b) & MASK
-
-
-def _balance(namers: Sequence[int], named: Sequence[int]) -> int:
-    """The sum of key(A, B) - key(B, A) over these "A names B" (``pair_keys``), unreduced:
-    a^2 b - b^2 a, as a b (a - b)."""
-    return int(sum(map(mul, map(mul, namers, named), map(sub, namers, named))))
-
-
-class Alternates:
-    """Every "A names B" of a target's documents, to find those B does not answer.
-
-    Compact arrays, as ``entryset.Fingerprints`` holds locs: 8 bytes a URL (its fingerprint) and
-    28 an alternate to another URL (A's position, 4; A's and B's fingerprints and the pair's
-    key, 8 each). 500,000 URLs with two such alternates each: 32 MB, against ~250 MB for sets
-    of the URL strings. Only documents' arrays are held, never a document's entries.
-    """
-
-    def __init__(self) -> None:
-        self._locs: list[array[int]] = []
-        self._keys: list[array[int]] = []
-        self._docs: list[tuple[str, array[int], array[int], array[int]]] = []
-
-    def add(self, url: str, locs: Sequence[str], exts: Sequence[str | None]) -> None:
-        """Take one document's entries (its locs and extensions columns)."""
-        self._locs.append(array("Q", entryset.loc_hashes(locs)))
-        where, namers, named = edges(locs, exts)
-        if where:
-            self._docs.append((url, where, namers, named))
-            self._keys.append(pair_keys(namers, named))
-
-    def unanswered(self) -> dict[str, set[int]]:
-        """Document -> positions of the entries that name a URL of the target which does not
-        name them back (``hreflang-not-reciprocal``). Each document's wanted answers are a set
-        of its own size, looked for in every document's keys in C (as Fingerprints.hits)."""
-        found: dict[str, set[int]] = {}
-        for url, where, namers, named in self._docs:
-            wanted = set(named)
-            listed: set[int] = set()
-            for held in self._locs:
-                listed |= wanted.intersection(held)
-            answers = pair_keys(named, namers)
-            expected = {key for key, b in zip(answers, named, strict=True) if b in listed}
-            answered: set[int] = set()
-            for keys in self._keys:
-                answered |= expected.intersection(keys)
-            positions = {i for i, key, b in zip(where, answers, named, strict=True)
-                         if b in listed and key not in answered}
-            if positions:
-                found[url] = positions
-        return found

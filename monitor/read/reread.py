@@ -32,7 +32,8 @@ from itertools import compress, count, repeat
 from operator import add, itemgetter, ne
 from typing import cast
 
-from monitor.codec import changepacks, changerows, entryset, packedlocs
+from monitor.codec import changepacks, changerows, columnstream, entryset, packedlocs
+from monitor.codec.fingerprints import loc_hashes
 from monitor.model import (
     RULES_VERSION,
     Change,
@@ -81,10 +82,10 @@ class Reread:
     # whose lastmod changed
     lastmod_compared: int = 0
     lastmod_changed: int = 0
-    # The hreflang balance (monitor.read.extensions.balance) when the extensions are the stored
+    # The hreflang balance (monitor.read.alternates.balance) when the extensions are the stored
     # ones, and so is the stored set's (its locs are the document's); None: work it out
     balance: int | None = None
-    # The locs' fingerprints (entryset.loc_hashes) as ``Digest.hashes`` holds them, worked
+    # The locs' fingerprints (fingerprints.loc_hashes) as ``Digest.hashes`` holds them, worked
     # out a batch at a time where the reader was asked for them
     hashes: bytes | None = None
 
@@ -261,7 +262,7 @@ class Rereader:
             return False
         self.position += n
         if self.hashes is not None:
-            self.hashes += array("Q", entryset.loc_hashes(locs))
+            self.hashes += array("Q", loc_hashes(locs))
         self.lastmods += n - fields[0].count(None)
         old_columns: list[Sequence[str | None]] = list(fields)
         changed: set[int] = set()
@@ -270,7 +271,7 @@ class Rereader:
         lastmods_moved: list[int] = []  # the positions whose lastmod differs, in order
         for index, (column, values) in enumerate(zip(self.fields, fields, strict=True)):
             has_unset = None in values
-            text = entryset.joined(values)
+            text = columnstream.joined(values)
             column.set = column.set or not has_unset or values.count(None) != n
             at = column.offset
             same = column.same(text, last)
