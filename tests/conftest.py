@@ -20,13 +20,40 @@ from skips import summary
 from smtpserver import SmtpServer, serve
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Before the first test: what this machine will skip, and how to run everything."""
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
-        return
-    for line in summary(session.items):
+def _say(config: pytest.Config, lines: list[str]) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines if reporter is not None else ():
         reporter.write_line(line, yellow=True)
+
+
+def _workers(config: pytest.Config) -> bool:
+    """Whether this process hands the tests to worker processes (``pytest -n N``)."""
+    return bool(getattr(config.option, "numprocesses", None))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before the first test of a run spread over workers: what this machine will skip."""
+    if _workers(session.config):
+        _say(session.config, summary(None))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before the first test: what this machine will skip, and how to run everything (a
+    worker's output is not shown: the process that spreads the tests said it)."""
+    if not hasattr(session.config, "workerinput"):
+        _say(session.config, summary(session.items))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Spread over workers (``--dist loadgroup``), a test file runs whole on one worker, so
+    its shared daemons and browsers start once; a test marked with an ``xdist_group`` runs
+    with the others of its group instead (tests that read a count the whole machine shares).
+    Runs before pytest-xdist reads the marks."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -13,7 +13,7 @@ import functools
 import os
 import shutil
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -64,31 +64,34 @@ def _no_docker() -> str | None:
     return None
 
 
-def summary(items: Sequence[pytest.Item]) -> list[str]:
-    """Header lines: each missing thing and how many of these tests it skips; none when
-    nothing these tests need is missing."""
+def summary(items: Sequence[pytest.Item] | None) -> list[str]:
+    """Header lines: each missing thing and how many of these tests it skips (``items`` None:
+    before the tests are known, as in a run spread over worker processes, where only the
+    workers collect); none when nothing these tests need is missing."""
     verb = "fail (CI is set)" if os.environ.get("CI") else "skip"
+
+    def tests(needs: Callable[[pytest.Item], bool]) -> str:
+        if items is None:
+            return "the tests that need it"
+        count = sum(1 for item in items if needs(item))
+        return f"{count} tests" if count else ""
+
     lines = []
     no_postgres = postgres_missing()
-    if no_postgres:
-        count = sum(1 for item in items if item.get_closest_marker("postgres")
-                    or {"postgres_url", "migrated_postgres_url"}
-                    & set(getattr(item, "fixturenames", ())))
-        if count:
-            lines.append(f"  PostgreSQL: {no_postgres}: {count} tests will {verb}")
+    if no_postgres and (those := tests(lambda item: bool(
+            item.get_closest_marker("postgres")
+            or {"postgres_url", "migrated_postgres_url"}
+            & set(getattr(item, "fixturenames", ()))))):
+        lines.append(f"  PostgreSQL: {no_postgres}: {those} will {verb}")
     absent = [name for name in _TOOLS
               if _which(name) is None and not (name.startswith("prometheus-")
                                               and _which(name.removeprefix("prometheus-")))]
-    if absent:
-        places = {place for name in absent for place in _TOOLS[name]}
-        count = sum(1 for item in items
-                    if any(item.nodeid.startswith(place) for place in places))
-        if count:
-            lines.append(f"  tools: {', '.join(absent)} not installed: {count} tests will {verb}")
-    if not Path("/usr/bin/chromium").exists():
-        count = sum(1 for item in items if "browser" in item.nodeid)
-        if count:
-            lines.append(f"  Chromium: /usr/bin/chromium missing: {count} browser tests will fail")
+    places = tuple({place for name in absent for place in _TOOLS[name]})
+    if absent and (those := tests(lambda item: item.nodeid.startswith(places))):
+        lines.append(f"  tools: {', '.join(absent)} not installed: {those} will {verb}")
+    if not Path("/usr/bin/chromium").exists() and (
+            those := tests(lambda item: "browser" in item.nodeid)):
+        lines.append(f"  Chromium: /usr/bin/chromium missing: {those} will fail")
     if not lines:
         return []
     return ["not everything runs on this machine:", *lines,

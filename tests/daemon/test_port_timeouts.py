@@ -20,6 +20,10 @@ import pytest
 from harness import Daemon, sitemap, write_config
 from httpserver import Reply, TestServer
 
+# Run on one worker with the overload tests (their burst test counts the machine's dropped
+# connections, and these floods fill a listen queue).
+pytestmark = pytest.mark.xdist_group("floods")
+
 HEAD_TIMEOUT = 2.0
 
 
