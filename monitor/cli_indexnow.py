@@ -14,14 +14,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, select
 
 from monitor.config import Config, Target
 from monitor.errors import ConfigError
 from monitor.indexnow import protocol as indexnow
 from monitor.indexnow import submissions
 from monitor.store import indexnow as store
-from monitor.store.schema import snapshots, targets
+from monitor.store.checkplan import Written
+from monitor.store.schema import snapshots
 
 __all__ = ["dry_run", "status"]
 
@@ -46,12 +47,10 @@ def dry_run(target: Target, engine: Engine, cfg: Config, *, as_json: bool, out: 
     quiet = target.model_copy(update={"settings": target.settings.model_copy(
         update={"indexnow": settings.model_copy(update={"enabled": False})})})
 
-    def plan(conn: Connection) -> None:
-        target_id = conn.execute(select(targets.c.id).where(
-            targets.c.name == target.name)).scalar_one()
-        snapshot_id = conn.execute(select(func.max(snapshots.c.id)).where(
-            snapshots.c.target_id == target_id)).scalar_one()
-        raise _RolledBack(list(submissions.planned(conn, target_id, snapshot_id,
+    def plan(conn: Connection, written: Written) -> None:
+        target_id = conn.execute(select(snapshots.c.target_id).where(
+            snapshots.c.id == written.snapshot_id)).scalar_one()
+        raise _RolledBack(list(submissions.planned(conn, target_id, written.snapshot_id,
                                                    settings.submit)))
 
     async def check() -> list[indexnow.Batch]:
@@ -59,7 +58,7 @@ def dry_run(target: Target, engine: Engine, cfg: Config, *, as_json: bool, out: 
                           per_host=cfg.scheduler.per_host)
         try:
             result = await run_check(quiet, engine=engine, fetcher=fetcher,
-                                     in_transaction=plan)
+                                     then=plan)
         except _RolledBack as done:
             return done.batches
         finally:

@@ -54,15 +54,15 @@ async def run_check(
     lease: leases.Lease | None = None,
     digests: DigestPool | None = None,
     robots_cache: robotsread.RobotsCache | None = None,
-    in_transaction: Callable[[Connection], None] | None = None,
+    then: checkplan.Then | None = None,
 ) -> CheckResult:
     """Check one target: fetch, parse, validate, diff and store one snapshot; never raises
     for anything the target's server does (a failed check is a value).
 
     ``lease``: the daemon's lease on the target, given back in the snapshot's transaction
-    (LeaseLost, and nothing stored, if another replica holds it now). ``in_transaction`` runs
-    in that transaction just before it commits (a dry run reads what the check wrote there
-    and raises to roll it back). ``digests`` is where big documents are digested: a caller
+    (LeaseLost, and nothing stored, if another replica holds it now). ``then`` is the last
+    step of that transaction, given what was written (a dry run reads its plan there and
+    raises to roll it all back). ``digests`` is where big documents are digested: a caller
     that runs many checks passes one pool to all of them; without one, the check makes its own
     and stops its workers at the end. ``robots_cache``: the robots.txt versions this check
     reads are put in force there (the URL checks' cache).
@@ -74,7 +74,7 @@ async def run_check(
         loaded = await asyncio.to_thread(load, engine, target, started)
         check = _Check(target, engine, fetcher, alerts, started, max_changes, pool, loaded)
         check.lease, check.robots_cache = lease, robots_cache
-        check.in_transaction = in_transaction
+        check.then = then
         return await check.run(clock)
     finally:
         if pool is not digests:
@@ -91,7 +91,7 @@ class _Check:
         self.started, self.max_changes, self.digests, self.loaded = (
             started, max_changes, digests, loaded)
         self.lease: leases.Lease | None = None
-        self.in_transaction: Callable[[Connection], None] | None = None
+        self.then: checkplan.Then | None = None
         self.robots_cache: robotsread.RobotsCache | None = None
 
     def _context(self, writes: CheckWrites) -> Context:
@@ -175,9 +175,8 @@ class _Check:
             alerts = self.alerts
             steps.append(lambda conn, written: _raise_alerts(
                 conn, alerts, replace(result, snapshot_id=written.snapshot_id), self.started))
-        if self.in_transaction is not None:
-            hook = self.in_transaction
-            steps.append(lambda conn, _written: hook(conn))
+        if self.then is not None:
+            steps.append(self.then)
         if self.lease is not None:
             lease = self.lease
             steps.append(lambda conn, _written: leases.give_back(conn, lease))
