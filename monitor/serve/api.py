@@ -110,7 +110,7 @@ class Admission:
     ``Retry-After`` grows with the open connections so that, all connections together, at most
     ``REFUSALS_PER_SECOND`` refused requests are read a second; the same time goes in the
     request's scope under ``HOLD`` for the server to stop reading that connection until then
-    (app._Protocol). Past ``max_connections`` the refusal closes its connection instead.
+    (listener._Protocol). Past ``max_connections`` the refusal closes its connection instead.
     """
 
     def __init__(

@@ -1,0 +1,196 @@
+"""The daemon's HTTP port: uvicorn, bounded in time and in connections.
+
+``server`` builds the uvicorn server that ``app`` runs: HTTP/1.1 with the limits of
+``http:`` (see ``_Protocol``), no signal handling of its own, and a long kernel queue of new
+connections. What the port answers is ``monitor.serve.api``'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import ClassVar
+
+import h11
+import structlog
+import uvicorn
+from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
+
+from monitor.config import Http, Web
+from monitor.serve import api
+from monitor.serve import headers as webheaders
+
+__all__ = ["BACKLOG", "server"]
+
+logger = structlog.get_logger("monitor.serve.listener")
+# The event loop accepts up to this many connections at a time (asyncio takes the listen
+# backlog for that too)...
+BACKLOG = 128
+# ... and the kernel holds up to this many until it does (capped by net.core.somaxconn): a
+# burst of new connections past its queue is dropped, each client trying again 1 s, then 3 s
+# later, which a kubelet probe among them reads as a failure (a flood's first second made 3,000
+# such drops with the queue at 128).
+_KERNEL_BACKLOG = 4096
+
+
+def server(app: ASGIApp, http: Http, web: Web) -> uvicorn.Server:
+    """The uvicorn server of ``app``, with the limits of ``http`` and the TLS of ``web``;
+    ``serve(sockets=[...])`` runs it on a bound socket."""
+    protocol = type("_Protocol", (_Protocol,), {
+        "head_timeout": http.head_timeout, "write_timeout": http.write_timeout,
+        "max_connections": http.max_connections, "idle": OrderedDict(),
+        "security_headers": tuple(webheaders.headers(tls=web.tls_cert_file is not None))})
+    return _Server(uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3,
+        backlog=BACKLOG, http=protocol, proxy_headers=False,
+        timeout_keep_alive=http.keep_alive,  # type: ignore[arg-type]
+        ssl_certfile=web.tls_cert_file, ssl_keyfile=web.tls_key_file))
+
+
+class _Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1, bounded in time where uvicorn waits on the client for ever.
+
+    - A connection must send a whole request head within ``head_timeout`` of its opening, or
+      of the first byte of its next request; uvicorn itself never closes a connection that
+      sends nothing, or a header line every few seconds, and each holds memory and a slot of
+      ``max_connections``.
+    - A client that reads nothing of an answer for ``write_timeout`` is dropped: its request
+      holds an admission slot (and, for an export, a database connection) until then.
+    - The rest of a request body, once the answer is sent, is not waited for: the port is
+      read-only and a body dripped after the answer would keep the connection for ever.
+    - A connection whose request the admission gate refused is not read again until its
+      ``Retry-After`` has passed (``api.HOLD`` in the request's scope): a client that
+      retries at once costs the event loop nothing meanwhile.
+    - uvicorn's own answer to a malformed request carries the security headers too.
+    - Past ``max_connections``, a new connection closes the oldest one that waits for a
+      request (``idle``): sockets opened and left silent, faster than ``head_timeout`` closes
+      them, take the place of each other and not of the clients that send requests.
+    """
+
+    head_timeout: float = 5.0
+    write_timeout: float = 30.0
+    max_connections: int = 10_000
+    security_headers: tuple[tuple[bytes, bytes], ...] = ()
+    # The connections of this server waiting for a request, oldest first (one dict a server:
+    # ``server`` makes a subclass with its own).
+    idle: ClassVar[OrderedDict[_Protocol, None]] = OrderedDict()
+    _held: asyncio.TimerHandle | None = None
+    _head_timer: asyncio.TimerHandle | None = None
+    _write_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Start the clock for the first request's head."""
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._head_timer = self.loop.call_later(self.head_timeout, self._head_too_slow)
+        self.idle[self] = None
+        if len(self.connections) > self.max_connections:
+            oldest = next(iter(self.idle))
+            if oldest is not self:
+                del self.idle[oldest]
+                oldest.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        """Read as uvicorn does; the first byte of a request starts its head's clock, its
+        whole head stops it."""
+        waiting = self.conn.their_state is h11.IDLE
+        if waiting and self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.head_timeout, self._head_too_slow)
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self.idle.pop(self, None)
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self.transport.close()
+
+    def pause_writing(self) -> None:
+        """The client stopped reading: drop it unless it reads again in ``write_timeout``."""
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.write_timeout, self._reads_nothing)
+
+    def _reads_nothing(self) -> None:
+        self._write_timer = None
+        logger.info("HTTP client dropped: it read nothing of an answer in time",
+                    seconds=self.write_timeout, path=self.scope.get("path") if self.scope else None)
+        self.transport.abort()
+
+    def resume_writing(self) -> None:
+        """The client reads again."""
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+        super().resume_writing()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's 400, with the headers every answer carries."""
+        reason = STATUS_PHRASES[400]
+        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close"),
+                   *self.security_headers]
+        self.transport.write(self.conn.send(h11.Response(
+            status_code=400, headers=headers, reason=reason)) or b"")
+        self.transport.write(self.conn.send(h11.Data(data=msg.encode("ascii"))) or b"")
+        self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
+        self.transport.close()
+
+    def on_response_complete(self) -> None:
+        """Hold the connection after a refusal; close it when its body is still coming;
+        otherwise as uvicorn does."""
+        scope = self.scope
+        body_pending = self.conn.their_state is h11.SEND_BODY
+        super().on_response_complete()
+        if body_pending and not self.transport.is_closing():
+            self._unset_keepalive_if_required()
+            self.transport.close()
+            return
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self.idle[self] = None
+        hold = scope.get(api.HOLD) if scope is not None else None
+        if (not isinstance(hold, int) or self.transport.is_closing()
+                or self.cycle.scope is not scope):
+            return
+        # The keep-alive timer would close a held connection; it starts again on release.
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
+        self.flow.pause_reading()
+        self._held = self.loop.call_later(hold, self._release)
+
+    def _release(self) -> None:
+        self._held = None
+        if self.transport.is_closing():
+            return
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        self.flow.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the timers of a connection that is gone."""
+        for timer in (self._held, self._head_timer, self._write_timer):
+            if timer is not None:
+                timer.cancel()
+        self._held = self._head_timer = self._write_timer = None
+        self.idle.pop(self, None)
+        super().connection_lost(exc)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling (the daemon handles SIGTERM itself), and with a
+    kernel queue of new connections longer than the batch the loop accepts at a time."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        for sock in sockets or ():
+            sock.listen(_KERNEL_BACKLOG)  # after asyncio's listen(_BACKLOG): only the queue grows
