@@ -850,8 +850,11 @@ def test_a_parsed_document_is_freed_without_the_cycle_collector() -> None:
         doc = parse_document(body, "https://example.com/sitemap.xml")
         assert len(doc.entries) == 1000
         del doc
-        assert gc.collect() < 50
-        ours = [o for o in gc.garbage if isinstance(o, (Entry, DocumentParser))]
+        # A cycle through each entry would leave thousands of objects. The collection also
+        # finds what other threads of the process left (pytest-xdist's, a few dozen).
+        assert gc.collect() < 500
+        ours = [o for o in gc.garbage if isinstance(o, (Entry, DocumentParser))
+                or type(o).__module__.startswith("monitor.")]
         assert ours == []
     finally:
         gc.set_debug(0)
