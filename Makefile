@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= examples/monitor.yaml
-export SITEMAP_MONITOR_DATABASE_URL ?= sqlite:///./sitemap-monitor.db
+# The embedded database of `make run` and `make demo` (only theirs: the tests make their own).
+run demo: export SITEMAP_MONITOR_DATABASE_URL ?= sqlite:///./sitemap-monitor.db
 
 .PHONY: run demo test test-stress lint typecheck pytest bench install clean
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,13 @@ from databases import (  # noqa: F401 - fixtures for every test
 from httpserver import TestServer
 from skips import summary
 from smtpserver import SmtpServer, serve
+
+# Each test says which database, config and workers it uses. One from the environment (a
+# developer's shell, or a make target's export) reached every CLI check run without
+# --database-url: they all wrote into one ./sitemap-monitor.db, and a second suite run found
+# its targets already checked there.
+for _name in [name for name in os.environ if name.startswith("SITEMAP_MONITOR_")]:
+    del os.environ[_name]
 
 
 def _say(config: pytest.Config, lines: list[str]) -> None:
