@@ -253,7 +253,7 @@ async def _serve(
         on_scrape=on_scrape,
         reads=reads,
         limits=cfg.http,
-        open_connections=lambda: len(server.server_state.connections),
+        open_connections=lambda: server.port.open_connections(),
         on_refused=metrics.http_request_refused,
         web=cfg.web,
     )

@@ -11,9 +11,8 @@ import asyncio
 import contextlib
 import functools
 import socket
-from collections import OrderedDict
-from collections.abc import Iterator
-from typing import ClassVar
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
 
 import h11
 import structlog
@@ -23,11 +22,11 @@ from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 from monitor import config
 from monitor.errors import ConfigError
-from monitor.read import process
 from monitor.serve import api
 from monitor.serve import headers as webheaders
+from monitor.serve.port import Port, Waiting
 
-__all__ = ["bind", "make_server", "parse_listen"]
+__all__ = ["Server", "bind", "make_server", "parse_listen"]
 
 # The name its lines had when the server was wired in monitor.app: log queries find them by it.
 logger = structlog.get_logger("monitor.app")
@@ -39,12 +38,6 @@ _BACKLOG = 128
 # later, which a kubelet probe among them reads as a failure (a flood's first second made 3,000
 # such drops with the queue at 128).
 _KERNEL_BACKLOG = 4096
-# A flood: this many connections open at once. It has ended when at most a hundredth of them
-# (or _FLOOD_LEFT, if more) are left: its silent sockets closed, a few real clients may stay.
-_FLOOD = 1_000
-_FLOOD_LEFT = 100
-
-
 def parse_listen(listen: str) -> tuple[str, int]:
     """``host:port``, ``[v6]:port`` or ``:port`` -> (host, port)."""
     try:
@@ -72,46 +65,6 @@ def bind(listen: str) -> socket.socket:
     return sock
 
 
-class _Flood:
-    """The most connections a server had open at once since its last flood ended. When a
-    flood ends, the memory its connections held goes back to the system, once, in a thread
-    (``process.return_freed_memory``): left to itself, a flood of 10,500 idle connections kept
-    all it took (~45 MiB) until Python's next full collection."""
-
-    def __init__(self) -> None:
-        self.peak = 0
-        self._returning: asyncio.Future[process.Returned] | None = None
-
-    def opened(self, count: int) -> None:
-        """``count`` connections are open, one more than before."""
-        self.peak = max(self.peak, count)
-
-    def closed(self, count: int, loop: asyncio.AbstractEventLoop) -> None:
-        """``count`` connections are left open, one fewer than before."""
-        if self.peak < _FLOOD or count > max(_FLOOD_LEFT, self.peak // 100):
-            return
-        peak, self.peak = self.peak, count
-        if self._returning is not None and not self._returning.done():
-            return
-        try:
-            self._returning = loop.run_in_executor(None, process.return_freed_memory)
-        except RuntimeError:  # the executor is shut down: the daemon is stopping
-            return
-        self._returning.add_done_callback(functools.partial(_returned, peak))
-
-
-def _returned(peak: int, done: asyncio.Future[process.Returned]) -> None:
-    if done.cancelled():
-        return
-    if (exc := done.exception()) is not None:
-        logger.warning("cannot return memory after a connection flood", error=str(exc))
-        return
-    returned = done.result()
-    logger.info("connection flood over; memory returned", connections=peak,
-                objects_freed=returned.objects, rss_before_bytes=returned.resident_before,
-                rss_after_bytes=returned.resident_after, seconds=returned.seconds)
-
-
 class _Protocol(H11Protocol):
     """uvicorn's HTTP/1.1, bounded in time where uvicorn waits on the client for ever.
 
@@ -127,45 +80,39 @@ class _Protocol(H11Protocol):
       ``Retry-After`` has passed (``api.HOLD`` in the request's scope): a client that
       retries at once costs the event loop nothing meanwhile.
     - uvicorn's own answer to a malformed request carries the security headers too.
-    - Past ``max_connections``, a new connection closes the oldest one that waits for a
-      request (``idle``): sockets opened and left silent, faster than ``head_timeout`` closes
-      them, take the place of each other and not of the clients that send requests.
-    - When a flood of connections has ended, the memory it held is returned (``flood``).
+
+    A connection comes to it with its first bytes from ``port.Waiting``; how many are open,
+    which are idle, and a flood's end are the ``port``'s.
     """
 
-    head_timeout: float = 5.0
     write_timeout: float = 30.0
-    max_connections: int = 10_000
     security_headers: tuple[tuple[bytes, bytes], ...] = ()
-    # The connections of this server waiting for a request, oldest first (one dict a server:
-    # ``_serve`` makes a subclass with its own).
-    idle: ClassVar[OrderedDict[_Protocol, None]] = OrderedDict()
-    flood: ClassVar[_Flood] = _Flood()
+    # The connections of one server (``make_server`` makes a subclass with its own).
+    port: ClassVar[Port] = Port(max_connections=10_000, head_timeout=5.0)
+    # When the connection opened, on the loop's clock (``port.Waiting`` sets it).
+    opened: float | None = None
     _held: asyncio.TimerHandle | None = None
     _head_timer: asyncio.TimerHandle | None = None
     _write_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Start the clock for the first request's head."""
+        """Go on with the clock of the first request's head, started when it opened."""
         super().connection_made(transport)  # type: ignore[arg-type]
-        self.flood.opened(len(self.connections))
-        self._head_timer = self.loop.call_later(self.head_timeout, self._head_too_slow)
-        self.idle[self] = None
-        if len(self.connections) > self.max_connections:
-            oldest = next(iter(self.idle))
-            if oldest is not self:
-                del self.idle[oldest]
-                oldest.transport.close()
+        opened = self.loop.time() if self.opened is None else self.opened
+        self._head_timer = self.loop.call_at(opened + self.port.head_timeout,
+                                             self._head_too_slow)
+        self.port.idle[self] = None
 
     def data_received(self, data: bytes) -> None:
         """Read as uvicorn does; the first byte of a request starts its head's clock, its
         whole head stops it."""
         waiting = self.conn.their_state is h11.IDLE
         if waiting and self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.head_timeout, self._head_too_slow)
+            self._head_timer = self.loop.call_later(self.port.head_timeout,
+                                                    self._head_too_slow)
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
-            self.idle.pop(self, None)
+            self.port.idle.pop(self, None)
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
@@ -216,7 +163,7 @@ class _Protocol(H11Protocol):
             self.transport.close()
             return
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-            self.idle[self] = None
+            self.port.idle[self] = None
         hold = scope.get(api.HOLD) if scope is not None else None
         if (not isinstance(hold, int) or self.transport.is_closing()
                 or self.cycle.scope is not scope):
@@ -237,19 +184,24 @@ class _Protocol(H11Protocol):
         self.flow.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Forget the timers of a connection that is gone; count it out of a flood."""
+        """Forget the timers of a connection that is gone; count it out."""
         for timer in (self._held, self._head_timer, self._write_timer):
             if timer is not None:
                 timer.cancel()
         self._held = self._head_timer = self._write_timer = None
-        self.idle.pop(self, None)
         super().connection_lost(exc)
-        self.flood.closed(len(self.connections), self.loop)
+        self.port.closed(self, self.loop)
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling (the daemon handles SIGTERM itself), and with a
-    kernel queue of new connections longer than the batch the loop accepts at a time."""
+class Server(uvicorn.Server):
+    """uvicorn without its own signal handling (the daemon handles SIGTERM itself), with a
+    kernel queue of new connections longer than the batch the loop accepts at a time, and the
+    ``port`` that counts its connections."""
+
+    def __init__(self, config: uvicorn.Config, port: Port) -> None:
+        super().__init__(config)
+        self.port = port
+        port.active = self.server_state.connections  # type: ignore[assignment]
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -260,15 +212,38 @@ class _Server(uvicorn.Server):
         for sock in sockets or ():
             sock.listen(_KERNEL_BACKLOG)  # after asyncio's listen(_BACKLOG): only the queue grows
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's, which waits for the connections its protocol holds; those that sent
+        nothing are closed first."""
+        self.port.close_waiting()
+        await super().shutdown(sockets=sockets)
 
-def make_server(app: ASGIApp, http: config.Http, web: config.Web) -> uvicorn.Server:
+
+class _Factory:
+    """What uvicorn calls for each new connection: a ``port.Waiting`` that hands it to the
+    HTTP protocol on its first byte. uvicorn passes the same server-wide arguments each time,
+    so the protocol's constructor is bound to them once."""
+
+    def __init__(self, protocol: type[_Protocol], port: Port) -> None:
+        self._protocol = protocol
+        self._port = port
+        self._make: Callable[[], asyncio.Protocol] | None = None
+
+    def __call__(self, **server: Any) -> Waiting:
+        if self._make is None:
+            self._make = functools.partial(self._protocol, **server)
+        return Waiting(self._make, self._port)
+
+
+def make_server(app: ASGIApp, http: config.Http, web: config.Web) -> Server:
     """The server of ``app`` with the port's limits; ``serve(sockets=[bind(...)])`` runs it."""
+    port = Port(max_connections=http.max_connections, head_timeout=http.head_timeout)
     protocol = type("_Protocol", (_Protocol,), {
-        "head_timeout": http.head_timeout, "write_timeout": http.write_timeout,
-        "max_connections": http.max_connections, "idle": OrderedDict(), "flood": _Flood(),
+        "write_timeout": http.write_timeout, "port": port,
         "security_headers": tuple(webheaders.headers(tls=web.tls_cert_file is not None))})
-    return _Server(uvicorn.Config(
+    return Server(uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3,
-        backlog=_BACKLOG, http=protocol, proxy_headers=False,
+        backlog=_BACKLOG, http=_Factory(protocol, port),  # type: ignore[arg-type]
+        proxy_headers=False,
         timeout_keep_alive=http.keep_alive,  # type: ignore[arg-type]
-        ssl_certfile=web.tls_cert_file, ssl_keyfile=web.tls_key_file))
+        ssl_certfile=web.tls_cert_file, ssl_keyfile=web.tls_key_file), port)
