@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from monitor.read import process
-from monitor.serve import port as server
+from monitor.serve import port
 
 
 class _Loop:
@@ -32,7 +32,7 @@ class _Loop:
         self._loop.close()
 
 
-def _flood(flood: server.Flood, loop: _Loop, up_to: int, down_to: int) -> None:
+def _flood(flood: port.Flood, loop: _Loop, up_to: int, down_to: int) -> None:
     for count in range(1, up_to + 1):
         flood.opened(count)
     for count in range(up_to - 1, down_to - 1, -1):
@@ -42,7 +42,7 @@ def _flood(flood: server.Flood, loop: _Loop, up_to: int, down_to: int) -> None:
 def test_memory_is_returned_once_when_a_flood_has_ended() -> None:
     loop = _Loop()
     try:
-        flood = server.Flood()
+        flood = port.Flood()
         _flood(flood, loop, 999, 0)  # not a flood
         assert loop.runs == []
         _flood(flood, loop, 10_500, 106)  # 106 of 10,500 left: not ended yet
@@ -61,7 +61,7 @@ def test_memory_is_returned_once_when_a_flood_has_ended() -> None:
 def test_a_flood_that_ends_while_memory_is_being_returned_does_not_start_another() -> None:
     loop = _Loop()
     try:
-        flood = server.Flood()
+        flood = port.Flood()
         _flood(flood, loop, 2_000, 0)
         _flood(flood, loop, 2_000, 0)
         assert len(loop.runs) == 1

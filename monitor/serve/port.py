@@ -1,30 +1,40 @@
-"""The connections one port holds: how many are open, which wait for a request, a flood's end.
+"""The connections one port holds: accepting them, how many are open, which wait for a
+request, a flood's end.
 
-A new connection is held by a ``Waiting`` protocol until its first byte arrives; only then
-does the server's HTTP protocol (uvicorn's, ~2.4 KiB of objects a connection) take it over.
-A socket opened and left silent costs the transport and ~200 bytes more, and a flood of them
-leaves less of Python's allocator behind once it has ended (see ``Flood``).
+A new connection is held as a bare socket until its first byte arrives; only then does it
+become an asyncio transport with the server's HTTP protocol: together ~4.6 KiB of Python
+objects a connection, where a socket opened and left silent costs ~0.6 KiB. A flood of
+them takes that much less memory, and leaves that much less of Python's allocator behind
+once it has ended (see ``Flood``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
+import socket
+import ssl
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 import structlog
 
 from monitor.read import process
 
-__all__ = ["Flood", "Port", "Waiting"]
+__all__ = ["Flood", "Port"]
 
 logger = structlog.get_logger("monitor.app")
 # A flood: this many connections open at once. It has ended when at most a hundredth of them
 # (or FLOOD_LEFT, if more) are left: its silent sockets closed, a few real clients may stay.
 FLOOD = 1_000
 FLOOD_LEFT = 100
+# Connections accepted at a time, each time the listening socket is readable (asyncio's own
+# server takes its listen backlog for that).
+_ACCEPT_BATCH = 128
+# accept() errors that a moment may cure: asyncio's server stops accepting for a second.
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 class _Closable(Protocol):
@@ -73,91 +83,159 @@ def _returned(peak: int, done: asyncio.Future[process.Returned]) -> None:
 
 
 class Port:
-    """One server's connections: those still ``waiting`` for their first byte, those the HTTP
-    protocol holds (``active``, uvicorn's own set), and, oldest first, the ``idle`` ones that
-    wait for a request, whichever protocol holds them.
+    """One server's connections, and the accepting of them.
 
-    Past ``max_connections``, a new connection closes the oldest idle one: sockets opened and
-    left silent, faster than ``head_timeout`` closes them, take the place of each other and
-    not of the clients that send requests.
+    A new connection is held as a bare socket (``waiting``) until its first byte arrives;
+    only then is it made an asyncio transport with the server's HTTP protocol (``make``),
+    which is told when it ``opened``. Those the HTTP protocol holds are ``active`` (uvicorn's
+    own set); ``idle``, oldest first, are those among them that wait for their next request.
+
+    - A waiting socket that sends nothing within ``head_timeout`` is closed (one timer for
+      all, at the oldest one's deadline).
+    - Past ``max_connections``, a new connection closes the oldest waiting socket, or else the
+      oldest idle connection: sockets opened and left silent, faster than ``head_timeout``
+      closes them, take the place of each other and not of the clients that send requests.
+    - When a flood of connections has ended, the memory it held is returned (``flood``).
     """
 
     def __init__(self, max_connections: int, head_timeout: float) -> None:
         self.max_connections = max_connections
         self.head_timeout = head_timeout
-        self.waiting = 0
-        self.active: set[object] = set()
+        self.waiting: OrderedDict[socket.socket, float] = OrderedDict()
+        self.active: Collection[object] = ()
         self.idle: OrderedDict[_Closable, None] = OrderedDict()
         self.flood = Flood()
+        self._listening: list[socket.socket] = []
+        self._expiry: asyncio.TimerHandle | None = None
+        self._handing: set[asyncio.Task[None]] = set()
+        self._make: Callable[[float], asyncio.Protocol] | None = None
+        self._ssl: ssl.SSLContext | None = None
 
     def open_connections(self) -> int:
         """Every connection open on the port."""
-        return self.waiting + len(self.active)
+        return len(self.waiting) + len(self.active)
 
-    def opened(self, connection: _Closable) -> None:
-        """``connection`` is new and waits for a request; make room past the limit."""
-        self.idle[connection] = None
-        count = self.open_connections()
-        self.flood.opened(count)
-        if count > self.max_connections:
-            oldest = next(iter(self.idle))
-            if oldest is not connection:
-                del self.idle[oldest]
-                oldest.transport.close()
+    def serve(self, sock: socket.socket, make: Callable[[float], asyncio.Protocol],
+              tls: ssl.SSLContext | None) -> None:
+        """Accept on the listening ``sock``; hand each connection, once it has sent a byte, to
+        the protocol ``make(opened)`` builds, under ``tls`` when given."""
+        self._make, self._ssl = make, tls
+        self._listening.append(sock)
+        asyncio.get_running_loop().add_reader(sock.fileno(), self._accept, sock)
 
     def closed(self, connection: _Closable, loop: asyncio.AbstractEventLoop) -> None:
-        """``connection`` is gone (and out of ``waiting`` or ``active`` already)."""
+        """``connection``, which the HTTP protocol held, is gone (and out of ``active``)."""
         self.idle.pop(connection, None)
         self.flood.closed(self.open_connections(), loop)
 
-    def close_waiting(self) -> None:
-        """Close the connections that have sent nothing (the server is stopping)."""
-        for connection in [c for c in self.idle if isinstance(c, Waiting)]:
-            connection.transport.close()
-
-
-class Waiting(asyncio.Protocol):
-    """A connection that has sent nothing yet. Its first byte hands it, with that byte, to
-    the protocol ``make`` builds; it is closed if nothing comes within the port's
-    ``head_timeout`` (which the HTTP protocol goes on counting from ``opened``)."""
-
-    __slots__ = ("_make", "_port", "_timer", "opened", "transport")
-
-    def __init__(self, make: Callable[[], asyncio.Protocol], port: Port) -> None:
-        self._make = make
-        self._port = port
-        self._timer: asyncio.TimerHandle | None = None
-        self.opened = 0.0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Count the connection in and start its clock."""
-        self.transport = transport
+    def close(self) -> None:
+        """Stop accepting, and close the sockets that have sent nothing (as ``asyncio.Server``
+        does, for uvicorn's shutdown)."""
         loop = asyncio.get_running_loop()
-        self.opened = loop.time()
-        self._timer = loop.call_at(self.opened + self._port.head_timeout, transport.close)
-        self._port.waiting += 1
-        self._port.opened(self)
+        for sock in self._listening:
+            loop.remove_reader(sock.fileno())
+        self._listening.clear()
+        for conn in list(self.waiting):
+            self._forget(conn, loop)
+            conn.close()
+        for task in self._handing:
+            task.cancel()
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
 
-    def data_received(self, data: bytes) -> None:
-        """Hand the connection and its first bytes over to the HTTP protocol."""
-        self._forget()
-        self._port.idle.pop(self, None)
-        protocol = self._make()
-        protocol.opened = self.opened  # type: ignore[attr-defined]
-        self.transport.set_protocol(protocol)
-        protocol.connection_made(self.transport)
-        protocol.data_received(data)
+    async def wait_closed(self) -> None:
+        """Nothing to wait for once ``close`` has run (``asyncio.Server``'s counterpart)."""
 
-    def eof_received(self) -> None:
-        """The client closed its side before a byte: close ours."""
+    def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        for _ in range(_ACCEPT_BATCH):
+            try:
+                conn, _address = sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:
+                if exc.errno not in _OUT_OF_RESOURCES:
+                    raise  # the event loop logs it and goes on
+                logger.warning("cannot accept a connection; trying again in 1 s",
+                               error=exc.strerror)
+                loop.remove_reader(sock.fileno())
+                loop.call_later(1.0, self._resume, sock)
+                return
+            conn.setblocking(False)
+            opened = loop.time()
+            self.waiting[conn] = opened
+            loop.add_reader(conn.fileno(), self._readable, conn)
+            if self._expiry is None:
+                self._expiry = loop.call_at(opened + self.head_timeout, self._expire)
+            count = self.open_connections()
+            self.flood.opened(count)
+            if count > self.max_connections:
+                self._make_room(conn, loop)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        """Count the connection out."""
-        self._forget()
-        self._port.closed(self, asyncio.get_running_loop())
+    def _resume(self, sock: socket.socket) -> None:
+        if sock in self._listening:
+            asyncio.get_running_loop().add_reader(sock.fileno(), self._accept, sock)
 
-    def _forget(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-            self._port.waiting -= 1
+    def _make_room(self, new: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        oldest = next(iter(self.waiting))
+        if oldest is not new:
+            self._drop(oldest, loop)
+        elif self.idle:
+            idle = next(iter(self.idle))
+            del self.idle[idle]
+            idle.transport.close()
+
+    def _readable(self, conn: socket.socket) -> None:
+        """The first byte (or the end): hand the connection over, or close it."""
+        loop = asyncio.get_running_loop()
+        opened = self._forget(conn, loop)
+        try:
+            first = conn.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            first = b"?"  # not readable after all: the protocol will wait for it
+        except OSError:  # reset by the client
+            first = b""
+        if not first:
+            conn.close()
+            self.flood.closed(self.open_connections(), loop)
+            return
+        task = loop.create_task(self._hand_over(conn, opened))
+        self._handing.add(task)
+        task.add_done_callback(self._handing.discard)
+
+    async def _hand_over(self, conn: socket.socket, opened: float) -> None:
+        assert self._make is not None
+        make = functools.partial(self._make, opened)
+        loop = asyncio.get_running_loop()
+        try:
+            if self._ssl is None:
+                await loop.connect_accepted_socket(make, conn)
+            else:  # the handshake, too, within the time a request head has
+                await loop.connect_accepted_socket(make, conn, ssl=self._ssl,
+                                                   ssl_handshake_timeout=self.head_timeout)
+        except (OSError, ssl.SSLError, TimeoutError):  # reset, or no TLS: nothing to answer
+            conn.close()
+        except asyncio.CancelledError:  # the server is stopping
+            conn.close()
+            raise
+
+    def _expire(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._expiry = None
+        now = loop.time()
+        while self.waiting:
+            conn, opened = next(iter(self.waiting.items()))
+            if opened + self.head_timeout > now:
+                self._expiry = loop.call_at(opened + self.head_timeout, self._expire)
+                return
+            self._drop(conn, loop)
+
+    def _drop(self, conn: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        self._forget(conn, loop)
+        conn.close()
+        self.flood.closed(self.open_connections(), loop)
+
+    def _forget(self, conn: socket.socket, loop: asyncio.AbstractEventLoop) -> float:
+        loop.remove_reader(conn.fileno())
+        return self.waiting.pop(conn)

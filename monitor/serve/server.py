@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import socket
-from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from collections.abc import Iterator
+from typing import ClassVar
 
 import h11
 import structlog
@@ -24,20 +23,19 @@ from monitor import config
 from monitor.errors import ConfigError
 from monitor.serve import api
 from monitor.serve import headers as webheaders
-from monitor.serve.port import Port, Waiting
+from monitor.serve.port import Port
 
 __all__ = ["Server", "bind", "make_server", "parse_listen"]
 
 # The name its lines had when the server was wired in monitor.app: log queries find them by it.
 logger = structlog.get_logger("monitor.app")
-# The event loop accepts up to this many connections at a time (asyncio takes the listen
-# backlog for that too)...
-_BACKLOG = 128
-# ... and the kernel holds up to this many until it does (capped by net.core.somaxconn): a
-# burst of new connections past its queue is dropped, each client trying again 1 s, then 3 s
-# later, which a kubelet probe among them reads as a failure (a flood's first second made 3,000
-# such drops with the queue at 128).
-_KERNEL_BACKLOG = 4096
+# The kernel holds up to this many new connections until the port accepts them (capped by
+# net.core.somaxconn): a burst past its queue is dropped, each client trying again 1 s, then
+# 3 s later, which a kubelet probe among them reads as a failure (a flood's first second made
+# 3,000 such drops with the queue at 128).
+_BACKLOG = 4096
+
+
 def parse_listen(listen: str) -> tuple[str, int]:
     """``host:port``, ``[v6]:port`` or ``:port`` -> (host, port)."""
     try:
@@ -81,15 +79,15 @@ class _Protocol(H11Protocol):
       retries at once costs the event loop nothing meanwhile.
     - uvicorn's own answer to a malformed request carries the security headers too.
 
-    A connection comes to it with its first bytes from ``port.Waiting``; how many are open,
-    which are idle, and a flood's end are the ``port``'s.
+    A connection comes to it once it has sent a byte (``port.Port`` accepts and holds it
+    until then); how many are open, which are idle, and a flood's end are the ``port``'s.
     """
 
     write_timeout: float = 30.0
     security_headers: tuple[tuple[bytes, bytes], ...] = ()
     # The connections of one server (``make_server`` makes a subclass with its own).
     port: ClassVar[Port] = Port(max_connections=10_000, head_timeout=5.0)
-    # When the connection opened, on the loop's clock (``port.Waiting`` sets it).
+    # When the connection opened, on the loop's clock (set as the port hands it over).
     opened: float | None = None
     _held: asyncio.TimerHandle | None = None
     _head_timer: asyncio.TimerHandle | None = None
@@ -194,45 +192,32 @@ class _Protocol(H11Protocol):
 
 
 class Server(uvicorn.Server):
-    """uvicorn without its own signal handling (the daemon handles SIGTERM itself), with a
-    kernel queue of new connections longer than the batch the loop accepts at a time, and the
-    ``port`` that counts its connections."""
+    """uvicorn without its own signal handling (the daemon handles SIGTERM itself), whose
+    ``port`` accepts the connections and holds each until it sends a byte."""
 
     def __init__(self, config: uvicorn.Config, port: Port) -> None:
         super().__init__(config)
         self.port = port
-        port.active = self.server_state.connections  # type: ignore[assignment]
+        port.active = self.server_state.connections
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
+        """uvicorn's startup, with the port accepting on ``sockets`` instead of asyncio."""
+        await super().startup(sockets=[])
+        protocol: type[_Protocol] = self.config.http_protocol_class  # type: ignore[assignment]
+
+        def make(opened: float) -> _Protocol:
+            made = protocol(config=self.config, server_state=self.server_state,
+                            app_state=self.lifespan.state)
+            made.opened = opened
+            return made
+
         for sock in sockets or ():
-            sock.listen(_KERNEL_BACKLOG)  # after asyncio's listen(_BACKLOG): only the queue grows
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """uvicorn's, which waits for the connections its protocol holds; those that sent
-        nothing are closed first."""
-        self.port.close_waiting()
-        await super().shutdown(sockets=sockets)
-
-
-class _Factory:
-    """What uvicorn calls for each new connection: a ``port.Waiting`` that hands it to the
-    HTTP protocol on its first byte. uvicorn passes the same server-wide arguments each time,
-    so the protocol's constructor is bound to them once."""
-
-    def __init__(self, protocol: type[_Protocol], port: Port) -> None:
-        self._protocol = protocol
-        self._port = port
-        self._make: Callable[[], asyncio.Protocol] | None = None
-
-    def __call__(self, **server: Any) -> Waiting:
-        if self._make is None:
-            self._make = functools.partial(self._protocol, **server)
-        return Waiting(self._make, self._port)
+            self.port.serve(sock, make, self.config.ssl)
+        self.servers = [self.port]  # type: ignore[list-item]  # closed as asyncio's would be
 
 
 def make_server(app: ASGIApp, http: config.Http, web: config.Web) -> Server:
@@ -243,7 +228,6 @@ def make_server(app: ASGIApp, http: config.Http, web: config.Web) -> Server:
         "security_headers": tuple(webheaders.headers(tls=web.tls_cert_file is not None))})
     return Server(uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3,
-        backlog=_BACKLOG, http=_Factory(protocol, port),  # type: ignore[arg-type]
-        proxy_headers=False,
+        backlog=_BACKLOG, http=protocol, proxy_headers=False,
         timeout_keep_alive=http.keep_alive,  # type: ignore[arg-type]
         ssl_certfile=web.tls_cert_file, ssl_keyfile=web.tls_key_file), port)

@@ -28,11 +28,11 @@ pytestmark = pytest.mark.xdist_group("floods")
 
 HEAD_TIMEOUT = 2.0
 # What 10,500 idle connections may take of the daemon's memory at most, and leave once they are
-# closed. Handed to uvicorn's protocol at once, they took ~45 MiB and 18-31 MiB stayed; held by
-# a lighter protocol until their first byte, they take 14-17 MiB and 11-14 MiB stay (Python's
-# allocator keeps each arena that still holds a live object, and a next flood reuses them).
-FLOOD_PEAK_KIB = 28 * 1024
-FLOOD_LEFT_KIB = 22 * 1024
+# closed. Made asyncio transports with uvicorn's protocol at once, they took ~45 MiB and 18-31
+# MiB stayed; held as bare sockets until their first byte, they take ~7 MiB, and what stays of
+# it (Python's allocator keeps each arena that still holds a live object) the next flood reuses.
+FLOOD_PEAK_KIB = 16 * 1024
+FLOOD_LEFT_KIB = 14 * 1024
 
 
 @contextlib.contextmanager
