@@ -228,6 +228,6 @@ def make_server(app: ASGIApp, http: config.Http, web: config.Web) -> Server:
         "security_headers": tuple(webheaders.headers(tls=web.tls_cert_file is not None))})
     return Server(uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=3,
-        backlog=_BACKLOG, http=protocol, proxy_headers=False,
+        http=protocol, proxy_headers=False,
         timeout_keep_alive=http.keep_alive,  # type: ignore[arg-type]
         ssl_certfile=web.tls_cert_file, ssl_keyfile=web.tls_key_file), port)
