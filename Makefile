@@ -55,7 +55,7 @@ typecheck: $(VENV)/.installed-test
 # shared daemons start once). PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 pytest: $(VENV)/.installed-test
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## bench: the benchmark against advertools and ultimate-sitemap-parser (tests/benchmarks)
 bench:

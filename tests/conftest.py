@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,15 +54,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _say(session.config, summary(session.items))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Spread over workers (``--dist loadgroup``), a test file runs whole on one worker, so
-    its shared daemons and browsers start once; a test marked with an ``xdist_group`` runs
-    with the others of its group instead (tests that read a count the whole machine shares).
-    Runs before pytest-xdist reads the marks."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+@pytest.fixture
+def one_flood_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Hold the lock that every worker of this run shares, for the whole test: tests that
+    flood the machine's sockets, or read a count the whole machine shares (the kernel's
+    dropped connections), run one at a time whatever worker runs them."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # each worker's basetemp lies in the run's own
+    with (root / "floods.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -24,9 +24,9 @@ from httpserver import Reply, TestServer
 
 FLOOD = Path(__file__).resolve().parent.parent / "flood.py"
 
-# One worker runs these and the port-timeout floods in turn: the burst test reads the kernel's
-# count of dropped connections, which every socket of the machine adds to.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("floods")]
+# These and the port-timeout floods run one at a time: the burst test reads the kernel's count
+# of dropped connections, which every socket of the machine adds to.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_flood_at_a_time")]
 
 
 class Prober:

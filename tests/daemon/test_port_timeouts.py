@@ -22,9 +22,9 @@ from harness import Daemon, sitemap, write_config
 from httpserver import Reply, TestServer
 from waiting import until
 
-# Run on one worker with the overload tests (their burst test counts the machine's dropped
+# One at a time with the overload tests (their burst test counts the machine's dropped
 # connections, and these floods fill a listen queue).
-pytestmark = pytest.mark.xdist_group("floods")
+pytestmark = pytest.mark.usefixtures("one_flood_at_a_time")
 
 HEAD_TIMEOUT = 2.0
 # What 10,500 idle connections may take of the daemon's memory at most, and leave once they are
