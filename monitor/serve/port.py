@@ -188,19 +188,17 @@ class Port:
 
     def _readable(self, conn: socket.socket) -> None:
         """The first byte (or the end): hand the connection over, or close it."""
-        loop = asyncio.get_running_loop()
-        opened = self._forget(conn, loop)
         try:
             first = conn.recv(1, socket.MSG_PEEK)
-        except (BlockingIOError, InterruptedError):
-            first = b"?"  # not readable after all: the protocol will wait for it
+        except (BlockingIOError, InterruptedError):  # not readable after all: wait on
+            return
         except OSError:  # reset by the client
             first = b""
+        loop = asyncio.get_running_loop()
         if not first:
-            conn.close()
-            self.flood.closed(self.open_connections(), loop)
+            self._drop(conn, loop)
             return
-        task = loop.create_task(self._hand_over(conn, opened))
+        task = loop.create_task(self._hand_over(conn, self._forget(conn, loop)))
         self._handing.add(task)
         task.add_done_callback(self._handing.discard)
 
@@ -214,7 +212,7 @@ class Port:
             else:  # the handshake, too, within the time a request head has
                 await loop.connect_accepted_socket(make, conn, ssl=self._ssl,
                                                    ssl_handshake_timeout=self.head_timeout)
-        except (OSError, ssl.SSLError, TimeoutError):  # reset, or no TLS: nothing to answer
+        except OSError:  # a reset, no TLS, a handshake out of time: nothing to answer
             conn.close()
         except asyncio.CancelledError:  # the server is stopping
             conn.close()

@@ -86,9 +86,9 @@ class _Protocol(H11Protocol):
     write_timeout: float = 30.0
     security_headers: tuple[tuple[bytes, bytes], ...] = ()
     # The connections of one server (``make_server`` makes a subclass with its own).
-    port: ClassVar[Port] = Port(max_connections=10_000, head_timeout=5.0)
+    port: ClassVar[Port]
     # When the connection opened, on the loop's clock (set as the port hands it over).
-    opened: float | None = None
+    opened: float
     _held: asyncio.TimerHandle | None = None
     _head_timer: asyncio.TimerHandle | None = None
     _write_timer: asyncio.TimerHandle | None = None
@@ -96,8 +96,7 @@ class _Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Go on with the clock of the first request's head, started when it opened."""
         super().connection_made(transport)  # type: ignore[arg-type]
-        opened = self.loop.time() if self.opened is None else self.opened
-        self._head_timer = self.loop.call_at(opened + self.port.head_timeout,
+        self._head_timer = self.loop.call_at(self.opened + self.port.head_timeout,
                                              self._head_too_slow)
         self.port.idle[self] = None
 
