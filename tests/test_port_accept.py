@@ -62,8 +62,13 @@ async def port() -> AsyncIterator[tuple[Port, tuple[str, int]]]:
         listening.close()
 
 
-async def _connect(address: tuple[str, int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection(*address)
+async def _silent_client(
+    held: Port, address: tuple[str, int],
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A client connection that has sent nothing, once the port holds it."""
+    connected = await asyncio.open_connection(*address)
+    await _until(lambda: len(held.waiting) == 1, "the connection waiting")
+    return connected
 
 
 async def test_a_connection_is_handed_over_with_its_first_bytes(
@@ -72,8 +77,7 @@ async def test_a_connection_is_handed_over_with_its_first_bytes(
     held, address = port
     loop = asyncio.get_running_loop()
     before = loop.time()
-    reader, writer = await _connect(address)
-    await _until(lambda: len(held.waiting) == 1, "the connection waiting")
+    reader, writer = await _silent_client(held, address)
     assert _Recorder.made == []  # nothing built for a socket that has sent nothing
     writer.write(b"GET / HTTP/1.1\r\n")
     assert await asyncio.wait_for(reader.readexactly(2), 30) == b"ok"
@@ -90,7 +94,7 @@ async def test_a_silent_connection_is_closed_after_the_head_timeout(
 ) -> None:
     held, address = port
     held.head_timeout = 0.3
-    reader, writer = await _connect(address)
+    reader, writer = await asyncio.open_connection(*address)
     assert await asyncio.wait_for(reader.read(), 30) == b""  # closed by the port
     assert _Recorder.made == []
     assert held.open_connections() == 0
@@ -101,8 +105,7 @@ async def test_a_connection_closed_before_a_byte_builds_nothing(
     port: tuple[Port, tuple[str, int]],
 ) -> None:
     held, address = port
-    _reader, writer = await _connect(address)
-    await _until(lambda: len(held.waiting) == 1, "the connection waiting")
+    _reader, writer = await _silent_client(held, address)
     writer.close()
     await _until(lambda: held.open_connections() == 0, "the connection gone")
     assert _Recorder.made == []
@@ -112,7 +115,8 @@ async def test_past_max_connections_the_oldest_silent_one_makes_room(
     port: tuple[Port, tuple[str, int]],
 ) -> None:
     held, address = port
-    clients = [await _connect(address) for _ in range(4)]  # one past max_connections (3)
+    # one past max_connections (3)
+    clients = [await asyncio.open_connection(*address) for _ in range(4)]
     assert await asyncio.wait_for(clients[0][0].read(), 30) == b""  # the oldest: closed
     assert len(held.waiting) == 3
     for _reader, writer in clients:
@@ -123,8 +127,7 @@ async def test_a_closed_port_accepts_nothing_and_closes_what_waits(
     port: tuple[Port, tuple[str, int]],
 ) -> None:
     held, address = port
-    reader, writer = await _connect(address)
-    await _until(lambda: len(held.waiting) == 1, "the connection waiting")
+    reader, writer = await _silent_client(held, address)
     held.close()
     assert await asyncio.wait_for(reader.read(), 30) == b""
     assert held.waiting == {}
