@@ -79,7 +79,8 @@ def key_issues(conn: Connection, target: Target) -> list[Issue]:
     # A host is fetched again while submissions wait for it, and they wait at most MAX_AGE.
     since = datetime.now(UTC) - timedelta(seconds=indexnow.MAX_AGE)
     return [Issue(indexnow.KEY_RULE,
-                  indexnow.key_message(state.origin, state.location, state.detail or "failed"),
-                  loc=state.location, document=target.url)
+                  indexnow.key_message(state.origin, state.location, state.detail or "failed",
+                                       settings.key),
+                  loc=indexnow.redact(state.location, settings.key), document=target.url)
             for state in store.failing_keys(conn, target.name, since)
             if state.key_digest == digest]

@@ -14,7 +14,7 @@ import hashlib
 import json
 import secrets
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,7 +25,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from monitor.codec import changepacks
 from monitor.errors import StoreError
 from monitor.store.checkwriter import read_columns, read_sets, transaction
-from monitor.store.schema import changes, entry_sets, indexnow_keys, indexnow_submissions
+from monitor.store.schema import (
+    changes,
+    entry_sets,
+    indexnow_keys,
+    indexnow_submissions,
+    target_documents,
+    targets,
+)
 
 __all__ = [
     "Claimed", "KeyState", "NewSubmission", "SqlSubmissions", "enqueue", "failing_keys",
@@ -287,6 +294,24 @@ class SqlSubmissions:
             "http_status": r.http_status, "answer": r.last_error,
             "attempted_at": _aware(r.attempted_at), "delivered_at": _aware(r.delivered_at),
         } for r in rows]
+
+    def document_origins(self, target_name: str, origin: Callable[[str], str | None],
+                         ) -> set[str]:
+        """``origin`` of each current document of a target (its sitemaps), the URLs streamed."""
+
+        def work(conn: Connection) -> set[str]:
+            found: set[str] = set()
+            rows = conn.execute(
+                select(target_documents.c.url).join(
+                    targets, targets.c.id == target_documents.c.target_id)
+                .where(targets.c.name == target_name).execution_options(yield_per=1000))
+            for url in rows.scalars():
+                made = origin(url)
+                if made is not None:
+                    found.add(made)
+            return found
+
+        return transaction(self.engine, work)
 
     def keys(self, target_name: str) -> list[KeyState]:
         """Every key file fetched for a target, by origin."""
