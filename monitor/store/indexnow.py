@@ -35,7 +35,8 @@ from monitor.store.schema import (
 )
 
 __all__ = [
-    "Claimed", "KeyState", "NewSubmission", "SqlSubmissions", "enqueue", "failing_keys",
+    "Claimed", "KeyState", "NewSubmission", "SqlSubmissions", "document_origins", "enqueue",
+    "failing_keys",
     "recent", "recorded",
 ]
 
@@ -144,6 +145,21 @@ def enqueue(conn: Connection, target_name: str, snapshot_id: int | None, scope: 
             created_at=now, status="pending", attempts=0, next_attempt_at=now))
         urls += len(item.urls)
     return urls
+
+
+def document_origins(conn: Connection, target_name: str,
+                     origin: Callable[[str], str | None]) -> set[str]:
+    """``origin`` of each current document of a target (its sitemaps), the URLs streamed."""
+    found: set[str] = set()
+    rows = conn.execute(
+        select(target_documents.c.url).join(
+            targets, targets.c.id == target_documents.c.target_id)
+        .where(targets.c.name == target_name).execution_options(yield_per=1000))
+    for url in rows.scalars():
+        made = origin(url)
+        if made is not None:
+            found.add(made)
+    return found
 
 
 def failing_keys(conn: Connection, target_name: str, since: datetime) -> list[KeyState]:
@@ -297,21 +313,9 @@ class SqlSubmissions:
 
     def document_origins(self, target_name: str, origin: Callable[[str], str | None],
                          ) -> set[str]:
-        """``origin`` of each current document of a target (its sitemaps), the URLs streamed."""
-
-        def work(conn: Connection) -> set[str]:
-            found: set[str] = set()
-            rows = conn.execute(
-                select(target_documents.c.url).join(
-                    targets, targets.c.id == target_documents.c.target_id)
-                .where(targets.c.name == target_name).execution_options(yield_per=1000))
-            for url in rows.scalars():
-                made = origin(url)
-                if made is not None:
-                    found.add(made)
-            return found
-
-        return transaction(self.engine, work)
+        """``origin`` of each current document of a target (its sitemaps)."""
+        return transaction(self.engine,
+                           lambda conn: document_origins(conn, target_name, origin))
 
     def keys(self, target_name: str) -> list[KeyState]:
         """Every key file fetched for a target, by origin."""

@@ -186,6 +186,12 @@ def test_another_hosts_locs_are_never_submitted_and_that_host_never_asked(
         check(capsys, cfg, db)
         site.set("/sitemap.xml", urlset({site.url("/a"): None, site.url("/b"): None,
                                          other: None, other + "2": None}))
+        code, out, _ = run(capsys, "check", "t", "--config", cfg, "--database-url", db,
+                           "--indexnow-dry-run", "--json")
+        assert code == 0
+        assert [(r["host"], r["urlList"]) for r in json.loads(out)["requests"]] == [
+            ("127.0.0.1", [site.url("/b")])]
+        elsewhere.requests.clear()  # the dry run's check read its robots.txt too
         result = check(capsys, cfg, db)
         assert {i["rule"] for i in result["issues"]} == {"loc-out-of-scope"}
         # The check asks the other host's robots.txt whether it names this sitemap
