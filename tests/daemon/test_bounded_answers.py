@@ -75,6 +75,7 @@ def test_a_webhook_answering_1_gib_costs_a_few_kib_and_is_retried(
     retried = _within_ceiling(daemon, {"event": "notification delivery failed; will retry"},
                               base)
     peak = _vm(daemon.proc.pid, "VmHWM")
+    print(f"\n[webhook answering 1 GiB] daemon peak {base:.1f} -> {peak:.1f} MiB")
     assert peak - base <= CEILING_MIB, f"peak grew by {peak - base:.1f} MiB"
     error = retried["error"]
     assert "\n" not in error
@@ -112,6 +113,7 @@ def test_an_indexnow_endpoint_answering_1_gib_costs_a_few_kib_and_is_retried(
     retried = _within_ceiling(
         daemon, {"event": "indexnow submission not delivered; will retry"}, base)
     peak = _vm(daemon.proc.pid, "VmHWM")
+    print(f"\n[IndexNow endpoint answering 1 GiB] daemon peak {base:.1f} -> {peak:.1f} MiB")
     assert peak - base <= CEILING_MIB, f"peak grew by {peak - base:.1f} MiB"
     error = retried["error"]
     assert "\n" not in error
