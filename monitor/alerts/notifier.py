@@ -19,7 +19,7 @@ import httpx
 from monitor import __version__
 from monitor.alerts.payload import redact_url
 from monitor.config import Channel
-from monitor.errors import DeliveryError
+from monitor.errors import DeliveryError, FetchError
 from monitor.model import Notification
 from monitor.net import bounded
 
@@ -69,6 +69,8 @@ async def post(client: httpx.AsyncClient, channel: Channel, url: str, body: byte
         raise DeliveryError(f"{where}: timed out after {channel.timeout:g}s") from None
     except httpx.InvalidURL:
         raise DeliveryError(f"{where}: invalid URL", permanent=True) from None
+    except FetchError as exc:  # the address rules, or a name that does not resolve
+        raise DeliveryError(f"{where}: {exc.message}", permanent=exc.permanent) from None
     except httpx.HTTPError as exc:
         # The text of transport errors is the OS's ("Connection refused"), never the URL;
         # still strip it to be sure no token leaks into logs or the outbox.

@@ -33,6 +33,9 @@ from dataclasses import dataclass
 import httpx
 import structlog
 
+from monitor.net import connections
+from monitor.net.addresses import Resolver, check_host, system_resolver
+
 __all__ = ["KEEP", "Reply", "read", "send"]
 
 log = structlog.get_logger("monitor.net.bounded")
@@ -97,9 +100,21 @@ async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:
 
 
 async def send(client: httpx.AsyncClient, request: httpx.Request, *, where: str,
-               keep: int = KEEP, within: float | None = None) -> Reply:
-    """Send ``request`` through ``client`` and ``read`` its answer to the bound; httpx's
-    errors (timeouts, refused connections) are the caller's."""
+               keep: int = KEEP, within: float | None = None,
+               resolver: Resolver = system_resolver) -> Reply:
+    """Send ``request`` through ``client`` and ``read`` its answer to the bound.
+
+    The receiver's host is resolved once and judged by the address rules (private addresses
+    allowed: an operator's own receiver often is one; link-local and metadata ones never), and
+    the request carries the vetted addresses for a ``connections.transport`` to connect to.
+    Raises ``FetchError(address-blocked)``, or ``FetchError(connect)`` for a name that does
+    not resolve; httpx's errors (timeouts, refused connections) are the caller's too.
+    """
+    url = request.url
+    port = url.port or (443 if url.scheme == "https" else 80)
+    vetted = await check_host(url.host, port, url=where, allow_private=True,
+                              resolver=resolver)
+    request.extensions[connections.VETTED] = vetted
     request.headers["Accept-Encoding"] = "identity"
     response = await client.send(request, stream=True)
     return await read(response, where=where, keep=keep, within=within)

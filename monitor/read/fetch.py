@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-import httpcore
 import httpx
 
 from monitor import config
@@ -434,19 +433,8 @@ _NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _http_transport(limits: httpx.Limits, ssl_context: ssl.SSLContext) -> httpx.AsyncHTTPTransport:
-    """httpx's transport on ``connections.Pool``, whose connections ``connections.Backend``
-    makes. httpx takes no pool, so its own is replaced after the fact; should a release of
-    httpx rename it, the transport keeps its own pool, which works the same, only slower."""
-    transport = httpx.AsyncHTTPTransport(verify=ssl_context, limits=limits)
-    if isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
-        transport._pool = connections.Pool(
-            ssl_context=ssl_context,
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=connections.Backend(),
-        )
-    return transport
+    """``connections.transport``: connections only to the addresses the policy vetted."""
+    return connections.transport(limits, ssl_context)
 
 
 class _TLSTransport(httpx.AsyncBaseTransport):
