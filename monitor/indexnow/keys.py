@@ -50,12 +50,14 @@ class Keys:
         self._scopes: dict[str, tuple[datetime, str, indexnow.Scope]] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
-    async def scope(self, target: Target) -> indexnow.Scope:
-        """The origins the target may submit for, read again after ``SCOPE_TTL``."""
+    async def scope(self, target: Target, origin: str | None = None) -> indexnow.Scope:
+        """The origins the target may submit for, read again after ``SCOPE_TTL``, or at once
+        when ``origin`` is not among them (a check may have just found a sitemap there)."""
         now = self.clock()
         cached = self._scopes.get(target.name)
         if (cached is not None and cached[1] == target.url
-                and now < cached[0] + timedelta(seconds=SCOPE_TTL)):
+                and now < cached[0] + timedelta(seconds=SCOPE_TTL)
+                and (origin is None or cached[2].covers(origin))):
             return cached[2]
         origins = await asyncio.to_thread(self.repo.document_origins, target.name,
                                           indexnow.origin_of)

@@ -179,7 +179,7 @@ class Submitter:
         """The row's URLs the target may submit; the rest are counted ``out_of_scope``, and a
         row with none is settled here, without a request (its host never asked for the
         key)."""
-        scope = await self.keys.scope(target)
+        scope = await self.keys.scope(target, row.origin)
         inside, outside = scope.split(row.origin, row.urls, location)
         if outside:
             self._report(row.target_name, "out_of_scope", len(outside))

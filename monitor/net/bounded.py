@@ -27,7 +27,8 @@ Sitemaps, pages and robots.txt have bounds of their own (``monitor.read.fetch`` 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 import httpx
@@ -70,8 +71,8 @@ async def read(response: httpx.Response, *, where: str, keep: int = KEEP,
     cut = False
     encoded = response.headers.get("content-encoding", "").strip().lower() not in _PLAIN
     try:
-        async with asyncio.timeout(within):
-            async for data in _raw(response):
+        async with asyncio.timeout(within), contextlib.aclosing(_raw(response)) as body:
+            async for data in body:
                 room = keep - len(kept)
                 if len(data) > room:
                     kept += data[:room]
@@ -89,7 +90,7 @@ async def read(response: httpx.Response, *, where: str, keep: int = KEEP,
     return Reply(response.status_code, response.headers, b"" if encoded else bytes(kept), cut)
 
 
-async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:
+async def _raw(response: httpx.Response) -> AsyncGenerator[bytes, None]:
     """The body as it came off the wire; an answer already in memory (a test transport's)
     as it is."""
     if response.is_stream_consumed:
