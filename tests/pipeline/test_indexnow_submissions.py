@@ -21,6 +21,7 @@ from sqlalchemy import func, select, update
 from monitor.cli import main
 from monitor.config import load
 from monitor.indexnow.submitter import Submitter
+from monitor.net.addresses import Resolver
 from monitor.read.fetch import Fetcher
 from monitor.store.db import make_engine
 from monitor.store.indexnow import SqlSubmissions
@@ -72,6 +73,7 @@ class Delivery:
         self.counted: Counter[tuple[str, str]] = Counter()
         self.submitter: Submitter | None = None
         self.logs: list[dict[str, Any]] = []
+        self.resolver: Resolver | None = None  # the fetcher's; None: the system's
 
     def now(self) -> datetime:
         """The real time, moved on by ``advance``: rows a check writes now are due now."""
@@ -88,7 +90,7 @@ class Delivery:
         return claimed
 
     async def _passes(self) -> int:
-        fetcher = Fetcher()
+        fetcher = Fetcher(resolver=self.resolver)
         submitter = Submitter(
             self.config.target, SqlSubmissions(self.engine), fetcher, owner="test",
             clock=self.now, concurrency=8,
@@ -269,6 +271,34 @@ def test_a_wrong_key_file_holds_the_host_and_the_key_is_never_logged(
         ("127.0.0.1", [site.url("/b")])]
     assert not [i for i in check(capsys, cfg, db)["issues"]
                 if i["rule"] == "indexnow-key-missing"]
+
+
+def test_an_endpoint_whose_name_resolves_to_a_metadata_address_is_never_posted_to(
+    site: Site, receiver: Receiver, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], delivery_of: Callable[[str], Delivery],
+) -> None:
+    cfg = config(tmp_path, site, receiver)
+    text = Path(cfg).read_text(encoding="utf-8")
+    Path(cfg).write_text(text.replace(receiver.endpoint, "https://indexnow.test/indexnow"),
+                         encoding="utf-8")
+    sitemap(site, {"/a": None})
+    check(capsys, cfg, db)
+    sitemap(site, {"/a": None, "/b": None})
+    check(capsys, cfg, db)
+    delivery = delivery_of(cfg)
+
+    async def metadata(host: str, port: int) -> list[str]:
+        return ["169.254.169.254"]
+
+    delivery.resolver = metadata
+    assert delivery.passes() == 1
+    [row] = delivery.rows()
+    assert row["status"] == "failed"
+    assert row["answer"] == (
+        "no answer from https://indexnow.test/indexnow: refused to fetch "
+        "https://indexnow.test/indexnow: 169.254.169.254 is a link-local or metadata address")
+    assert delivery.counted[("t", "rejected")] == 1
+    assert receiver.accepted == []
 
 
 def test_10001_changed_urls_are_two_requests(
