@@ -11,17 +11,12 @@ requests ask for no encoding, so what is kept is readable.
 Sitemaps, pages and robots.txt have bounds of their own (``monitor.read.fetch`` and
 ``monitor.net.pageclient``); this module is for every other answer.
 
-    >>> import httpx
-    >>> def huge(request: httpx.Request) -> httpx.Response:
-    ...     return httpx.Response(500, content=b"x" * 10**6)
-    >>> async def demo() -> Reply:
-    ...     async with httpx.AsyncClient(transport=httpx.MockTransport(huge)) as client:
-    ...         return await send(client, client.build_request("POST", "http://receiver/"),
-    ...                           where="http://receiver/", keep=10)
-    >>> import asyncio
-    >>> reply = asyncio.run(demo())
-    >>> (reply.status, reply.head, reply.cut)
-    (500, b'xxxxxxxxxx', True)
+Use (the client's transport made by ``connections.transport``, so the vetted addresses hold)::
+
+    request = client.build_request("POST", url, content=body)
+    reply = await bounded.send(client, request, where=redact_url(url))
+    if reply.status >= 300:
+        error = f"HTTP {reply.status}: {reply.text()}" + (" (cut)" if reply.cut else "")
 """
 
 from __future__ import annotations
