@@ -138,6 +138,8 @@ def _charts(found: dict[str, Any] | None) -> dict[str, str]:
 # A URL's health as the exports have it: since when it is in its state, when last checked.
 _HEALTH_COLUMNS = ["status", "http_status", "loc", "detail", "since", "checked_at"]
 _LASTMOD = ("lastmod before", "lastmod after")
+# Columns of short values read whole, never broken at a hyphen (a date, a state, a kind).
+_NOWRAP = frozenset({"kind", "status", "http_status", "lastmod", *_LASTMOD})
 
 
 def _page_columns(suffix: str, found: listing.Listing, rows: list[dict[str, Any]],
@@ -387,7 +389,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
                       first_page=f"{here}?{urlencode(query)}" if "cursor" in params else None,
                       empty_form=False, here=here, sort=_shown(sort), sorting=unsorted,
                       sortable=sorting.SORTS[api_listings.sorts_of(suffix, params.get("status"))],
-                      time_columns=listing.TIME_COLUMNS, **choices)
+                      time_columns=listing.TIME_COLUMNS, nowrap=_NOWRAP, **choices)
 
     async def stylesheet(_request: Request) -> Response:
         # Its address changes with its content, so a browser may keep it for a day.

@@ -206,6 +206,11 @@ def test_no_page_is_wider_than_a_phone(
     for kind, path in _page_kinds(daemon, removed).items():
         page.goto(daemon.base + path)
         widths[kind] = page.evaluate("document.documentElement.scrollWidth")
+        if kind in ("urls in a state", "diff"):
+            path = screenshot(page, f"web-14-narrow-{kind.replace(' ', '-')}", full_page=False)
+            with capsys.disabled():
+                print(f"\n[screenshot] {path}: {kind} at 420 px (its first screenful): its "
+                      "table scrolls in its box, the page does not")
     with capsys.disabled():
         print(f"\n[widths at 420 px] {widths}")
     context.close()

@@ -143,7 +143,7 @@ def test_listing_pages_show_what_their_exports_hold(watched: tuple[Daemon, list[
     diff = daemon.get("/targets/shop/diff?from=1").text
     heads = re.findall(r"<th>(?:<a[^>]*>)?([^<]+)", diff)
     assert heads[:4] == ["kind", "loc", "lastmod before", "lastmod after"]
-    moved = re.search(rf'<tr><td class="">changed</td><td class="loc"><a href="{base}/p0"'
+    moved = re.search(rf'<tr><td class="nowrap">changed</td><td class="loc"><a href="{base}/p0"'
                       r".*?</tr>", diff, re.S)
     assert moved is not None
     assert re.search(r"<td[^>]*>2026-11-01</td><td[^>]*>2026-11-20</td>", moved.group(0))
