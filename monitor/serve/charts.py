@@ -33,16 +33,18 @@ class Size:
     width: int
     height: int
     font: int
-    time_labels: int  # labels of the time axis: the first, the last, and the middle one
+    time_labels: int  # points labelled on the time axis: 2 (first, last) or 3 (and the middle)
     bar_totals: int  # a bar's total is written on top up to this many bars
     right: int = 12
 
     @property
     def top(self) -> int:
+        """The room above the plot: the value axis's title."""
         return 2 * self.font + 4
 
     @property
     def bottom(self) -> int:
+        """The room below the plot: the time labels and the time axis's title."""
         return 2 * self.font + 18
 
 
