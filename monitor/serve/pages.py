@@ -345,7 +345,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         here = f"{_target_path(name)}/{suffix}"
         choices: dict[str, Any] = {"kinds": listing.KINDS, "diff_kinds": listing.DIFF_KINDS,
                    "statuses": listing.STATUSES, "reasons": REMOVAL_REASONS,
-                   "change_rules": CHANGE_RULES}
+                   "change_rules": CHANGE_RULES, "broken": _BROKEN}
         if suffix == "diff" and "from" not in params:  # the form to fill in, not an error
             exists = await read(store.get_target, name)
             if exists is None:
