@@ -133,6 +133,7 @@ def test_every_broken_url_is_one_listing(watched: tuple[Daemon, list[str]]) -> N
     assert page.status_code == 200
     assert re.findall(r'<td class="loc"><a href="([^"]+)"', page.text) == [broken]
     assert "<option selected>broken</option>" in page.text
+    assert '<td class="nowrap bad">not-found</td>' in page.text  # each row says its state
 
 
 def test_listing_pages_show_what_their_exports_hold(watched: tuple[Daemon, list[str]]) -> None:
