@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 
-from monitor.check import robotsread
 from monitor.check.tally import Tally
 from monitor.config import Defaults, Target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
+from monitor.robots import reader as robotsread
+from monitor.robots import versions as robotsfiles
 from monitor.store import checkwriter as store
-from monitor.store import robotsfiles
 from monitor.store.checkplan import CheckWrites
 from monitor.store.checkwriter import StoredSet, TargetState
 

@@ -8,14 +8,14 @@ import asyncio
 from array import array
 from collections.abc import AsyncIterator, Iterable
 
-from monitor.check import robotsstep
 from monitor.check.context import Context
 from monitor.check.tally import INDEX_KINDS
 from monitor.codec import entryset, fingerprints
 from monitor.read import digest as digesting
-from monitor.read import parse
 from monitor.read.digest import Digest, Job
-from monitor.read.robotstxt import robots_url
+from monitor.robots import watch as robotsstep
+from monitor.robots.matcher import robots_url
+from monitor.robots.sitemaps import parse_robots
 from monitor.store.checkwriter import StoredSet
 
 __all__ = ["Entries"]
@@ -55,7 +55,7 @@ class Entries:
             if named is None:
                 answer = await robotsstep.answer(self.ctx, robots_of, None)
                 ok = answer.status is not None and 200 <= answer.status < 300
-                named = frozenset(parse.parse_robots(answer.text or "", robots_of) if ok else ())
+                named = frozenset(parse_robots(answer.text or "", robots_of) if ok else ())
                 self.cross_robots[robots_of] = named
             if not named.isdisjoint(names):
                 listing.add(robots_of)

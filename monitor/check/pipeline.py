@@ -1,7 +1,7 @@
 """ONE check of one target: the only module that composes the stages.
 
 load the target's state -> walk its documents (``walk``: fetch, digest, tally, in listed
-order) -> read its hosts' robots.txt (``robotsstep``) -> settle moves against removals and the
+order) -> read its hosts' robots.txt (``robots.watch``) -> settle moves against removals and the
 target-wide verdicts (``targetwide``, ``reciprocity``) -> build the result -> write everything
 in one short transaction (``monitor.store.checkplan``).
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from monitor.check import reciprocity, robotsread, robotsstep, targetwide
+from monitor.check import reciprocity, targetwide
 from monitor.check.context import Context, Loaded, Reads, load
 from monitor.check.entries import Entries
 from monitor.check.tally import INDEX_KINDS, Tally
@@ -35,6 +35,8 @@ from monitor.model import CheckResult, DocumentResult, Issue, utcnow
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
+from monitor.robots import reader as robotsread
+from monitor.robots import watch as robotsstep
 from monitor.store import checkplan
 from monitor.store import targets as leases
 from monitor.store.checkplan import CheckWrites

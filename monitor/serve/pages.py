@@ -31,7 +31,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from monitor import listings as listing
-from monitor import robotsdiff, sorting, times
+from monitor import sorting, times
 from monitor.model import (
     BROKEN_STATES,
     CHANGE_RULES,
@@ -40,6 +40,7 @@ from monitor.model import (
     URL_NOTES,
     URL_STATES,
 )
+from monitor.robots import diff as robotsdiff
 from monitor.serve import charts
 from monitor.serve import listings as api_listings
 from monitor.serve.links import external_link

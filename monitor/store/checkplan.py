@@ -25,8 +25,8 @@ from sqlalchemy import Connection, Engine, bindparam, func, select, update
 from monitor.codec import changepacks, changerows
 from monitor.errors import LeaseLost
 from monitor.model import Change
+from monitor.robots import versions as robotsfiles
 from monitor.store import checkwriter as writer
-from monitor.store import robotsfiles
 from monitor.store.checkwriter import EntrySetWrite, SnapshotWrite, StoredSet
 from monitor.store.schema import snapshots, targets
 

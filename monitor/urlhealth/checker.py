@@ -25,17 +25,17 @@ from urllib.parse import urlsplit
 from sqlalchemy import Connection, Engine
 
 from monitor.alerts import rules
-from monitor.check import robotsread
-from monitor.check import robotswatch as robots_judge
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.indexnow import submissions
 from monitor.model import BROKEN_STATES
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Answer, Fetcher, retry_after_seconds
-from monitor.read.robotstxt import GOOGLEBOT, robots_url
+from monitor.robots import judge as robots_judge
+from monitor.robots import reader as robotsread
+from monitor.robots import versions as robots_store
+from monitor.robots.matcher import GOOGLEBOT, robots_url
 from monitor.store import outbox
-from monitor.store import robotsfiles as robots_store
 from monitor.store import urlstates as store
 from monitor.store.checkwriter import transaction
 from monitor.urlhealth import verdict as health

@@ -24,11 +24,11 @@ import structlog
 from sqlalchemy import Engine
 
 from monitor import config
-from monitor.check import robotsread
 from monitor.errors import MonitorError
 from monitor.metrics import Metrics
 from monitor.model import utcnow
 from monitor.read.fetch import Fetcher
+from monitor.robots import reader as robotsread
 from monitor.store import urlstates as store
 from monitor.urlhealth import checker as urlcheck
 

@@ -122,10 +122,10 @@ def test_a_robots_change_seen_by_a_check_is_in_force_for_the_url_checks(
     the cache the daemon's checks share with its URL checks, or (another replica's check)
     through the version the check stored."""
     from monitor import config as config_module
-    from monitor.check import robotsread
     from monitor.check.pipeline import run_check
     from monitor.model import utcnow
     from monitor.read.fetch import Fetcher
+    from monitor.robots import reader as robotsread
     from monitor.urlhealth import checker as urlcheck
 
     for p in ("/keep", "/hide"):

@@ -1,5 +1,5 @@
 """The robots.txt of a target's hosts, watched with each check: the rules on their
-own (``check.robotswatch``, pure), then through ``check --json`` against a real local site on
+own (``robots.judge``, pure), then through ``check --json`` against a real local site on
 both databases, with a change, a 5xx, a disallowed sitemap and the conditional GET."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from site_fixture import Site, urlset
 
-from monitor.check import robotswatch as robots
 from monitor.cli import main
-from monitor.read.robotstxt import RobotsRules
+from monitor.robots import judge as robots
+from monitor.robots.matcher import RobotsRules
 
 R = "https://e.test/robots.txt"
 S = "https://e.test/sitemap.xml"

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from monitor import config
-from monitor.check import robotswatch as robots
 from monitor.errors import FetchError
 from monitor.read.fetch import Fetcher
-from monitor.read.robotstxt import MAX_BYTES, RobotsRules
+from monitor.robots import judge as robots
+from monitor.robots.matcher import MAX_BYTES, RobotsRules
 
 __all__ = ["MAX_HOPS", "TTL", "Held", "RobotsCache", "failed", "read"]
 

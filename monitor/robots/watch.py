@@ -1,16 +1,16 @@
 """The robots.txt watch of one check: each host the target's documents live on, its
-robots.txt fetched conditionally, judged by ``monitor.check.robotswatch``, and its new version
+robots.txt fetched conditionally, judged by ``monitor.robots.judge``, and its new version
 recorded for the check's transaction."""
 
 from __future__ import annotations
 
 import asyncio
 
-from monitor.check import robotsread
-from monitor.check import robotswatch as robots
 from monitor.check.context import Context
-from monitor.read.robotstxt import robots_url
-from monitor.store import robotsfiles
+from monitor.robots import judge as robots
+from monitor.robots import reader as robotsread
+from monitor.robots import versions as robotsfiles
+from monitor.robots.matcher import robots_url
 
 __all__ = ["ROBOTS_HOSTS", "answer", "watch"]
 
