@@ -162,6 +162,28 @@ def test_robots_txt_is_watched_with_each_check(
     assert len(json.loads(capsys.readouterr().out)["changes"]) == 2
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    # a group for "Google" is not Googlebot's: the * group allows the sitemap
+    ("User-agent: Google\nDisallow: /\n\nUser-agent: *\nAllow: /\n", []),
+    # "Googlebot/2.1" is Googlebot's group, and it disallows the sitemap
+    ("User-agent: Googlebot/2.1\nDisallow: /\n\nUser-agent: *\nAllow: /\n",
+     ["sitemap-disallowed"]),
+    # an unknown line does not end Googlebot's group
+    ("User-agent: Googlebot\nCrawl-delay: 5\nUser-agent: Bingbot\nDisallow: /\n",
+     ["sitemap-disallowed"]),
+])
+def test_the_sitemap_is_judged_for_googlebot_as_google_reads_it(
+    site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+    expected: list[str],
+) -> None:
+    sitemap = site.url("/sitemap.xml")
+    site.set("/sitemap.xml", urlset({site.url("/a"): None}))
+    site.set("/robots.txt", (text + f"Sitemap: {sitemap}\n").encode())
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"targets:\n  - {{name: t, url: '{sitemap}'}}\n", encoding="utf-8")
+    assert issue_rules(check(capsys, str(cfg), db)) == expected
+
+
 def test_a_robots_change_raises_one_alert_with_both_texts(
     site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
