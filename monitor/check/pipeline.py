@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from monitor.check import reciprocity, targetwide
+from monitor.check import crawlable, reciprocity, targetwide
 from monitor.check.context import Context, Loaded, Reads, load
 from monitor.check.entries import Entries
 from monitor.check.tally import INDEX_KINDS, Tally
@@ -117,7 +117,7 @@ class _Check:
         try:
             try:
                 async with deadline:
-                    entries = await self._walk(ctx)
+                    entries, watched = await self._walk(ctx)
             except TimeoutError:
                 if not deadline.expired():
                     raise
@@ -126,7 +126,7 @@ class _Check:
                 ctx = self._context(writes)
                 _time_out(ctx, limit, (clock() - self.started).total_seconds())
                 return await self._finish(ctx, clock, t0, [])
-            dropped = await _settle(ctx, entries)
+            dropped = await _settle(ctx, entries, watched)
             return await self._finish(ctx, clock, t0, dropped)
         finally:
             writes.close()
@@ -135,12 +135,12 @@ class _Check:
         return CheckWrites(self.loaded.state.target_id, self.started,
                            self.loaded.state.last_snapshot_id)
 
-    async def _walk(self, ctx: Context) -> Entries:
+    async def _walk(self, ctx: Context) -> tuple[Entries, robotsstep.Watched]:
         ctx.allow_private = ctx.allow_private or await is_private_target(self.target.url)
         walk = Walk(ctx)
         await walk.run()
-        await robotsstep.watch(ctx, walk.root_robots)
-        return walk.entries
+        watched = await robotsstep.watch(ctx, walk.root_robots)
+        return walk.entries, watched
 
     async def _finish(self, ctx: Context, clock: Callable[[], datetime], t0: float,
                       dropped: list[str]) -> CheckResult:
@@ -185,7 +185,7 @@ class _Check:
         return steps
 
 
-async def _settle(ctx: Context, entries: Entries) -> list[str]:
+async def _settle(ctx: Context, entries: Entries, watched: robotsstep.Watched) -> list[str]:
     """Resolve held-back removals and additions (moves, true removals, true additions) and
     the verdicts of the whole target; return the documents no longer listed."""
     tally = ctx.tally
@@ -208,6 +208,7 @@ async def _settle(ctx: Context, entries: Entries) -> list[str]:
             tally.changes.add(change)
         ctx.writes.changes(moves.changes)
     await reciprocity.mark_unanswered(ctx, dropped)
+    await crawlable.mark_disallowed(ctx, dropped, watched.rules, watched.new)
     if not ctx.first:
         found = targetwide.churn_issue(ctx.state.lastmods,
                                        (tally.lastmods_compared, tally.lastmods_changed),

@@ -5,14 +5,15 @@ recorded for the check's transaction."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from monitor.check.context import Context
 from monitor.robots import judge as robots
 from monitor.robots import reader as robotsread
 from monitor.robots import versions as robotsfiles
-from monitor.robots.matcher import robots_url
+from monitor.robots.matcher import RobotsRules, robots_url
 
-__all__ = ["ROBOTS_HOSTS", "answer", "watch"]
+__all__ = ["ROBOTS_HOSTS", "Watched", "answer", "watch"]
 
 ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the first ten
 
@@ -28,7 +29,16 @@ async def answer(ctx: Context, url: str,
     return found
 
 
-async def watch(ctx: Context, root_robots: robots.Answer | None) -> None:
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """The robots.txt of the target's hosts after the watch: the rules in force of each (by
+    URL), and those whose version is new (changed, or read for the first time)."""
+
+    rules: dict[str, RobotsRules]
+    new: frozenset[str]
+
+
+async def watch(ctx: Context, root_robots: robots.Answer | None) -> Watched:
     """Read and judge the robots.txt of the target's hosts; ``root_robots`` is a site
     target's root, its robots.txt, as the walk read it."""
     hosts: dict[str, list[str]] = {}
@@ -51,12 +61,17 @@ async def watch(ctx: Context, root_robots: robots.Answer | None) -> None:
         if root_robots is None or url != root_robots_url else _answered(root_robots)
         for url in hosts))
     versions = []
+    in_force: dict[str, RobotsRules] = {}
+    new: set[str] = set()
     for (url, sitemaps), got in zip(hosts.items(), answers, strict=True):
         previous = None if url not in stored else robots.Stored(*stored[url])
         found = robots.judge(url, previous, got, sitemaps=sitemaps, listed=(
             [root] if not ctx.target.site and url == root_robots_url else []))
         for issue in found.issues:
             ctx.tally.found(issue)
+        in_force[url] = RobotsRules(found.text)
+        if found.store:
+            new.add(url)
         ctx.tally.robots.append(found.as_json(with_text=found.changed))
         if ctx.robots_cache is not None and found.outcome != "unreachable":
             ctx.robots_cache.offer(url, found.text, ctx.started)
@@ -70,6 +85,7 @@ async def watch(ctx: Context, root_robots: robots.Answer | None) -> None:
                 before=found.before))
     if versions:  # an unchanged robots.txt writes nothing
         ctx.writes.robots(versions)
+    return Watched(in_force, frozenset(new))
 
 
 async def _answered(found: robots.Answer) -> robots.Answer:
