@@ -30,7 +30,7 @@ __all__ = ["mark_disallowed"]
 async def mark_disallowed(ctx: Context, dropped: list[str], rules: Mapping[str, RobotsRules],
                           new: frozenset[str]) -> None:
     """Mark the entries whose news or images robots.txt keeps from Google's crawlers."""
-    known = {url: held for url, held in rules.items() if held.text is not None}
+    known = {url: held for url, held in rules.items() if held.may_disallow()}
     tally = ctx.tally
     docs = {**ctx.state.documents, **tally.read}
     for url in dropped:

@@ -11,6 +11,7 @@ a group for it, else to Googlebot, as Google documents its crawlers.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ __all__ = ["IMAGE_AGENT", "NEWS_AGENT", "RULES", "agent_for", "disallowed"]
 NEWS_AGENT = "Googlebot-News"
 IMAGE_AGENT = "Googlebot-Image"
 RULES: tuple[RuleId, ...] = ("news-disallowed", "image-disallowed")
+_LONE_IMAGE = re.compile(r'\{"image":\[\{"loc":"([^"\\]*)"\}\]\}')
 
 
 def agent_for(rules: RobotsRules, crawler: str) -> str:
@@ -37,6 +39,9 @@ def disallowed(loc: str, extensions: str | None,
     rules of a robots.txt URL (None: not known, nothing is judged)."""
     if not extensions or ('"news"' not in extensions and '"image"' not in extensions):
         return []
+    lone = _LONE_IMAGE.fullmatch(extensions)  # the usual shape, read without a parser
+    if lone is not None:
+        return ["image-disallowed"] if _barred(lone.group(1), IMAGE_AGENT, rules_of) else []
     data: dict[str, Any] = json.loads(extensions)
     found: list[RuleId] = []
     if data.get("news") and _barred(loc, NEWS_AGENT, rules_of):

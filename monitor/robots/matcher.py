@@ -43,6 +43,9 @@ _WHITE = b" \t\n\v\f\r"  # what Google strips around keys and values (ASCII whit
 _TWO_WORDS = re.compile(rb"([^ \t]+)[ \t]+([^ \t]+)\Z")
 _TOKEN = re.compile(rb"[A-Za-z_-]*")
 _ESCAPE = re.compile(rb"%[0-9A-Fa-f]{2}|[\x80-\xff]")
+_PATH_START = re.compile(rb"[/?;]")
+# a lower-case scheme and a host that ends where the path, query or fragment starts
+_ORIGIN = re.compile(r"https?://[^/?#\\\s]+(?=[/?#]|\Z)")
 _USER_AGENT = (b"user-agent", b"useragent", b"user agent")
 _DISALLOW = (b"disallow", b"dissallow", b"dissalow", b"disalow", b"diasllow", b"disallaw")
 
@@ -98,21 +101,38 @@ class RobotsRules:
         self._chosen: dict[bytes, tuple[bool, tuple[_Rule, ...], tuple[int, ...]]] = {}
 
     def allows(self, url: str, agent: str = GOOGLEBOT) -> bool:
-        """Whether ``agent`` may crawl ``url`` (Google's decision)."""
-        return self.decide(url, agent).allowed
+        """Whether ``agent`` may crawl ``url`` (Google's decision: ``decide`` without the
+        why, for the URL checks' hundreds of thousands of URLs)."""
+        rules = self._rules_for(agent)[1]
+        if not rules:
+            return True
+        path = path_of(url)
+        allow = disallow = -1
+        for rule in rules:
+            priority = _priority(rule, path)
+            if rule.allow:
+                allow = max(allow, priority)
+            else:
+                disallow = max(disallow, priority)
+        # a matched empty pattern (length 0) decides nothing; Allow wins a tie
+        return disallow <= 0 or disallow <= allow
 
     def decide(self, url: str, agent: str = GOOGLEBOT) -> Decision:
         """Google's decision for ``agent`` and ``url``, with the line and group behind it."""
         named, rules, groups = self._rules_for(agent)
         path = path_of(url)
-        best: dict[bool, tuple[int, _Rule] | None] = {True: None, False: None}
+        allow: tuple[int, _Rule] | None = None
+        disallow: tuple[int, _Rule] | None = None
         for rule in rules:
             priority = _priority(rule, path)
-            if priority >= 0:
-                held = best[rule.allow]
-                if held is None or held[0] < priority:  # the first line of a length decides
-                    best[rule.allow] = (priority, rule)
-        allow, disallow = best[True], best[False]
+            if priority < 0:
+                continue
+            # the first line of a length decides
+            if rule.allow:
+                if allow is None or allow[0] < priority:
+                    allow = (priority, rule)
+            elif disallow is None or disallow[0] < priority:
+                disallow = (priority, rule)
         winner = disallow if disallow is not None and (allow is None or disallow[0] > allow[0]) \
             else allow
         # A matched empty pattern (length 0) decides nothing: it allows.
@@ -121,6 +141,12 @@ class RobotsRules:
             return Decision(allowed, winner[1].line, tuple(self._groups[winner[1].group].agents))
         agents = tuple(line for index in groups for line in self._groups[index].agents)
         return Decision(allowed, None, agents if named or groups else ())
+
+    def may_disallow(self) -> bool:
+        """Whether any group has a ``Disallow`` with a path (else every agent may crawl
+        everything)."""
+        return any(not rule.allow and rule.pattern for group in self._groups
+                   for rule in group.rules)
 
     def has_group(self, agent: str) -> bool:
         """Whether a ``User-agent`` line names ``agent`` (its product token, any case)."""
@@ -247,13 +273,15 @@ def path_of(url: str) -> bytes:
     takes it already escaped: nothing is decoded or encoded)."""
     raw = url.encode("utf-8", "surrogateescape")
     start = 2 if raw.startswith(b"//") else 0
-    early = _first_of(raw, start)
+    early = _PATH_START.search(raw, start)
     scheme = raw.find(b"://", start)
     # A "://" after the first "/", "?" or ";" is part of the path, not a scheme's end.
-    begin = start if scheme < 0 or (early >= 0 and early < scheme) else scheme + 3
-    path_start = _first_of(raw, begin)
-    if path_start < 0:
+    begin = start if scheme < 0 or (early is not None and early.start() < scheme) \
+        else scheme + 3
+    found = _PATH_START.search(raw, begin)
+    if found is None:
         return b"/"
+    path_start = found.start()
     fragment = raw.find(b"#", start)
     if 0 <= fragment < path_start:
         return b"/"
@@ -261,12 +289,10 @@ def path_of(url: str) -> bytes:
     return path if path.startswith(b"/") else b"/" + path
 
 
-def _first_of(raw: bytes, start: int) -> int:
-    found = [i for i in (raw.find(c, start) for c in (b"/", b"?", b";")) if i >= 0]
-    return min(found) if found else -1
-
-
 def robots_url(url: str) -> str:
     """The robots.txt that governs ``url``."""
+    usual = _ORIGIN.match(url)  # most URLs: no need to split the whole of them
+    if usual is not None:
+        return usual.group(0) + "/robots.txt"
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, "/robots.txt", "", ""))
