@@ -35,8 +35,8 @@ from monitor.model import CheckResult, DocumentResult, Issue, utcnow
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
-from monitor.robots import reader as robotsread
-from monitor.robots import watch as robotsstep
+from monitor.robots import reader as robots_reader
+from monitor.robots import watch as robots_watch
 from monitor.store import checkplan
 from monitor.store import targets as leases
 from monitor.store.checkplan import CheckWrites
@@ -55,7 +55,7 @@ async def run_check(
     max_changes: int = 1000,
     lease: leases.Lease | None = None,
     digests: DigestPool | None = None,
-    robots_cache: robotsread.RobotsCache | None = None,
+    robots_cache: robots_reader.RobotsCache | None = None,
     then: checkplan.Then | None = None,
 ) -> CheckResult:
     """Check one target: fetch, parse, validate, diff and store one snapshot; never raises
@@ -94,7 +94,7 @@ class _Check:
             started, max_changes, digests, loaded)
         self.lease: leases.Lease | None = None
         self.then: checkplan.Then | None = None
-        self.robots_cache: robotsread.RobotsCache | None = None
+        self.robots_cache: robots_reader.RobotsCache | None = None
 
     def _context(self, writes: CheckWrites) -> Context:
         return Context(
@@ -135,11 +135,11 @@ class _Check:
         return CheckWrites(self.loaded.state.target_id, self.started,
                            self.loaded.state.last_snapshot_id)
 
-    async def _walk(self, ctx: Context) -> tuple[Entries, robotsstep.Watched]:
+    async def _walk(self, ctx: Context) -> tuple[Entries, robots_watch.Watched]:
         ctx.allow_private = ctx.allow_private or await is_private_target(self.target.url)
         walk = Walk(ctx)
         await walk.run()
-        watched = await robotsstep.watch(ctx, walk.root_robots)
+        watched = await robots_watch.watch(ctx, walk.root_robots)
         return walk.entries, watched
 
     async def _finish(self, ctx: Context, clock: Callable[[], datetime], t0: float,
@@ -185,7 +185,7 @@ class _Check:
         return steps
 
 
-async def _settle(ctx: Context, entries: Entries, watched: robotsstep.Watched) -> list[str]:
+async def _settle(ctx: Context, entries: Entries, watched: robots_watch.Watched) -> list[str]:
     """Resolve held-back removals and additions (moves, true removals, true additions) and
     the verdicts of the whole target; return the documents no longer listed."""
     tally = ctx.tally

@@ -24,7 +24,7 @@ from monitor.read import digest as digesting
 from monitor.read import validate
 from monitor.read.workers import Spool
 from monitor.robots import judge as robots
-from monitor.robots import reader as robotsread
+from monitor.robots import reader as robots_reader
 from monitor.robots.sitemaps import parse_robots
 from monitor.rules import rule_id
 from monitor.store.checkwriter import DocumentState, StoredSet
@@ -123,7 +123,7 @@ class Walk:
         except FetchError as exc:
             got.error = exc
             if site:
-                self.root_robots = robotsread.failed(exc)
+                self.root_robots = robots_reader.failed(exc)
             return got
         if body is None:  # 304 or the same bytes as last time
             got.unchanged = True

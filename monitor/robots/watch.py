@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from monitor.check.context import Context
 from monitor.robots import judge as robots
-from monitor.robots import reader as robotsread
-from monitor.robots import versions as robotsfiles
+from monitor.robots import reader
 from monitor.robots.matcher import RobotsRules, robots_url
+from monitor.robots.versions import Version
 
 __all__ = ["ROBOTS_HOSTS", "Watched", "answer", "watch"]
 
@@ -22,7 +22,7 @@ async def answer(ctx: Context, url: str,
                  stored: tuple[str | None, str | None, str | None] | None) -> robots.Answer:
     """A host's robots.txt, conditional on the stored version's validators."""
     etag, modified = (None, None) if stored is None else stored[1:]
-    found, wire = await robotsread.read(ctx.fetcher, url, ctx.settings, etag=etag,
+    found, wire = await reader.read(ctx.fetcher, url, ctx.settings, etag=etag,
                                         last_modified=modified,
                                         allow_private=ctx.allow_private)
     ctx.tally.fetched_bytes += wire
@@ -79,7 +79,7 @@ async def watch(ctx: Context, root_robots: robots.Answer | None) -> Watched:
         moved = (got.etag or got.last_modified) is not None and (
             (got.etag, got.last_modified) != (stored.get(url) or (None,) * 3)[1:])
         if found.outcome != "unreachable" and (found.store or moved):
-            versions.append(robotsfiles.Version(
+            versions.append(Version(
                 url, got.status, found.text, got.etag, got.last_modified,
                 new=found.store, validators_moved=moved, changed=found.changed,
                 before=found.before))
