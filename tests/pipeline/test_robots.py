@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from httpserver import Reply
 from site_fixture import Site, urlset
 
 from monitor.cli import main
@@ -287,3 +288,31 @@ def test_news_and_images_are_judged_for_googles_own_crawlers(
     site.set("/robots.txt", b"User-agent: *\nAllow: /\n")
     assert crawl_issues(check(capsys, str(cfg), db)) == []
     assert crawl_issues(check(capsys, str(cfg), db)) == []
+
+
+def test_the_url_checks_judge_pages_for_googlebots_own_group(
+    site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # "User-agent: Google" is not Googlebot's group; "Googlebot/2.1" is, and its Disallow holds.
+    sitemap = site.url("/sitemap.xml")
+    site.set("/sitemap.xml", urlset({site.url("/a"): None, site.url("/private/b"): None}))
+    for path in ("/a", "/private/b"):
+        site.server.route(path, Reply(200, b"<!doctype html><html><head><title>p</title>"
+                                           b"</head><body>" + b"x" * 2000 + b"</body></html>",
+                                      headers={"Content-Type": "text/html"}))
+    site.set("/robots.txt", b"User-agent: Google\nDisallow: /\n\nUser-agent: Googlebot/2.1\n"
+                            b"Disallow: /private/\n\nUser-agent: *\nAllow: /\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("defaults:\n  url_checks: {enabled: true, rate: 1000}\n"
+                   f"targets:\n  - {{name: t, url: '{sitemap}'}}\n", encoding="utf-8")
+    code = main(["check", "t", "--config", str(cfg), "--database-url", db, "--urls", "--json"])
+    found = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert "sitemap-disallowed" not in issue_rules(found)
+    code = main(["urls", "t", "--status", "disallowed", "--database-url", db, "--format",
+                 "json"])
+    listed = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [u["loc"] for u in listed["urls"]] == [site.url("/private/b")]
+    assert site.server.requests_to("/a")  # checked, not disallowed
+    assert not site.server.requests_to("/private/b")
