@@ -23,8 +23,7 @@ async def answer(ctx: Context, url: str,
     """A host's robots.txt, conditional on the stored version's validators."""
     etag, modified = (None, None) if stored is None else stored[1:]
     found, wire = await reader.read(ctx.fetcher, url, ctx.settings, etag=etag,
-                                        last_modified=modified,
-                                        allow_private=ctx.allow_private)
+                                    last_modified=modified, allow_private=ctx.allow_private)
     ctx.tally.fetched_bytes += wire
     return found
 
