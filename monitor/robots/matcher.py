@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["GOOGLEBOT", "MAX_BYTES", "MAX_LINE_BYTES", "Decision", "Line", "RobotsRules",
-           "escape_pattern", "path_of", "product_token", "robots_url"]
+           "agent_token", "escape_pattern", "path_of", "product_token", "robots_url"]
 
 GOOGLEBOT = "Googlebot"
 MAX_BYTES = 512_000  # Google reads the first 500 KiB of a robots.txt, 500 x 1,000 bytes
@@ -259,6 +259,12 @@ def escape_pattern(value: bytes) -> bytes:
     of existing escapes upper-cased, everything else as written (never decoded)."""
     return _ESCAPE.sub(lambda m: m.group(0).upper() if len(m.group(0)) == 3
                        else b"%%%02X" % m.group(0)[0], value)
+
+
+def agent_token(user_agent: str) -> str:
+    """The product token of a ``User-Agent`` header (``sitemap-monitor/1.0 (+url)`` is
+    ``sitemap-monitor``): what a crawler asks robots.txt as, since a group names it so."""
+    return product_token(user_agent.strip().encode("utf-8", "surrogateescape")).decode()
 
 
 def product_token(value: bytes) -> bytes:

@@ -34,7 +34,7 @@ from monitor.read.fetch import Answer, Fetcher, retry_after_seconds
 from monitor.robots import judge as robots_judge
 from monitor.robots import reader as robotsread
 from monitor.robots import versions as robots_store
-from monitor.robots.matcher import GOOGLEBOT, RobotsRules, robots_url
+from monitor.robots.matcher import GOOGLEBOT, RobotsRules, agent_token, robots_url
 from monitor.store import outbox, urlqueue
 from monitor.store import urlstates as store
 from monitor.store.checkwriter import transaction
@@ -108,7 +108,8 @@ class Checker:
         self._budget = budget
         self._robots = robotsread.RobotsCache() if robots is None else robots
         self._now = now
-        self._agent = target.settings.user_agent
+        # robots.txt is asked as the product token of the user agent, as its groups name it
+        self._agent = agent_token(target.settings.user_agent)
         self.allow_private = target.settings.allow_private  # or the target's URL is private
 
     async def check(self, url: str, *, server_errors: int = 0) -> Checked:

@@ -73,6 +73,24 @@ def test_the_googlebot_group_decides_and_the_monitors_own_group_only_stops_the_m
     assert not by_url_checks(http_server, "/b")
 
 
+def test_the_monitors_own_group_is_found_by_its_product_token(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The monitor's user agent is ``sitemap-monitor/VERSION (+URL)``; a group
+    ``User-agent: sitemap-monitor`` is its own, so ``*``'s Disallow does not hold for it."""
+    for p in ("/a", "/b"):
+        http_server.route(p, page())
+    robots(site, "User-agent: *\nDisallow: /\n\nUser-agent: Googlebot\nAllow: /\n\n"
+                 "User-agent: sitemap-monitor\nDisallow: /b\n")
+    listing(site, ["/a", "/b"])
+    _, result = check_urls(capsys, config(tmp_path, site), db)
+    assert result["url_health"] == {"ok": 1, "unknown": 1}
+    assert rows(db)["/b"].detail == "robots.txt disallows this monitor"
+    assert by_url_checks(http_server, "/a")
+    assert not by_url_checks(http_server, "/b")
+
+
 def test_a_group_for_googlebot_alone_disallows_its_pages(
     site: Site, http_server: TestServer, db: str, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
