@@ -189,6 +189,8 @@ def _page_kinds(daemon: Daemon, removed: list[str]) -> dict[str, str]:
         "snapshots": "/targets/shop/snapshots",
         "one URL, its form": "/targets/shop/url",
         "one URL": "/targets/shop/url?" + urlencode({"loc": broken}),
+        "robots.txt and its tester": "/targets/shop/robots?" + urlencode(
+            {"urls": f"{broken}\n/private/a-very-long-path-that-a-person-pasted-in-to-test"}),
         "not found": "/targets/nope",
     }
 
@@ -206,7 +208,7 @@ def test_no_page_is_wider_than_a_phone(
     for kind, path in _page_kinds(daemon, removed).items():
         page.goto(daemon.base + path)
         widths[kind] = page.evaluate("document.documentElement.scrollWidth")
-        if kind in ("urls in a state", "diff"):
+        if kind in ("urls in a state", "diff", "robots.txt and its tester"):
             path = screenshot(page, f"web-14-narrow-{kind.replace(' ', '-')}", full_page=False)
             with capsys.disabled():
                 print(f"\n[screenshot] {path}: {kind} at 420 px (its first screenful): its "
