@@ -43,6 +43,7 @@ CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after", 
 # more reads the rows in order (many matching locs fill a page soon).
 SEARCH_LOCS = 10_000
 NEWEST_FIRST = Sort("at", descending=True)  # the stored order: no sort to name in a cursor
+_PACKED = ("added", "removed", "changed")  # the kinds a pack holds (store.movepacks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,10 +186,12 @@ def _statements(target: int, floor: int, group: _Group, at: tuple[int, int, int]
         kept += [c.rule.in_(rules)] if rules else []
         found = [read(c.loc.in_(locs), c.members.is_(None), *kept,
                       order=(c.snapshot_id + 0, c.id + 0))] if locs else []
-        if not (reasons or rules) and (not kinds or "changed" in kinds):
+        packed = [kind for kind in kinds or _PACKED if kind in _PACKED]
+        if not (reasons or rules) and packed:
             # A pack's members have locs of their own: they are searched once unpacked. The
-            # packs (of ``changed`` changes only) by their own index, few, then sorted.
-            found.append(read(c.members.is_not(None), order=(c.snapshot_id + 0, c.id + 0)))
+            # packs by their own index, few, then sorted.
+            found.append(read(c.members.is_not(None), c.kind.in_(packed),
+                              order=(c.snapshot_id + 0, c.id + 0)))
         return found
     searched = ([c.members.is_not(None) | func.lower(c.loc).contains(q, autoescape=True)]
                 if q else [])

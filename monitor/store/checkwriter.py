@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from monitor.codec import changepacks, changerows, entrydelta, entryset
 from monitor.errors import StoreError
 from monitor.model import Change, CheckResult, DocumentResult
-from monitor.store import changelocs
+from monitor.store import changelocs, historysize
 from monitor.store.db import redact
 from monitor.store.schema import (
     changes,
@@ -159,6 +159,8 @@ _LOAD_STATE = (
 )
 _NEW_SNAPSHOT = insert(snapshots).returning(snapshots.c.id)
 _END_SNAPSHOT = update(snapshots).where(snapshots.c.id == bindparam("snapshot"))
+_COUNT_BYTES = (update(snapshots).where(snapshots.c.id == bindparam("snapshot"))
+                .values(history_bytes=bindparam("size")))
 _COUNT_HISTORY = (
     update(targets).where(targets.c.id == bindparam("target"))
     .values(snapshot_count=targets.c.snapshot_count + 1,
@@ -482,6 +484,13 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
         conn.execute(_END_SNAPSHOT, {"snapshot": snapshot_id, **values})
     _write_documents(conn, snapshot_id, r.documents)
     _write_document_states(conn, snapshot_id, w)
+    own = [historysize.row_bytes(*(str(values[k]) for k in ("issues", "issue_counts",
+                                                             "document_counts")),
+                                 r.error_message)]
+    own += [historysize.row_bytes(d.url, d.parent, d.etag, d.last_modified, d.sha256, d.error)
+            for d in r.documents if d.outcome in ("ok", "failed")]
+    conn.execute(_COUNT_BYTES, {"snapshot": snapshot_id,
+                                "size": historysize.snapshot_bytes(conn, snapshot_id, own)})
     if w.changes_written:
         changelocs.note_snapshot(conn, w.target_id, snapshot_id)
     if r.outcome == "failed":  # lastmod-churn looks at the last re-check that compared any

@@ -126,8 +126,9 @@ class Packs:
         return self._holding[set_id]
 
     def members(self, pack_id: int, set_id: int, before_id: int | None,
-                ) -> list[tuple[str, str, str]]:
-        """(loc, before, after) of each member, in the order the check recorded them."""
+                ) -> list[tuple[str, str | None, str | None]]:
+        """(loc, before, after) of each member, in the order the check recorded them (a pack
+        of ``added`` or ``removed`` changes: monitor.store.movepacks)."""
         c = changes.c
         wanted = [set_id] if before_id is None else [set_id, before_id]
         self._versions = {i: v for i, v in self._versions.items() if i in wanted}
@@ -139,7 +140,8 @@ class Packs:
                     raise StoreError(f"entry set {i}, which the changes of row {pack_id} "
                                      "point into, is missing")
                 self._versions[i] = changepacks.Version(rows[0][1])
-        data = read_sets(self._conn, select(c.id, c.pack).where(c.id == pack_id),
-                         whole=False)[0][1]
+        kind, data = read_sets(self._conn, select(c.kind, c.pack).where(c.id == pack_id),
+                               whole=False)[0]
         return self._versions[set_id].changes(
-            changepacks.unpack(data), None if before_id is None else self._versions[before_id])
+            changepacks.unpack(data), None if before_id is None else self._versions[before_id],
+            kind)

@@ -1,0 +1,153 @@
+"""History within a size budget: a sitemap that replaces every URL at every check, checked
+through the CLI against a real local site on both databases, stays within its target's
+``retention.max_bytes``; the last two snapshots always stay, and the URL set of every snapshot
+kept reads back exactly as it was served."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from site_fixture import Site, urlset
+from sqlalchemy import Engine, select, text
+
+from monitor.cli import main
+from monitor.store import checkwriter as sql
+from monitor.store.db import make_engine
+from monitor.store.schema import snapshots, targets
+
+URLS = 20_000
+ROTATIONS = 25
+BUDGET = 30_000_000  # 30 MB
+
+
+def generation(n: int, urls: int) -> dict[str, str | None]:
+    """The site's URLs at its ``n``-th generation: none of another generation's."""
+    return {f"https://shop.example.test/c{n}/{(i * 7919 + n) % 100_003:05x}-item-{i}.html":
+            f"2026-01-{1 + n % 28:02d}" for i in range(urls)}
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code = main(list(argv))
+    found = capsys.readouterr()
+    assert code == 0, found.err
+    return found.out
+
+
+def config(tmp_path: Path, db: str, url: str, max_bytes: str) -> str:
+    path = tmp_path / "monitor.yaml"
+    path.write_text(f"database_url: {db}\n"
+                    f"defaults: {{retention: {{max_bytes: {max_bytes}}}}}\n"
+                    f"targets:\n  - {{name: rot, url: '{url}'}}\n")
+    return str(path)
+
+
+def on_disk(engine: Engine) -> int:
+    """The bytes the database takes: SQLite's file (free pages given back by the prune),
+    PostgreSQL's history tables with their indexes and TOAST."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            path = engine.url.database
+            assert path is not None
+            return os.path.getsize(path)
+        return int(conn.execute(text(
+            "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.relkind = 'r'")).scalar() or 0)
+
+
+def kept(engine: Engine) -> list[tuple[int, int]]:
+    """(id, history_bytes) of the target's snapshots, oldest first."""
+    with engine.connect() as conn:
+        target = conn.execute(select(targets.c.id).where(targets.c.name == "rot")).scalar_one()
+        return [(int(i), int(b)) for i, b in conn.execute(
+            select(snapshots.c.id, snapshots.c.history_bytes)
+            .where(snapshots.c.target_id == target).order_by(snapshots.c.id))]
+
+
+def url_sets(engine: Engine, ids: list[int]) -> dict[int, set[str]]:
+    with engine.connect() as conn:
+        target = conn.execute(select(targets.c.id).where(targets.c.name == "rot")).scalar_one()
+        return {i: sql.url_set_at(conn, target, i) for i in ids}
+
+
+def test_a_sitemap_rotated_at_every_check_stays_within_its_budget(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:
+    url = site.url("/rot/sitemap.xml")
+    cfg = config(tmp_path, db, url, "30MB")
+    served: dict[int, set[str]] = {}
+    for n in range(ROTATIONS + 1):  # the baseline, then 25 rotations
+        site.set("/rot/sitemap.xml", urlset(generation(n, URLS)))
+        result = json.loads(cli(capsys, "check", "rot", "--config", cfg, "--json",
+                                "--max-changes", "0"))
+        assert result["urls"] == URLS
+        if n:
+            assert (result["added"], result["removed"]) == (URLS, URLS)
+        served[result["snapshot_id"]] = set(generation(n, URLS))
+        if n % 5 == 4:  # as the daemon prunes on its interval, not after each check
+            cli(capsys, "db", "prune", "--config", cfg)
+    cli(capsys, "db", "prune", "--config", cfg)
+    engine = make_engine(db)
+    try:
+        left = kept(engine)
+        ids = [i for i, _b in left]
+        assert ids[-2:] == sorted(served)[-2:]
+        assert on_disk(engine) <= BUDGET
+        assert sum(b for _i, b in left) <= BUDGET
+        assert url_sets(engine, ids) == {i: served[i] for i in ids}
+    finally:
+        engine.dispose()
+
+
+def test_a_budget_drops_the_oldest_snapshots_but_never_the_last_two(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:
+    url = site.url("/small/sitemap.xml")
+    served: dict[int, set[str]] = {}
+    latest: dict[str, Any] = {}
+
+    def check(n: int, max_bytes: str) -> None:
+        site.set("/small/sitemap.xml", urlset(generation(n, 2_000)))
+        cfg = config(tmp_path, db, url, max_bytes)
+        latest.update(json.loads(cli(capsys, "check", "rot", "--config", cfg, "--json",
+                                     "--max-changes", "0")))
+        served[latest["snapshot_id"]] = set(generation(n, 2_000))
+
+    for n in range(8):
+        check(n, "1GiB")
+    engine = make_engine(db)
+    try:
+        everything = kept(engine)
+        per_check = max(b for _i, b in everything[1:])
+        # A budget of about three re-checks' history keeps fewer than all of them.
+        cfg = config(tmp_path, db, url, str(4 * per_check))
+        dry = cli(capsys, "db", "prune", "--dry-run", "--config", cfg)
+        assert "rot: would delete" in dry
+        assert [i for i, _b in kept(engine)] == [i for i, _b in everything]
+        cli(capsys, "db", "prune", "--config", cfg)
+        left = [i for i, _b in kept(engine)]
+        assert 2 <= len(left) < len(everything)
+        assert left == [i for i, _b in everything][-len(left):]
+        assert url_sets(engine, left) == {i: served[i] for i in left}
+        # A budget smaller than one snapshot's history still keeps the last two.
+        cli(capsys, "db", "prune", "--config", config(tmp_path, db, url, "1"))
+        assert [i for i, _b in kept(engine)] == sorted(served)[-2:]
+        assert url_sets(engine, sorted(served)[-2:]) == {i: served[i]
+                                                        for i in sorted(served)[-2:]}
+        # The changes of the snapshots kept still list every URL added and removed.
+        changes = json.loads(cli(capsys, "changes", "rot", "--config", cfg,
+                                 "--json"))["changes"]
+        last = sorted(served)[-1]
+        listed = {(c["kind"], c["loc"]) for c in changes if c["snapshot_id"] == last}
+        previous = served[sorted(served)[-2]]
+        assert listed == ({("added", loc) for loc in served[last]}
+                          | {("removed", loc) for loc in previous})
+        # And the next check diffs against the kept state.
+        check(8, "1GiB")
+        assert (latest["added"], latest["removed"]) == (2_000, 2_000)
+    finally:
+        engine.dispose()
