@@ -3,8 +3,8 @@
 ``retention.max_bytes`` bounds the bytes a target's history takes. Summing them from the
 change rows every hour would read every row; instead each snapshot keeps the count of its own
 rows (``snapshots.history_bytes``: its row, its documents, its change rows and robots.txt
-versions, each its variable-length values' lengths and 48 bytes, a plain change row's loc three
-times; monitor.store.historysize), written in its transaction from now on and filled here
+versions, each its variable-length values' lengths and 48 bytes, a plain change row's loc four
+times and 48 bytes three; monitor.store.historysize), written in its transaction from now on and filled here
 from the rows already stored (one pass, by the snapshot indexes).
 
 From this revision on a check's many additions and removals are stored as packs of positions
@@ -43,8 +43,9 @@ def upgrade() -> None:
                                          server_default=sa.text("0")))
     documents = " + ".join(_length(c) for c in ("url", "parent_url", "etag", "last_modified",
                                                 "sha256", "error"))
-    changes = (f"{_length('loc')} + CASE WHEN members IS NULL THEN 2 * {_length('loc')} "
-               f"ELSE 0 END + {_length('before')} + {_length('after')} + {_length('pack')}")
+    changes = (f"{_length('loc')} + CASE WHEN members IS NULL THEN 3 * {_length('loc')} "
+               f"+ {2 * _ROW} ELSE 0 END + {_length('before')} + {_length('after')} "
+               f"+ {_length('pack')}")
     own = " + ".join(_length(c) for c in ("issues", "issue_counts", "document_counts",
                                           "error_message"))
     op.execute(

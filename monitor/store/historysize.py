@@ -4,7 +4,8 @@ A target's history is its snapshots and what hangs from them (the documents' fin
 the change rows, the robots.txt versions) plus its entry-set versions. Each row counts the
 stored length of its variable-length values (text, JSON, compressed blobs) and ``ROW`` bytes
 for its header, its fixed columns and its entries in the indexes; a plain change row counts
-its loc three times (the row, the loc index, and the table of locs a search reads).
+its loc four times (the row, the loc index, and the row and key of the table of locs a
+search reads) and ``ROW`` three times (its entries in the other indexes).
 
 A snapshot's count, ``snapshots.history_bytes``, is written in its own transaction (and
 grows when the URL checks add a change row to it later), so that retention sums a target's
@@ -35,8 +36,8 @@ def row_bytes(*values: str | bytes | None) -> int:
 
 
 def change_row_bytes(loc: str, before: str | None, after: str | None) -> int:
-    """A plain change row's count (its loc thrice: the row, the loc index, ``change_locs``)."""
-    return row_bytes(loc, loc, loc, before, after)
+    """A plain change row's count (``PLAIN``)."""
+    return 2 * ROW + row_bytes(loc, loc, loc, loc, before, after)
 
 
 def _length(column: Any) -> Any:
@@ -49,7 +50,7 @@ def change_bytes(conn: Connection, snapshot_id: int) -> int:
     c, r = changes.c, robots_files.c
     loc = _length(c.loc)
     found = conn.execute(select(func.count(), func.coalesce(func.sum(
-        loc + case((c.members.is_(None), 2 * loc), else_=0)
+        loc + case((c.members.is_(None), 3 * loc + 2 * ROW), else_=0)
         + _length(c.before) + _length(c.after) + _length(c.pack)), 0),
     ).where(c.snapshot_id == snapshot_id)).one()
     robots = conn.execute(select(func.count(), func.coalesce(

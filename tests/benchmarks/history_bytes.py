@@ -39,6 +39,7 @@ from monitor.read.fetch import Fetcher
 from monitor.store import db
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
+LOC_LENGTH = len("https://shop.example.com/catalogue/01234567-1/0123456789-item-12345.html")
 
 
 def sitemap(generation: int, urls: int) -> bytes:
@@ -107,13 +108,18 @@ def vacuum(engine: Engine) -> None:
 
 
 def history_bytes(engine: Engine) -> int | None:
-    """The snapshots' own count of their history's bytes, where the schema has one."""
+    """What retention's ``max_bytes`` counts of the history (monitor.store.historysize): the
+    snapshots' own counts and the entry-set versions' lengths; None on a schema before them."""
     with engine.connect() as conn:
         try:
-            return int(conn.execute(text(
-                "SELECT COALESCE(SUM(history_bytes), 0) FROM snapshots")).scalar() or 0)
+            own = conn.execute(text(
+                "SELECT COALESCE(SUM(history_bytes), 0) FROM snapshots")).scalar() or 0
         except Exception:  # noqa: BLE001 - a schema from before the count
             return None
+        sets = conn.execute(text(
+            "SELECT COALESCE(SUM(48 + LENGTH(data) + LENGTH(document_url)), 0) "
+            "FROM entry_sets")).scalar() or 0
+        return int(own) + int(sets)
 
 
 async def measure(url: str, site: str, checks: int, urls: int) -> dict[str, Any]:
@@ -157,14 +163,14 @@ def report(kind: str, found: dict[str, Any]) -> None:
     growth, changed, rechecks = found["growth"], found["changed"], found["rechecks"]
     total = sum(growth.values())
     print(f"\n{kind}: {rechecks} re-checks, {changed:,} changed URLs "
-          f"({changed // max(rechecks, 1):,} a re-check)")
+          f"({changed // max(rechecks, 1):,} a re-check), locs of {LOC_LENGTH} characters")
     print(f"{'relation':<44}{'bytes':>14}{'a re-check':>14}{'a changed URL':>15}")
     for name, size in sorted(growth.items(), key=lambda item: -item[1]):
         if size:
             print(f"{name:<44}{size:>14,}{size // rechecks:>14,}{size / changed:>15.1f}")
     print(f"{'total':<44}{total:>14,}{total // rechecks:>14,}{total / changed:>15.1f}")
     if found["counted"] is not None:
-        print(f"{'snapshots.history_bytes':<44}{found['counted']:>14,}"
+        print(f"{'counted for max_bytes':<44}{found['counted']:>14,}"
               f"{found['counted'] // rechecks:>14,}{found['counted'] / changed:>15.1f}")
 
 
