@@ -4,8 +4,8 @@
 change rows every hour would read every row; instead each snapshot keeps the count of its own
 rows (``snapshots.history_bytes``: its row, its documents, its change rows and robots.txt
 versions, each its variable-length values' lengths and 48 bytes, a plain change row's loc four
-times and 48 bytes three; monitor.store.historysize), written in its transaction from now on and filled here
-from the rows already stored (one pass, by the snapshot indexes).
+times and 48 bytes three; monitor.store.historysize), written in its transaction from now on
+and filled here from the rows already stored (one pass, by the snapshot indexes).
 
 From this revision on a check's many additions and removals are stored as packs of positions
 in entry-set versions (``changes`` rows of kind ``added`` or ``removed`` with ``members`` set,
