@@ -159,8 +159,6 @@ _LOAD_STATE = (
 )
 _NEW_SNAPSHOT = insert(snapshots).returning(snapshots.c.id)
 _END_SNAPSHOT = update(snapshots).where(snapshots.c.id == bindparam("snapshot"))
-_COUNT_BYTES = (update(snapshots).where(snapshots.c.id == bindparam("snapshot"))
-                .values(history_bytes=bindparam("size")))
 _COUNT_HISTORY = (
     update(targets).where(targets.c.id == bindparam("target"))
     .values(snapshot_count=targets.c.snapshot_count + 1,
@@ -476,6 +474,16 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
         "error_message": r.error_message,
     }
     snapshot_id = w.snapshot_id
+    # The bytes of its rows (store.historysize), its change rows read back only when it wrote
+    # some: an unchanged re-check stays two reads and one short write.
+    own = [historysize.row_bytes(*(str(values[k]) for k in ("issues", "issue_counts",
+                                                             "document_counts")),
+                                 r.error_message)]
+    own += [historysize.row_bytes(d.url, d.parent, d.etag, d.last_modified, d.sha256, d.error)
+            for d in r.documents if d.outcome in ("ok", "failed")]
+    values["history_bytes"] = sum(own) + (
+        historysize.change_bytes(conn, snapshot_id)
+        if snapshot_id is not None and w.changes_written else 0)
     if snapshot_id is None:  # an unchanged re-check, a failed one: one statement
         snapshot_id = int(conn.execute(
             _NEW_SNAPSHOT, {"target_id": w.target_id, "started_at": w.started_at, **values}
@@ -484,13 +492,7 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
         conn.execute(_END_SNAPSHOT, {"snapshot": snapshot_id, **values})
     _write_documents(conn, snapshot_id, r.documents)
     _write_document_states(conn, snapshot_id, w)
-    own = [historysize.row_bytes(*(str(values[k]) for k in ("issues", "issue_counts",
-                                                             "document_counts")),
-                                 r.error_message)]
-    own += [historysize.row_bytes(d.url, d.parent, d.etag, d.last_modified, d.sha256, d.error)
-            for d in r.documents if d.outcome in ("ok", "failed")]
-    conn.execute(_COUNT_BYTES, {"snapshot": snapshot_id,
-                                "size": historysize.snapshot_bytes(conn, snapshot_id, own)})
+
     if w.changes_written:
         changelocs.note_snapshot(conn, w.target_id, snapshot_id)
     if r.outcome == "failed":  # lastmod-churn looks at the last re-check that compared any

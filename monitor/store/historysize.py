@@ -17,15 +17,13 @@ more overhead): the budget is a budget of this count (tests/benchmarks/history_b
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Connection, case, func, select, update
 
 from monitor.store.schema import changes, entry_sets, robots_files, snapshots
 
-__all__ = ["ROW", "add", "change_bytes", "change_row_bytes", "row_bytes", "set_sizes",
-           "snapshot_bytes"]
+__all__ = ["ROW", "add", "change_bytes", "change_row_bytes", "row_bytes", "set_sizes"]
 
 ROW = 48  # a row's header, fixed-size columns and index entries, about
 
@@ -57,12 +55,6 @@ def change_bytes(conn: Connection, snapshot_id: int) -> int:
         func.sum(_length(r.text) + _length(r.url)), 0)).where(
         r.snapshot_id == snapshot_id)).one()
     return int(found[0] * ROW + found[1] + robots[0] * ROW + robots[1])
-
-
-def snapshot_bytes(conn: Connection, snapshot_id: int, own: Iterable[int]) -> int:
-    """A snapshot's count: ``own`` (its row's and its documents', counted by the writer, which
-    holds their values) and its change rows'."""
-    return sum(own) + change_bytes(conn, snapshot_id)
 
 
 def add(conn: Connection, snapshot_id: int, size: int) -> None:
