@@ -151,3 +151,61 @@ def test_a_budget_drops_the_oldest_snapshots_but_never_the_last_two(
         assert (latest["added"], latest["removed"]) == (2_000, 2_000)
     finally:
         engine.dispose()
+
+
+def test_packed_additions_and_removals_list_like_rows(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:
+    """A check's many additions and removals are packs, which every listing reads as the rows
+    they stand for: the changes (newest first, by kind, by a part of the loc), the diff
+    between two snapshots, and a URL's story."""
+    url = site.url("/moves/sitemap.xml")
+    cfg = config(tmp_path, db, url, "1GiB")
+    steps = [{f"https://e.test/p{i}": "2026-01-01" for i in range(300)}]
+    steps.append({**{k: v for k, v in list(steps[0].items())[100:]},
+                  **{f"https://e.test/n{i}": "2026-02-01" for i in range(100)}})
+    steps.append({**{k: v for k, v in steps[1].items() if "/p" in k},  # the n's go
+                  **{f"https://e.test/m{i}": "2026-03-01" for i in range(100)}})
+    ids = []
+    for step in steps:
+        site.set("/moves/sitemap.xml", urlset(step))
+        ids.append(json.loads(cli(capsys, "check", "rot", "--config", cfg, "--json",
+                                  "--max-changes", "0"))["snapshot_id"])
+    engine = make_engine(db)
+    try:
+        with engine.connect() as conn:
+            packs = conn.execute(text("SELECT kind, members FROM changes WHERE members IS NOT "
+                                      "NULL ORDER BY id")).all()
+    finally:
+        engine.dispose()
+    assert [tuple(p) for p in packs] == [("added", 100), ("removed", 100)] * 2
+
+    def expected(before: dict[str, str], after: dict[str, str]) -> set[tuple[Any, ...]]:
+        return ({("added", loc, None, after[loc]) for loc in after.keys() - before.keys()}
+                | {("removed", loc, before[loc], None) for loc in before.keys() - after.keys()})
+
+    def rows(found: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
+        return {(c["kind"], c["loc"], (c["before"] or {}).get("lastmod"),
+                 (c["after"] or {}).get("lastmod")) for c in found}
+
+    changes = json.loads(cli(capsys, "changes", "rot", "--config", cfg, "--json"))["changes"]
+    assert [c["snapshot_id"] for c in changes] == sorted(
+        (c["snapshot_id"] for c in changes), reverse=True)
+    for n in (1, 2):
+        assert rows([c for c in changes if c["snapshot_id"] == ids[n]]) == expected(
+            steps[n - 1], steps[n])
+    removed = json.loads(cli(capsys, "changes", "rot", "--config", cfg, "--json",
+                             "--kind", "removed"))["changes"]
+    assert rows(removed) == {r for n in (1, 2) for r in expected(steps[n - 1], steps[n])
+                             if r[0] == "removed"}
+    searched = json.loads(cli(capsys, "changes", "rot", "--config", cfg, "--json",
+                              "--loc", "/N4"))["changes"]  # case aside: n4, n40-n49
+    assert sorted(c["loc"] for c in searched) == sorted(
+        [f"https://e.test/n{i}" for i in (4, *range(40, 50))] * 2)
+    diff = json.loads(cli(capsys, "diff", "rot", "--config", cfg, "--json", "--from",
+                          str(ids[0]), "--to", str(ids[2])))["changes"]
+    assert rows(diff) == expected(steps[0], steps[2])
+    story = json.loads(cli(capsys, "url", "rot", "https://e.test/n7", "--config", cfg,
+                           "--format", "json"))
+    assert [(e["kind"], e["snapshot_id"]) for e in story["changes"]] == [
+        ("removed", ids[2]), ("added", ids[1])]
