@@ -162,7 +162,7 @@ def test_packed_additions_and_removals_list_like_rows(
     url = site.url("/moves/sitemap.xml")
     cfg = config(tmp_path, db, url, "1GiB")
     steps = [{f"https://e.test/p{i}": "2026-01-01" for i in range(300)}]
-    steps.append({**{k: v for k, v in list(steps[0].items())[100:]},
+    steps.append({**dict(list(steps[0].items())[100:]),
                   **{f"https://e.test/n{i}": "2026-02-01" for i in range(100)}})
     steps.append({**{k: v for k, v in steps[1].items() if "/p" in k},  # the n's go
                   **{f"https://e.test/m{i}": "2026-03-01" for i in range(100)}})
