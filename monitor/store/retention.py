@@ -2,9 +2,11 @@
 they needed, deleted in small transactions.
 
 Kept: every snapshot younger than the retention's age or among the target's last ``keep_last``,
-and every snapshot after the last one its URL states have followed (monitor.store.urlstates reads
-the ``added`` and ``removed`` changes of those). A target's snapshots are ids in the order of
-their checks, so what goes is every snapshot below a boundary B, the oldest kept one.
+less the oldest of those while the target's history counts more than ``max_bytes``
+(monitor.store.historysize; never the last two), and every snapshot after the last one its URL
+states have followed (monitor.store.urlstates reads the ``added`` and ``removed`` changes of
+those). A target's snapshots are ids in the order of their checks, so what goes is every
+snapshot below a boundary B, the oldest kept one.
 
 With each snapshot go its changes, its documents' fingerprints and the counts of the target;
 an alert it raised stays in the outbox, no longer pointing at it. A robots.txt version goes once
@@ -14,7 +16,8 @@ once no kept snapshot has it current: one removed at B or before (every kept sna
 later, and one removed after B was current at B). Unless it is still read: as the base of a
 kept delta (monitor.codec.entrydelta), or as the version a kept pack's states before are in
 (``changes.before_set_id``: the version its check replaced, which may have been current only
-before B). So the URL set, the issues and the changes of every kept snapshot read as before.
+before B), or as the version a kept pack points into (``changes.entry_set_id``: a pack of
+removals at B points into the version B replaced, monitor.store.movepacks). So the URL set, the issues and the changes of every kept snapshot read as before.
 """
 
 from __future__ import annotations
