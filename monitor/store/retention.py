@@ -181,9 +181,11 @@ def _unneeded_sets(target_id: int, keep: int) -> Any:
     return select(v.id).where(
         v.target_id == target_id, v.removed_snapshot_id.is_not(None),
         v.removed_snapshot_id <= keep,
+        # A version ended at ``keep`` may stay too, as one the packs of ``keep`` point into
+        # (its removals, the states before of its changes): its base stays with it.
         v.id.not_in(select(kept.c.base_id).where(
             kept.c.target_id == target_id, kept.c.base_id.is_not(None),
-            kept.c.removed_snapshot_id.is_(None) | (kept.c.removed_snapshot_id > keep))),
+            kept.c.removed_snapshot_id.is_(None) | (kept.c.removed_snapshot_id >= keep))),
         v.id.not_in(select(c.before_set_id).where(
             c.target_id == target_id, c.before_set_id.is_not(None), c.snapshot_id >= keep)),
         v.id.not_in(select(c.entry_set_id).where(

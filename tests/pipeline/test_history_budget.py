@@ -209,3 +209,37 @@ def test_packed_additions_and_removals_list_like_rows(
                            "--format", "json"))
     assert [(e["kind"], e["snapshot_id"]) for e in story["changes"]] == [
         ("removed", ids[2]), ("added", ids[1])]
+
+
+def test_a_pack_of_removals_at_the_boundary_keeps_its_version_and_that_ones_base(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:
+    """The removals of the oldest snapshot kept point into the version it replaced, which
+    may be a delta: a prune keeps that version and its base, and they list as before."""
+    url = site.url("/delta/sitemap.xml")
+    first = {f"https://e.test/d{i}": "2026-01-01" for i in range(400)}
+    second = {**first, **{f"https://e.test/d{i}": "2026-01-02" for i in range(5)}}  # a delta
+    third = dict(list(second.items())[100:])  # 100 removals, packed
+    cfg = config(tmp_path, db, url, "1GiB")
+    for step in (first, second, third):
+        site.set("/delta/sitemap.xml", urlset(step))
+        last = json.loads(cli(capsys, "check", "rot", "--config", cfg, "--json"))
+    assert last["removed"] == 100
+    path = tmp_path / "keep-one.yaml"
+    path.write_text(f"database_url: {db}\n"
+                    "defaults: {retention: {snapshots: 1s, keep_last: 1}}\n"
+                    f"targets:\n  - {{name: rot, url: '{url}'}}\n")
+    engine = make_engine(db)
+    try:
+        with engine.begin() as conn:  # every snapshot older than the age
+            conn.execute(text("UPDATE snapshots SET started_at = '2020-01-01 00:00:00+00'"))
+    finally:
+        engine.dispose()
+    before = json.loads(cli(capsys, "changes", "rot", "--config", cfg, "--json",
+                            "--kind", "removed"))["changes"]
+    assert "rot: deleted 2 snapshots" in cli(capsys, "db", "prune", "--config", str(path))
+    after = json.loads(cli(capsys, "changes", "rot", "--config", cfg, "--json",
+                           "--kind", "removed"))["changes"]
+    assert after == before
+    assert {(c["loc"], c["before"]["lastmod"]) for c in after} == {
+        (loc, lastmod) for loc, lastmod in list(second.items())[:100]}
