@@ -17,7 +17,8 @@ later, and one removed after B was current at B). Unless it is still read: as th
 kept delta (monitor.codec.entrydelta), or as the version a kept pack's states before are in
 (``changes.before_set_id``: the version its check replaced, which may have been current only
 before B), or as the version a kept pack points into (``changes.entry_set_id``: a pack of
-removals at B points into the version B replaced, monitor.store.movepacks). So the URL set, the issues and the changes of every kept snapshot read as before.
+removals at B points into the version B replaced, monitor.store.movepacks). So the URL set,
+the issues and the changes of every kept snapshot read as before.
 """
 
 from __future__ import annotations
