@@ -236,7 +236,7 @@ def _change_rows(engine: Engine, target: int, floor: int, group: _Group,
             elif q and not packs.holds(set_id, q):
                 continue
             else:
-                found = packs.members(change_id, set_id, before_id)
+                found = packs.members(change_id, set_id, before_id, q)
                 rest = left if (snapshot_id, change_id) == point else members
                 places = (range(members - rest, members) if ascending
                           else reversed(range(rest)))

@@ -11,7 +11,8 @@ process (the pipeline's ``run_check``, ``SITEMAP_MONITOR_PARSE_WORKERS=0``), wit
 retention. After the baseline (the first check) each re-check adds ``--urls`` URLs and
 removes as many: 2 x ``--urls`` changed URLs a check.
 
-Reported per database: the bytes each table and index grew by over the re-checks (SQLite:
+Reported per database: the time to a first page of the changes, and of a search of them by
+a part of the loc (best of 3); the bytes each table and index grew by over the re-checks (SQLite:
 ``dbstat``'s pages; PostgreSQL: ``pg_relation_size`` of each table, its TOAST and each index,
 after a VACUUM), per re-check and per changed URL, and the snapshots' own ``history_bytes``
 where the schema has it (what retention's ``max_bytes`` counts).
@@ -31,12 +32,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from harness import database
+from history_queries import _best, _page
 from sqlalchemy import Engine, text
 
 from monitor import config
 from monitor.check.pipeline import run_check
 from monitor.read.fetch import Fetcher
 from monitor.store import db
+from monitor.store import listings as store
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 LOC_LENGTH = len("https://shop.example.com/catalogue/01234567-1/0123456789-item-12345.html")
@@ -149,13 +152,19 @@ async def measure(url: str, site: str, checks: int, urls: int) -> dict[str, Any]
                 changed += result.added + result.removed
         vacuum(engine)
         after, counted_after = relation_bytes(engine), history_bytes(engine)
+        timings = {
+            "changes, first page": _best(lambda: _page(store.open_changes(
+                engine, "rotating", None, (), None))),
+            "changes --loc item-12345": _best(lambda: _page(store.open_changes(
+                engine, "rotating", None, (), None, q="item-12345"))),
+        }
     finally:
         await fetcher.aclose()
         engine.dispose()
     growth = {name: after.get(name, 0) - before.get(name, 0) for name in after}
     return {"growth": growth, "changed": changed, "rechecks": checks - 1,
             "counted": None if counted is None or counted_after is None
-            else counted_after - counted}
+            else counted_after - counted, "timings": timings}
 
 
 def report(kind: str, found: dict[str, Any]) -> None:
@@ -169,6 +178,8 @@ def report(kind: str, found: dict[str, Any]) -> None:
         if size:
             print(f"{name:<44}{size:>14,}{size // rechecks:>14,}{size / changed:>15.1f}")
     print(f"{'total':<44}{total:>14,}{total // rechecks:>14,}{total / changed:>15.1f}")
+    for name, seconds in found["timings"].items():
+        print(f"{name:<44}{seconds:>14.3f} s (best of 3)")
     if found["counted"] is not None:
         print(f"{'counted for max_bytes':<44}{found['counted']:>14,}"
               f"{found['counted'] // rechecks:>14,}{found['counted'] / changed:>15.1f}")
