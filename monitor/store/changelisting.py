@@ -190,7 +190,9 @@ def _statements(target: int, floor: int, group: _Group, at: tuple[int, int, int]
         if not (reasons or rules) and packed:
             # A pack's members have locs of their own: they are searched once unpacked. The
             # packs by their own index, few, then sorted.
-            found.append(read(c.members.is_not(None), c.kind.in_(packed),
+            # The kinds as an expression: the packs' own index, not the kinds' (every row).
+            by_kind = [c.kind.concat("").in_(packed)] if len(packed) < len(_PACKED) else []
+            found.append(read(c.members.is_not(None), *by_kind,
                               order=(c.snapshot_id + 0, c.id + 0)))
         return found
     searched = ([c.members.is_not(None) | func.lower(c.loc).contains(q, autoescape=True)]
