@@ -213,7 +213,11 @@ def _hash_password() -> int:
         password = sys.stdin.readline().rstrip("\r\n")
     if not password:
         raise ConfigError("web hash-password: an empty password")
-    _out(hash_password(password))
+    try:
+        hashed = hash_password(password)
+    except ValueError as exc:  # too long for bcrypt
+        raise ConfigError(f"web hash-password: {exc}") from None
+    _out(hashed)
     return EXIT_OK
 
 
