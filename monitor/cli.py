@@ -541,10 +541,10 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
 
 
 def _search(raw: str | None) -> str | None:
-    """``--loc TEXT``: None when not given; a NUL is a mistake no loc holds."""
-    if raw is not None and "\x00" in raw:
-        raise ConfigError("--loc: holds a NUL character")
-    return raw or None
+    """``--loc TEXT``: None when not given; a NUL, or more than a loc's length, is refused."""
+    from monitor import listings as listing
+
+    return listing.parse_search(raw, "--loc")
 
 
 def _story(args: argparse.Namespace) -> int:
