@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import signal
 import sys
 import threading
 import time
@@ -119,6 +120,12 @@ def worker_start() -> None:
     # cycles. Workers are replaced every few documents all the same.
     gc.disable()
     return_big_buffers()
+    # The process that started the pool stops its workers (DigestPool.shutdown), or they end
+    # with it (_exit_with_parent). A Ctrl-C in a terminal, or a service manager's SIGTERM to
+    # every process of the service, reaches them too: it killed them mid-document, breaking
+    # the pool that the daemon was about to close, each with a traceback on the terminal.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _exit_with_parent()
 
 

@@ -116,3 +116,58 @@ def test_no_helper_process_outlives_a_sigkilled_daemon(
         assert leftover == {}, f"{len(left)} of {len(helpers)} left, {total:.0f} MB"
     finally:
         daemon.stop()
+
+
+
+def _index_of_big_children(http_server: TestServer) -> str:
+    """A sitemap index whose children are digested by the worker processes."""
+    children = []
+    for c in range(CHILDREN):
+        body = sitemap({f"http://127.0.0.1/{c}/{i:06d}/{'x' * 60}": None for i in range(URLS)})
+        http_server.route(f"/c{c}.xml", Reply(body=body))
+        children.append(http_server.url(f"/c{c}.xml"))
+    http_server.route("/index.xml", Reply(body=(
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<sitemap><loc>{u}</loc></sitemap>" for u in children)
+        + "</sitemapindex>").encode()))
+    return http_server.url("/index.xml")
+
+
+@pytest.mark.parametrize(("signum", "group"), [
+    (signal.SIGTERM, False),  # kill, Kubernetes, docker stop
+    (signal.SIGTERM, True),  # a service manager that signals every process of the service
+    (signal.SIGINT, True),  # Ctrl-C in a terminal: the whole foreground job
+])
+def test_a_stopped_daemon_stops_its_workers_cleanly(
+    http_server: TestServer, tmp_path: Path, signum: signal.Signals, group: bool,
+) -> None:
+    """The daemon stops its parse workers itself, whoever else a signal reaches: it exits 0,
+    and nothing in its stderr says that a worker was interrupted or that the pool's
+    semaphores were left behind (multiprocessing's resource tracker: "leaked semaphore")."""
+    config = write_config(tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db",
+                          [("big", _index_of_big_children(http_server))], interval="1s")
+    daemon = Daemon(config, env={"SITEMAP_MONITOR_PARSE_WORKERS": "2"}, group=True)
+    try:
+        daemon.started(timeout=30)
+        helpers: dict[int, str] = {}
+        deadline = time.monotonic() + 60
+        while len(helpers) < 4 and time.monotonic() < deadline:  # the pool is up
+            helpers = _descendants(daemon.proc.pid)
+            time.sleep(0.05)
+        assert len(helpers) >= 4, {pid: _command(pid) for pid in helpers}
+        daemon.more_checks("big", 1)
+        (daemon.signal_group if group else daemon.signal)(signum)
+        assert daemon.wait(60) == 0
+        daemon.event("stopped", timeout=1)
+    finally:
+        daemon.stop()
+    left = helpers
+    deadline = time.monotonic() + 10  # the resource tracker ends once it reads our end
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = {pid: started for pid, started in left.items() if _alive(pid, started)}
+    assert {pid: _command(pid) for pid in left} == {}
+    # What the helper processes write (not the daemon's JSON lines).
+    told = [line["event"] for line in daemon.lines if line.get("raw") and any(
+        word in line["event"] for word in ("leaked", "Traceback", "KeyboardInterrupt"))]
+    assert told == []
