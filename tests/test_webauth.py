@@ -3,11 +3,13 @@ password check costs."""
 
 from __future__ import annotations
 
+import io
 import time
 
 import bcrypt
 import pytest
 
+from monitor.cli import main
 from monitor.serve.auth import (
     FAILURES_FORGOTTEN,
     FREE_FAILURES,
@@ -67,7 +69,12 @@ def test_every_failed_password_costs_one_bcrypt() -> None:
     assert cost(longest, hashed_longest)[0]
 
 
-def test_a_password_bcrypt_cannot_take_gets_no_hash() -> None:
-    with pytest.raises(ValueError, match="longer than 72 bytes"):
-        hash_password("é" * 37)
+def test_a_password_bcrypt_cannot_take_gets_no_hash(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No login could use it: ``web hash-password`` says so in one line (it was a traceback)."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("é" * 37 + "\n"))  # 74 bytes in UTF-8
+    assert main(["web", "hash-password"]) == 2
+    assert capsys.readouterr().err == ("sitemap-monitor: web hash-password: a password longer "
+                                       "than 72 bytes (bcrypt reads no further)\n")
     assert bcrypt.checkpw(b"x" * 72, hash_password("x" * 72, rounds=4).encode())
