@@ -67,8 +67,9 @@ def bind(listen: str) -> socket.socket:
 
 class _StrictHeads(ReceiveBuffer):
     """h11's receive buffer, refusing the request heads that h11 reads leniently and a proxy
-    in front may read otherwise: a line ended by a bare LF (or a bare CR), and a header line
-    folded onto the one before (obs-fold). A proxy that saw such a head differently could be
+    in front may read otherwise: a line ended by a bare LF (or a bare CR), a header line
+    folded onto the one before (obs-fold), and a body framed both by Content-Length and by
+    Transfer-Encoding. A proxy that saw such a head differently could be
     made to pass two requests where the daemon sees one, or the other way round."""
 
     def maybe_extract_lines(self) -> list[bytearray] | None:
@@ -86,6 +87,10 @@ class _StrictHeads(ReceiveBuffer):
                 raise h11.RemoteProtocolError("a line not ended by CRLF", 400)
             if b"\r\n " in head or b"\r\n\t" in head:
                 raise h11.RemoteProtocolError("a folded header line (obs-fold)", 400)
+            names = {line.partition(b":")[0].lower() for line in head.split(b"\r\n")[1:]}
+            if b"content-length" in names and b"transfer-encoding" in names:
+                # h11 would go by Transfer-Encoding; a proxy by Content-Length, maybe
+                raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding", 400)
         return super().maybe_extract_lines()
 
 

@@ -70,6 +70,10 @@ def test_a_half_close_with_two_requests_answers_both(address: tuple[str, int]) -
     b"GET /healthz HTTP/1.1\r\n Host: monitor\r\n\r\n",  # a first header line folded
     b"GET /healthz HTTP/1.1\r\nHost: m\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
     b"GET /healthz HTTP/1.1\r\nHost: m\r\nTransfer-Encoding: xchunked\r\n\r\n",
+    b"GET /healthz HTTP/1.1\r\nHost: m\r\nContent-Length: 5\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"GET /healthz HTTP/1.1\r\nHost: m\r\ntransfer-encoding: chunked\r\n"
+    b"content-length: 5\r\n\r\n0\r\n\r\n",
     b"GET /healthz HTTP/1.1\r\nHost: m\r\nTransfer-Encoding : chunked\r\n\r\n",
 ])
 def test_bare_line_feeds_and_folded_headers_are_refused(
