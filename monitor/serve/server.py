@@ -69,12 +69,13 @@ class _StrictHeads(ReceiveBuffer):
     """h11's receive buffer, refusing the request heads that h11 reads leniently and a proxy
     in front may read otherwise: a line ended by a bare LF (or a bare CR), a header line
     folded onto the one before (obs-fold), and a body framed both by Content-Length and by
-    Transfer-Encoding. A proxy that saw such a head differently could be
-    made to pass two requests where the daemon sees one, or the other way round."""
+    Transfer-Encoding. A proxy that saw such a head differently could be made to pass two
+    requests where the daemon sees one, or the other way round. (h11 has no strict mode; its
+    buffer is what reads a head's lines, so this is where they are seen whole.)"""
 
     def maybe_extract_lines(self) -> list[bytearray] | None:
         """The lines of a whole head, as h11 reads them; ``h11.RemoteProtocolError`` (a 400)
-        when one of them is ended or folded so."""
+        for a head of one of those kinds."""
         data = self._data
         end = 1 if data[:1] == b"\n" else None
         if end is None:  # where h11 finds the head's end, searched as far as h11 has
@@ -113,7 +114,8 @@ class _Protocol(H11Protocol):
       ``Retry-After`` has passed (``api.HOLD`` in the request's scope): a client that
       retries at once costs the event loop nothing meanwhile.
     - uvicorn's own answer to a malformed request carries the security headers too, and a
-      head with a bare LF or a folded header line is such a request (``_StrictHeads``).
+      head with a bare LF, a folded header line or a double framing is such a request
+      (``_StrictHeads``).
     - A client that half-closes after its request (sends all it will, then waits) gets its
       answer, then the connection closes; asyncio and uvicorn closed it at once, unanswered.
 
