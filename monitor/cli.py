@@ -290,18 +290,22 @@ def _check(args: argparse.Namespace) -> int:
     collecting = gc.isenabled()
     gc.disable()
     digests = DigestPool()
+    checked = False
     try:
         if args.rate is not None:
             target = _with_rate(target, args.rate)
         result, urls = asyncio.run(_run_check(target, engine, cfg, args.max_changes,
                                               urls=args.urls, digests=digests,
                                               progress=_progress()))
+        checked = True
     except Exception as exc:
         refusal = _database_refusal(engine, exc)
         if refusal is None:
             raise
         raise refusal from None
     finally:
+        if not checked:  # failed or Ctrl-C: the console script's exit skips atexit
+            digests.shutdown()
         if collecting:
             gc.enable()
         engine.dispose()

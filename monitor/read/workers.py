@@ -133,7 +133,8 @@ class DigestPool:
                     "forkserver" if "forkserver" in methods else "spawn"
                 )
                 if "forkserver" in methods:
-                    context.set_forkserver_preload(["monitor.read.digest", "monitor.read.process"])
+                    context.set_forkserver_preload(
+                        ["monitor.read.preload", "monitor.read.digest", "monitor.read.process"])
                 # The forkserver (or a spawned worker) is a `python -c`, which puts the working
                 # directory first on its path: a `monitor` folder there would be what the
                 # workers import. PYTHONSAFEPATH leaves it out; the workers inherit it.
