@@ -80,6 +80,7 @@ RuleId = Literal[
     "url-disallowed",
     "url-redirect-loop",
     "url-canonical-conflict",
+    "url-canonical-broken",
 ]
 
 
@@ -220,6 +221,8 @@ _RULES: tuple[Rule, ...] = (
          'a redirect chain that repeats a URL or runs past 10 hops'),
     Rule("url-canonical-conflict", "info", "url-health.md",
          'several rel=canonical that disagree: all ignored, as Google ignores them'),
+    Rule("url-canonical-broken", "warning", "url-health.md",
+         'the canonical a page names is not ok itself (404, redirect, noindex, disallowed)'),
 )
 
 TABLE: dict[str, Rule] = {rule.id: rule for rule in _RULES}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -109,9 +109,25 @@ class Checker:
         self._now = now
         self._agent = target.settings.user_agent
         self.allow_private = target.settings.allow_private  # or the target's URL is private
+        # canonical target -> its own check, once per checker (a round) however many name it
+        self._canonicals: dict[str, asyncio.Future[Checked]] = {}
 
     async def check(self, url: str, *, server_errors: int = 0) -> Checked:
-        """One URL's verdict; ``server_errors``: its 5xx answers in a row before this one."""
+        """One URL's verdict; ``server_errors``: its 5xx answers in a row before this one.
+        A canonicalized page's canonical is checked too (once per round per distinct URL)."""
+        checked = await self._follow(url, server_errors=server_errors)
+        verdict = checked.verdict
+        if verdict.state != "canonicalized" or verdict.final_url is None:
+            return checked
+        target = self._canonicals.get(verdict.final_url)
+        if target is None:
+            target = asyncio.ensure_future(self._follow(verdict.final_url))
+            self._canonicals[verdict.final_url] = target
+        judged = await asyncio.shield(target)
+        return replace(checked, verdict=health.canonical_broken(verdict, judged.verdict))
+
+    async def _follow(self, url: str, *, server_errors: int = 0) -> Checked:
+        """One URL's verdict, its redirects (3xx and meta refresh) followed hop by hop."""
         answers: list[health.Answered] = []
         seen = {url}
         current = url
@@ -125,9 +141,11 @@ class Checker:
             except FetchError as exc:
                 return Checked(url, health.failed(current, exc.kind, str(exc),
                                                   hops=len(answers)))
-            answers.append(_answered(answer))
+            answered = _answered(answer)
+            answers.append(answered)
             retry_after = self._pushed_back(answer)
-            nxt = answer.location
+            refresh = None if answer.location else health.refresh_of(answered)
+            nxt = answer.location if refresh is None else refresh.url
             if nxt is None:
                 errors = server_errors + 1 if answer.status >= 500 else 0
                 verdict = health.judge(answers, listed_url=url, server_errors=errors,
@@ -207,8 +225,10 @@ def _done_reading(pending: dict[str, Any], robots: str, task: asyncio.Task[Any])
 
 
 def _answered(answer: Answer) -> health.Answered:
-    return health.Answered(answer.url, answer.status, answer.headers, answer.head,
-                           answer.truncated)
+    answered = health.Answered(answer.url, answer.status, answer.headers, answer.head,
+                               answer.truncated)
+    # parsed once here: for a meta refresh to follow, and for the verdict
+    return replace(answered, page=health.read_page(answered))
 
 
 async def check_all(checker: Checker, urls: Iterable[tuple[str, int]],

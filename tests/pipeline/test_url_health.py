@@ -471,3 +471,77 @@ def test_changes_by_rule(
     code, _, err = run(capsys, "changes", "t", "--rule", "url-nope", "--database-url", db)
     assert code == 2
     assert "--rule: 'url-nope' matches no rule id" in err
+
+
+def test_html_is_read_as_a_browser_builds_it(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Meta refresh followed as a redirect hop, a robots meta only as an element, a canonical
+    resolved against ``<base href>`` and its target checked once a round, not-found phrases
+    whole: through ``check --urls`` against a real local site."""
+    s = http_server
+    body = b"<p>" + b"words of a real page " * 50 + b"</p>"
+    html = {"Content-Type": "text/html; charset=utf-8"}
+
+    def doc(head: bytes, rest: bytes = body) -> Reply:
+        return Reply(200, b"<!doctype html><html><head>" + head + b"</head><body>" + rest
+                     + b"</body></html>", headers=html)
+
+    s.route("/ok", page())
+    s.route("/b/page", page())
+    s.route("/dead", page(status=404))
+    s.route("/refresh-now", doc(b'<meta http-equiv="refresh" content="0; url=/ok">', b""))
+    s.route("/refresh-later", doc(b"<meta http-equiv=refresh content=\"5;URL='/ok'\">"))
+    s.route("/refresh-to-404", doc(b'<meta http-equiv="refresh" content="0;url=/dead">'))
+    s.route("/reloads-itself", doc(b'<meta http-equiv="refresh" content="30">'))
+    s.route("/script-noindex", doc(
+        b"<script>var tag = '<meta name=\"robots\" content=\"noindex\">';</script>"))
+    s.route("/textarea-noindex", doc(
+        b"<title>How to hide a page</title>",
+        b'<textarea><meta name="robots" content="noindex"></textarea>' + body))
+    s.route("/body-noindex", doc(b"", body + b'<meta name="robots" content="noindex">'))
+    s.route("/a/page", doc(b'<base href="/b/"><link rel="canonical" href="page">'))
+    s.route("/to-dead-1", doc(b'<link rel="canonical" href="/dead">'))
+    s.route("/to-dead-2", doc(b'<link rel="canonical" href="/dead">'))
+    s.route("/vinyl", doc(b"<title>Rare vinyl not found in stores</title>"))
+    s.route("/coupe", doc(b"<title>Classic cars</title>", b"<h1>404 Coup\xc3\xa9</h1>" + body))
+    s.route("/seite", doc(b"<title>Seite nicht gefunden \xe2\x80\x93 Shop</title>"))
+    expected = {
+        "/refresh-now": ("redirect", "url-redirect"),
+        "/refresh-later": ("redirect", "url-redirect"),
+        "/refresh-to-404": ("not-found", "url-not-found"),
+        "/reloads-itself": ("ok", None),
+        "/script-noindex": ("ok", None),
+        "/textarea-noindex": ("ok", None),
+        "/body-noindex": ("noindex", "url-noindex"),
+        "/a/page": ("canonicalized", "url-canonicalized"),
+        "/to-dead-1": ("canonicalized", "url-canonical-broken"),
+        "/to-dead-2": ("canonicalized", "url-canonical-broken"),
+        "/vinyl": ("ok", None),
+        "/coupe": ("ok", None),
+        "/seite": ("soft-404", "url-soft-404"),
+    }
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in expected}))
+    code, _ = check_urls(capsys, config(tmp_path, site), db,
+                         "--fail-on", "url-canonical-broken")
+    assert code == 3
+    found = {loc.removeprefix(site.url("")): v for loc, v in states(db).items()}
+    assert found == expected
+    engine = make_engine(db)
+    try:
+        with engine.connect() as conn:
+            u = url_states.c
+            rows = {r.loc.removeprefix(site.url("")): r for r in conn.execute(
+                select(u.loc, u.final_url, u.hops, u.detail))}
+    finally:
+        engine.dispose()
+    assert rows["/a/page"].final_url == site.url("/b/page")
+    assert rows["/refresh-now"].final_url == site.url("/ok")
+    assert "instant: permanent" in rows["/refresh-now"].detail
+    assert "after 5 s: temporary" in rows["/refresh-later"].detail
+    assert site.url("/dead") in rows["/to-dead-1"].detail
+    assert "not-found" in rows["/to-dead-1"].detail
+    # The canonical target is checked once in the round, however many pages name it; the
+    # refresh that leads there is a request of its own.
+    assert len(by_url_checks(s, "/dead")) == 2

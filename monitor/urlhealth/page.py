@@ -1,0 +1,171 @@
+"""One HTML page as an HTML5 parser builds it: what judging its health reads. Pure.
+
+``read`` parses the first bytes of a page with Lexbor (through selectolax), the way a browser
+and Googlebot build the document, so that text which only looks like a tag (inside a
+``<script>`` string, a ``<textarea>`` code sample, a ``<style>``, a ``<template>`` or a
+comment) is never taken for an element, and an element that cannot be in a ``<head>`` ends it
+exactly where a browser ends it. The result is a frozen ``Page``; the tree is dropped.
+
+>>> page = read(b'<base href="/b/"><link rel=canonical href=page><p>Hi', "https://e.com/a/x")
+>>> page.canonicals, page.text
+(('https://e.com/b/page',), 'Hi')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from hashlib import blake2b
+from urllib.parse import urljoin, urlsplit
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+__all__ = ["Page", "Refresh", "fingerprint", "read", "similar"]
+
+# A body with one of these is not empty (a script may write the page, as Google renders it).
+_MEDIA = "img,video,audio,iframe,object,embed,canvas,svg,picture,script,input,form"
+_NOT_TEXT = ["script", "style", "noscript", "template"]
+# Around the main content, the same on every page of a site: left out of its fingerprint.
+_CHROME = ["nav", "header", "footer", "aside", "form"]
+_REFRESH = re.compile(r"\s*(\d[\d.]*)\s*(?:[;,]\s*(?:url\s*=\s*)?(.*))?", re.IGNORECASE | re.DOTALL)
+_WORD = re.compile(r"\w+")
+_SPACE = re.compile(r"\s+")
+_SHINGLE = 3  # words per shingle of a fingerprint
+_BITS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Refresh:
+    """A ``<meta http-equiv="refresh">`` that names a URL: after ``delay`` seconds (0: at
+    once, a permanent redirect for Google; later: a temporary one), go to ``url``."""
+
+    delay: float
+    url: str
+
+    @property
+    def permanent(self) -> bool:
+        """An instant refresh, which Google treats as a permanent redirect."""
+        return self.delay == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What a page's HTML says to a crawler, read once."""
+
+    robots: tuple[tuple[str, str], ...]  # (name, content) of each robots or googlebot <meta>
+    canonicals: tuple[str, ...]  # each <link rel=canonical> of the head, absolute
+    refresh: Refresh | None
+    title: str
+    heading: str  # the text of the first <h1>
+    text: str  # the visible text of the body, spaces collapsed
+    main: str  # the visible text of its main content (no nav, header, footer, aside)
+    empty: bool  # a body with neither text nor media
+
+
+def read(html: bytes, url: str) -> Page:
+    """The page ``html`` (its first bytes) served at ``url``, as an HTML5 parser builds it."""
+    tree = LexborHTMLParser(html)
+    base = url
+    base_node = tree.css_first("base[href]")
+    if base_node is not None:  # the first <base href> is the document's base URL
+        base = urljoin(url, (base_node.attributes.get("href") or "").strip())
+    robots: list[tuple[str, str]] = []
+    refresh = None
+    for meta in tree.css("meta"):
+        attributes = meta.attributes
+        name = (attributes.get("name") or "").strip().lower()
+        if name in ("robots", "googlebot"):
+            robots.append((name, attributes.get("content") or ""))
+        elif refresh is None and (attributes.get("http-equiv") or "").strip().lower() == "refresh":
+            refresh = _refresh(attributes.get("content") or "", base)
+    head = tree.head
+    canonicals: list[str] = []
+    title = ""
+    if head is not None:  # the parser's head: up to the first element that ends a head
+        for link in head.css("link[rel][href]"):
+            rels = (link.attributes.get("rel") or "").lower().split()
+            href = (link.attributes.get("href") or "").strip()
+            if "canonical" in rels and href:
+                canonicals.append(urljoin(base, href))
+        title_node = head.css_first("title")
+        if title_node is not None:
+            title = _collapse(title_node.text(deep=True))
+    body = tree.body
+    heading = text = main = ""
+    media = False
+    if body is not None:
+        h1 = body.css_first("h1")
+        heading = "" if h1 is None else _collapse(h1.text(deep=True, separator=" "))
+        media = body.css_first(_MEDIA) is not None
+        body.strip_tags(_NOT_TEXT)
+        text = _collapse(body.text(deep=True, separator=" "))
+        main = _main_text(body)
+    return Page(tuple(robots), tuple(canonicals), refresh, title, heading, text, main,
+                empty=not text and not media)
+
+
+def _main_text(body: LexborNode) -> str:
+    """The text of ``<main>`` (or ``[role=main]``) when there is one, else the body's without
+    its navigation, header, footer and asides."""
+    main = body.css_first("main, [role=main]")
+    if main is None:
+        body.strip_tags(_CHROME)
+        main = body
+    return _collapse(main.text(deep=True, separator=" "))
+
+
+def _collapse(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def _refresh(content: str, base: str) -> Refresh | None:
+    """A refresh's ``content`` (``5; url=/next``) as a ``Refresh``, or None when it names no
+    URL (a page that reloads itself) or is not one, as browsers parse it."""
+    match = _REFRESH.match(content)
+    if match is None:
+        return None
+    target = (match.group(2) or "").strip()
+    if target[:1] in ("'", '"'):  # a quoted URL ends at its closing quote
+        quote = target[0]
+        target = target[1:].split(quote, 1)[0]
+    target = target.strip()
+    if not target:
+        return None
+    try:
+        delay = float(match.group(1).rstrip("."))
+    except ValueError:
+        return None
+    url = urljoin(base, target)
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        return None  # a javascript: or mailto: target is no page to go to
+    return Refresh(delay, url)
+
+
+def fingerprint(text: str) -> int:
+    """A 64-bit SimHash of ``text``'s word shingles: two texts that share most of their
+    shingles differ in few bits (``similar``). Zero for a text without words."""
+    words = [w.casefold() for w in _WORD.findall(text)]
+    if not words:
+        return 0
+    shingles = {" ".join(words[i:i + _SHINGLE])
+                for i in range(max(1, len(words) - _SHINGLE + 1))}
+    weights = [0] * _BITS
+    for shingle in shingles:
+        h = _hash64(shingle)
+        for bit in range(_BITS):
+            weights[bit] += 1 if h >> bit & 1 else -1
+    value = 0
+    for bit, weight in enumerate(weights):
+        if weight > 0:
+            value |= 1 << bit
+    return value
+
+
+def similar(a: int, b: int, *, bits: int = 3) -> bool:
+    """Two fingerprints of the same text, give or take a few words: at most ``bits`` differ."""
+    return a != 0 and b != 0 and (a ^ b).bit_count() <= bits
+
+
+def _hash64(text: str) -> int:
+    """A stable 64-bit hash: the same on every run and every replica, unlike ``hash``."""
+    return int.from_bytes(blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
