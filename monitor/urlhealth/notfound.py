@@ -4,9 +4,9 @@ A title or a heading is evidence of a soft 404 only when one of its parts is a W
 phrase: "Page not found", "404 Not Found", "Seite nicht gefunden". A phrase inside a longer
 text is a page about something ("Rare vinyl not found in stores", "404 Coupé"), and a false
 soft 404 costs a site more than a missed one. A title is cut into parts at the separators
-sites put between a message and their name ("Page not found | Shop", "404: This page could
-not be found.", "Oops! That page can't be found."); each part is compared whole, in lower
-case, its punctuation and spaces evened out.
+sites put between a message and their name ("Page not found | Shop"), each part into its
+sentences ("Oops! That page can't be found."); a sentence is compared whole, in lower case,
+its spaces evened out.
 
 The phrases cover the languages most used on the web: English, Spanish, German, Japanese,
 French, Russian, Portuguese, Italian, Dutch, Polish, Turkish and Chinese (simplified and
@@ -22,7 +22,7 @@ __all__ = ["PHRASES", "says_not_found"]
 
 PHRASES: frozenset[str] = frozenset({
     # English
-    "404", "not found", "page not found", "404 not found", "404 page not found", "error 404",
+    "not found", "page not found", "404 not found", "404 page not found", "error 404",
     "404 error", "error 404 page not found", "404 error page not found", "file not found",
     "404 file not found", "page does not exist", "this page does not exist",
     "the page does not exist", "page doesn't exist", "this page doesn't exist",
@@ -99,24 +99,40 @@ PHRASES: frozenset[str] = frozenset({
     "頁面不存在", "網頁不存在", "找不到網頁", "找不到頁面", "頁面未找到", "您要的頁面不存在",
     "糟糕 页面不存在",
 })
-# Between a message and the rest of a title: "|", dashes with spaces, a colon, a bullet,
-# brackets, sentence ends. A hyphen inside a word ("e-commerce") does not cut.
-_SEPARATORS = re.compile(r"\s[-–—~/]\s|\s*[|:•·»«()\[\]<>!?¡¿。！？：｜、,，;.…]\s*|[–—]")
+# Words that only introduce the message: "Oops! That page can't be found.", "404: This page
+# could not be found.", "抱歉，页面不存在". Never evidence on their own.
+FILLERS: frozenset[str] = frozenset({
+    "404", "error", "error 404", "404 error", "oops", "whoops", "sorry", "oh no", "uh oh", "hmm",
+    "we're sorry", "oups", "désolé", "erreur", "erreur 404", "ops", "ups", "hoppla", "oh",
+    "fehler", "fehler 404", "lo sentimos", "vaya", "ошибка", "ошибка 404", "к сожалению", "упс",
+    "errore", "errore 404", "erro", "erro 404", "błąd", "błąd 404", "przepraszamy", "oeps",
+    "fout 404", "hata", "hata 404", "抱歉", "糟糕", "对不起", "對不起", "すみません",
+    "申し訳ございません", "申し訳ありません",
+})
+# Between a page's message and the site's name: "Page not found | Shop", "404 - Pagina non
+# trovata". A hyphen inside a word ("e-commerce") does not cut.
+_SEGMENTS = re.compile(r"\s[-~/·»«]\s|\s*[|•｜]\s*|\s*::\s*|\s*[–—]\s*")
+# Between the sentences of a message: "Oops! That page can't be found."
+_SENTENCES = re.compile(r"\s*[:!?¡¿.…,;，、。！？：()\[\]「」『』«»\"“”„]+\s*")
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "`": "'"})
 _SPACE = re.compile(r"\s+")
-_EDGES = "\"'“”„«»*#-–— "
 
 
 def says_not_found(text: str) -> str | None:
-    """The part of ``text`` (a title or a heading) that is a whole not-found phrase, or None."""
+    """The part of ``text`` (a title or a heading) that is a whole not-found phrase, or None.
+
+    A part of a title between the site's separators counts when its sentences are all
+    not-found phrases or words that introduce one ("Oops!", "404:"), one phrase at least; a
+    first part that is only "404" or "Error 404" counts too ("404 | Shop")."""
     normal = _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()
                         .translate(_APOSTROPHES)).strip()
-    if not normal:
-        return None
-    if normal.strip(_EDGES) in PHRASES:
-        return normal.strip(_EDGES)
-    for part in _SEPARATORS.split(normal):
-        part = part.strip(_EDGES)
-        if part and part in PHRASES and (part != "404" or normal.startswith("404")):
-            return part
+    for index, segment in enumerate(_SEGMENTS.split(normal)):
+        sentences = [part for part in _SENTENCES.split(segment) if part]
+        if not sentences:
+            continue
+        found = [part for part in sentences if part in PHRASES]
+        if found and all(part in PHRASES or part in FILLERS for part in sentences):
+            return found[0]
+        if index == 0 and len(sentences) == 1 and sentences[0] in ("404", "error 404"):
+            return sentences[0]
     return None
