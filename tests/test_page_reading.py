@@ -150,4 +150,5 @@ def test_fingerprints_of_one_text_match_and_of_two_do_not() -> None:
                           "to order in six weeks in our workshop by the river.")
     assert pages.similar(a, b)
     assert not pages.similar(a, c)
-    assert pages.fingerprint("") == 0
+    assert pages.fingerprint("") == b""
+    assert not pages.similar(b"", b"")

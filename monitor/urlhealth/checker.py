@@ -14,10 +14,11 @@ small transactions, with a removed URL's reason.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,15 +35,18 @@ from monitor.model import BROKEN_STATES
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Answer, Fetcher, retry_after_seconds
 from monitor.read.robotstxt import GOOGLEBOT, robots_url
+from monitor.store import notfoundpages as not_found_store
 from monitor.store import outbox
 from monitor.store import robotsfiles as robots_store
 from monitor.store import urlstates as store
 from monitor.store.checkwriter import transaction
+from monitor.urlhealth import page as pages
 from monitor.urlhealth import verdict as health
 
 __all__ = ["Budget", "Checker", "Round", "check_all", "run_round"]
 
 DISALLOWS_MONITOR = "robots.txt disallows this monitor"
+PROBE_EVERY = timedelta(days=1)  # how often a host's own not-found page is asked for
 SLOWEST = 16  # a host answering 429 is slowed down to 1/16 of the rate at most
 WORKERS = 32
 
@@ -101,7 +105,8 @@ class Checker:
 
     def __init__(self, target: Target, fetcher: Fetcher, budget: Budget,
                  robots: robotsread.RobotsCache | None = None,
-                 now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 now: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 engine: Engine | None = None) -> None:
         self._target = target
         self._fetcher = fetcher
         self._budget = budget
@@ -111,23 +116,62 @@ class Checker:
         self.allow_private = target.settings.allow_private  # or the target's URL is private
         # canonical target -> its own check, once per checker (a round) however many name it
         self._canonicals: dict[str, asyncio.Future[Checked]] = {}
+        # origin -> its own not-found page (fingerprint, final URL), asked once a day
+        self._engine = engine
+        self._not_found: dict[str, asyncio.Future[tuple[bytes, str | None]]] = {}
 
     async def check(self, url: str, *, server_errors: int = 0) -> Checked:
         """One URL's verdict; ``server_errors``: its 5xx answers in a row before this one.
         A canonicalized page's canonical is checked too (once per round per distinct URL)."""
-        checked = await self._follow(url, server_errors=server_errors)
+        checked, last = await self._follow(url, server_errors=server_errors)
         verdict = checked.verdict
+        if verdict.state in ("ok", "redirect") and last is not None and last.page is not None:
+            host_page, host_url = await self._host_not_found(last.url)
+            return replace(checked, verdict=health.host_not_found(verdict, last, host_page,
+                                                                  host_url))
         if verdict.state != "canonicalized" or verdict.final_url is None:
             return checked
         target = self._canonicals.get(verdict.final_url)
         if target is None:
-            target = asyncio.ensure_future(self._follow(verdict.final_url))
+            target = asyncio.ensure_future(self._canonical(verdict.final_url))
             self._canonicals[verdict.final_url] = target
         judged = await asyncio.shield(target)
         return replace(checked, verdict=health.canonical_broken(verdict, judged.verdict))
 
-    async def _follow(self, url: str, *, server_errors: int = 0) -> Checked:
-        """One URL's verdict, its redirects (3xx and meta refresh) followed hop by hop."""
+    async def _canonical(self, url: str) -> Checked:
+        return (await self._follow(url))[0]
+
+    async def _host_not_found(self, url: str) -> tuple[bytes, str | None]:
+        """The fingerprint of ``url``'s host's own not-found page and where it ended (empty
+        when the host answers a missing path with no 2xx page), asked at most once a day."""
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        task = self._not_found.get(origin)
+        if task is None:
+            task = asyncio.ensure_future(self._probe(origin))
+            self._not_found[origin] = task
+        return await asyncio.shield(task)
+
+    async def _probe(self, origin: str) -> tuple[bytes, str | None]:
+        if self._engine is not None:
+            last = await asyncio.to_thread(not_found_store.load, self._engine, origin)
+            if last is not None and self._now() - last.probed_at < PROBE_EVERY:
+                return last.fingerprint, last.final_url
+        probe_url = f"{origin}/sitemap-monitor-{secrets.token_hex(12)}"
+        checked, answer = await self._follow(probe_url)
+        status = checked.verdict.status
+        page = None if answer is None or status is None or not 200 <= status < 300 else answer.page
+        found = b"" if page is None else pages.fingerprint(page.main)
+        final = None if answer is None else answer.url
+        if self._engine is not None and not checked.verdict.transient:
+            await asyncio.to_thread(not_found_store.save, self._engine, not_found_store.Probe(
+                origin, self._now(), probe_url, final, status, found))
+        return found, final
+
+    async def _follow(self, url: str, *, server_errors: int = 0,
+                      ) -> tuple[Checked, health.Answered | None]:
+        """One URL's verdict, its redirects (3xx and meta refresh) followed hop by hop, and
+        the last answer (None when none came)."""
         answers: list[health.Answered] = []
         seen = {url}
         current = url
@@ -135,12 +179,12 @@ class Checker:
             # Each hop is asked of its host's robots.txt first, as Googlebot asks it.
             barred = await self._barred(current, len(answers))
             if barred is not None:
-                return Checked(url, barred)
+                return Checked(url, barred), None
             try:
                 answer = await self._get(current, self._target.settings.url_checks.body_limit)
             except FetchError as exc:
                 return Checked(url, health.failed(current, exc.kind, str(exc),
-                                                  hops=len(answers)))
+                                                  hops=len(answers))), None
             answered = _answered(answer)
             answers.append(answered)
             retry_after = self._pushed_back(answer)
@@ -150,9 +194,9 @@ class Checker:
                 errors = server_errors + 1 if answer.status >= 500 else 0
                 verdict = health.judge(answers, listed_url=url, server_errors=errors,
                                        now=self._now())
-                return Checked(url, verdict, retry_after)
+                return Checked(url, verdict, retry_after), answered
             if nxt in seen or len(answers) > health.MAX_HOPS:
-                return Checked(url, health.judge(answers, listed_url=url, loop=True))
+                return Checked(url, health.judge(answers, listed_url=url, loop=True)), None
             seen.add(nxt)
             current = nxt
 
@@ -412,7 +456,7 @@ async def run_round(
     for url, (text, read_at) in (await asyncio.to_thread(robots_store.in_force, engine,
                                                          target_id)).items():
         cache.offer(url, text, read_at)
-    checker = Checker(target, fetcher, budget, cache, now)
+    checker = Checker(target, fetcher, budget, cache, now, engine)
     checker.allow_private = checker.allow_private or await is_private_target(target.url)
     recheck = target.settings.url_checks.recheck
     saver = _Saver(engine, target_id, snapshot_id, recheck, now, result, final=limit is None,

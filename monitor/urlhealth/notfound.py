@@ -100,7 +100,7 @@ PHRASES: frozenset[str] = frozenset({
     "糟糕 页面不存在",
 })
 # Words that only introduce the message: "Oops! That page can't be found.", "404: This page
-# could not be found.", "抱歉，页面不存在". Never evidence on their own.
+# could not be found.", "抱歉, 页面不存在" (with a full-width comma). Never evidence alone.
 FILLERS: frozenset[str] = frozenset({
     "404", "error", "error 404", "404 error", "oops", "whoops", "sorry", "oh no", "uh oh", "hmm",
     "we're sorry", "oups", "désolé", "erreur", "erreur 404", "ops", "ups", "hoppla", "oh",

@@ -14,13 +14,14 @@ exactly where a browser ends it. The result is a frozen ``Page``; the tree is dr
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass
-from hashlib import blake2b
 from urllib.parse import urljoin, urlsplit
+from zlib import crc32
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-__all__ = ["Page", "Refresh", "fingerprint", "read", "similar"]
+__all__ = ["SKETCH", "Page", "Refresh", "fingerprint", "read", "similar"]
 
 # A body with one of these is not empty (a script may write the page, as Google renders it).
 _MEDIA = "img,video,audio,iframe,object,embed,canvas,svg,picture,script,input,form"
@@ -31,7 +32,7 @@ _REFRESH = re.compile(r"\s*(\d[\d.]*)\s*(?:[;,]\s*(?:url\s*=\s*)?(.*))?", re.IGN
 _WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
 _SHINGLE = 3  # words per shingle of a fingerprint
-_BITS = 64
+SKETCH = 64  # shingle hashes kept in a fingerprint
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,31 +142,26 @@ def _refresh(content: str, base: str) -> Refresh | None:
     return Refresh(delay, url)
 
 
-def fingerprint(text: str) -> int:
-    """A 64-bit SimHash of ``text``'s word shingles: two texts that share most of their
-    shingles differ in few bits (``similar``). Zero for a text without words."""
+def fingerprint(text: str) -> bytes:
+    """A sketch of ``text``'s word shingles (the ``SKETCH`` smallest of their CRC-32s, as
+    big-endian 4-byte numbers): ``similar`` estimates from two sketches how much of two texts
+    is shared, the same on every run and every replica. Empty for a text without words."""
     words = [w.casefold() for w in _WORD.findall(text)]
     if not words:
-        return 0
-    shingles = {" ".join(words[i:i + _SHINGLE])
+        return b""
+    shingles = {crc32(" ".join(words[i:i + _SHINGLE]).encode("utf-8"))
                 for i in range(max(1, len(words) - _SHINGLE + 1))}
-    weights = [0] * _BITS
-    for shingle in shingles:
-        h = _hash64(shingle)
-        for bit in range(_BITS):
-            weights[bit] += 1 if h >> bit & 1 else -1
-    value = 0
-    for bit, weight in enumerate(weights):
-        if weight > 0:
-            value |= 1 << bit
-    return value
+    smallest = sorted(shingles)[:SKETCH]
+    return struct.pack(f">{len(smallest)}I", *smallest)
 
 
-def similar(a: int, b: int, *, bits: int = 3) -> bool:
-    """Two fingerprints of the same text, give or take a few words: at most ``bits`` differ."""
-    return a != 0 and b != 0 and (a ^ b).bit_count() <= bits
-
-
-def _hash64(text: str) -> int:
-    """A stable 64-bit hash: the same on every run and every replica, unlike ``hash``."""
-    return int.from_bytes(blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+def similar(a: bytes, b: bytes, *, at_least: float = 0.8) -> bool:
+    """Two sketches of (nearly) the same text: the share of their shingles they hold in
+    common, estimated from the smallest of both (exact for short texts), is ``at_least``."""
+    if not a or not b:
+        return False
+    first = set(struct.unpack(f">{len(a) // 4}I", a))
+    second = set(struct.unpack(f">{len(b) // 4}I", b))
+    union = sorted(first | second)[:SKETCH]
+    shared = sum(1 for value in union if value in first and value in second)
+    return shared >= at_least * len(union)

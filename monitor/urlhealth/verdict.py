@@ -35,7 +35,8 @@ from monitor.urlhealth.notfound import says_not_found
 __all__ = [
     "GOOGLEBOT_BYTES", "MAX_HOPS", "REASONS", "SERVER_ERROR_ATTEMPTS", "STATES", "Answered",
     "RobotsRules", "Verdict",
-    "canonical_broken", "canonical_of", "failed", "judge", "noindex_of", "read_page",
+    "canonical_broken", "canonical_of", "failed", "host_not_found", "judge", "noindex_of",
+    "read_page",
     "refresh_of", "removal_reason", "robots_rules", "robots_url",
 ]
 
@@ -253,6 +254,28 @@ def canonical_broken(verdict: Verdict, target: Verdict) -> Verdict:
     return replace(verdict, broken_canonical=True,
                    detail=f"{verdict.detail}; the canonical {verdict.final_url} is not ok "
                           f"({why}: {target.detail})")
+
+
+def host_not_found(verdict: Verdict, last: Answered | None, host_page: bytes,
+                   host_url: str | None) -> Verdict:
+    """An ``ok`` page (or a redirect to one) whose main content matches ``host_page``, the
+    fingerprint of what its host answers for a path that cannot exist there (``host_url``,
+    where that answer ended), is that host's not-found page: a soft 404. The page at
+    ``host_url`` itself, listed as it is, stays what it is (a missing path that redirects to
+    the home page does not make the home page a soft 404)."""
+    if verdict.state not in ("ok", "redirect") or verdict.loop or last is None:
+        return verdict
+    page = last.page
+    if page is None or not host_page or not page.main:
+        return verdict
+    if host_url is not None and not verdict.hops and _same_page(last.url) == _same_page(host_url):
+        return verdict
+    if not pages.similar(pages.fingerprint(page.main), host_page):
+        return verdict
+    return replace(verdict, state="soft-404",
+                   detail="its content is the host's own not-found page (the answer to a path "
+                          f"that cannot exist, {host_url})"
+                          + (f"; {verdict.detail}" if verdict.detail else ""))
 
 
 def _is_html(answer: Answered) -> bool:

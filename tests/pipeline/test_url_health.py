@@ -545,3 +545,47 @@ def test_html_is_read_as_a_browser_builds_it(
     # The canonical target is checked once in the round, however many pages name it; the
     # refresh that leads there is a request of its own.
     assert len(by_url_checks(s, "/dead")) == 2
+
+
+def test_a_page_that_is_the_hosts_own_not_found_page_is_a_soft_404(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A host that answers a missing path with a 200 page: the URL checks ask it for a path
+    that cannot exist, once a day, and a listed page with that page's content is a soft 404,
+    in words no phrase list holds; the pages around the same navigation are not."""
+    s = http_server
+    html = {"Content-Type": "text/html; charset=utf-8"}
+    chrome = (b"<header><nav><a href=/>Trattoria</a> <a href=/menu>Menu</a> <a href=/shop>"
+              b"Negozio</a> <a href=/contatti>Contatti</a></nav></header>")
+    footer = b"<footer>Trattoria da Gino, via Roma 1, Bologna. P.IVA 01234567890</footer>"
+
+    def shop(title: str, main: str) -> Reply:
+        return Reply(200, b"<!doctype html><html lang=it><head><title>" + title.encode()
+                     + b"</title></head><body>" + chrome + b"<main>" + main.encode()
+                     + b"</main>" + footer + b"</body></html>", headers=html)
+
+    def missing(request: Any) -> Reply:
+        return shop("Trattoria da Gino", "<h2>Ci dispiace</h2><p>Qui non c'è niente: forse "
+                    "il piatto che cercavi è uscito dal menu. Torna alla pagina iniziale, "
+                    "guarda il menu del giorno o scrivici per una prenotazione.</p>")
+
+    s.missing = missing
+    s.route("/", shop("Trattoria da Gino", "<h1>Benvenuti</h1><p>Cucina bolognese dal 1962, "
+                      "tortellini fatti a mano ogni mattina.</p>"))
+    s.route("/shop/tortellini", shop("Tortellini 500 g", "<h1>Tortellini 500 g</h1><p>Pasta "
+                                     "all'uovo ripiena di carne, 12 euro.</p>"))
+    s.route("/shop/ragu", missing)  # a product taken down: the same 200 page
+    site.set("/sitemap.xml", urlset({s.url(p): None for p in ("/", "/shop/tortellini",
+                                                              "/shop/ragu")}))
+    cfg = config(tmp_path, site)
+    check_urls(capsys, cfg, db)
+    found = {loc.removeprefix(site.url("")): v for loc, v in states(db).items()}
+    assert found == {"/": ("ok", None), "/shop/tortellini": ("ok", None),
+                     "/shop/ragu": ("soft-404", "url-soft-404")}
+    probes = [r for r in by_url_checks(s) if r.route.startswith("/sitemap-monitor-")]
+    assert len(probes) == 1
+    # Asked once a day per host: a second round reads the stored fingerprint.
+    check_urls(capsys, cfg, db)
+    assert [r for r in by_url_checks(s) if r.route.startswith("/sitemap-monitor-")] == probes
+    assert states(db)[s.url("/shop/ragu")] == ("soft-404", "url-soft-404")
