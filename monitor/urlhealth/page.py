@@ -7,8 +7,8 @@ comment) is never taken for an element, and an element that cannot be in a ``<he
 exactly where a browser ends it. The result is a frozen ``Page``; the tree is dropped.
 
 >>> page = read(b'<base href="/b/"><link rel=canonical href=page><p>Hi', "https://e.com/a/x")
->>> page.canonicals, page.text
-(('https://e.com/b/page',), 'Hi')
+>>> page.canonicals, page.empty
+(('https://e.com/b/page',), False)
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 from zlib import crc32
 
-from selectolax.lexbor import LexborHTMLParser, LexborNode
+from selectolax.lexbor import LexborHTMLParser
 
-__all__ = ["SKETCH", "Page", "Refresh", "fingerprint", "read", "similar"]
+__all__ = ["SKETCH", "Page", "Refresh", "fingerprint", "main_text", "read", "similar"]
 
 # A body with one of these is not empty (a script may write the page, as Google renders it).
 _MEDIA = "img,video,audio,iframe,object,embed,canvas,svg,picture,script,input,form"
@@ -58,8 +58,6 @@ class Page:
     refresh: Refresh | None
     title: str
     heading: str  # the text of the first <h1>
-    text: str  # the visible text of the body, spaces collapsed
-    main: str  # the visible text of its main content (no nav, header, footer, aside)
     empty: bool  # a body with neither text nor media
 
 
@@ -92,27 +90,30 @@ def read(html: bytes, url: str) -> Page:
         if title_node is not None:
             title = _collapse(title_node.text(deep=True))
     body = tree.body
-    heading = text = main = ""
-    media = False
+    heading = ""
+    empty = True
     if body is not None:
         h1 = body.css_first("h1")
         heading = "" if h1 is None else _collapse(h1.text(deep=True, separator=" "))
-        media = body.css_first(_MEDIA) is not None
-        body.strip_tags(_NOT_TEXT)
-        text = _collapse(body.text(deep=True, separator=" "))
-        main = _main_text(body)
-    return Page(tuple(robots), tuple(canonicals), refresh, title, heading, text, main,
-                empty=not text and not media)
+        # a script's text counts too, and a script is content: it may write the page
+        empty = body.css_first(_MEDIA) is None and not body.text(deep=True).strip()
+    return Page(tuple(robots), tuple(canonicals), refresh, title, heading, empty)
 
 
-def _main_text(body: LexborNode) -> str:
-    """The text of ``<main>`` (or ``[role=main]``) when there is one, else the body's without
-    its navigation, header, footer and asides."""
+def main_text(html: bytes) -> str:
+    """The visible text of a page's main content: ``<main>`` (or ``[role=main]``) when there
+    is one, else the body without its navigation, header, footer and asides; never a
+    script's or a style's. Read only when a fingerprint is needed: it costs more than
+    ``read``."""
+    body = LexborHTMLParser(html).body
+    if body is None:
+        return ""
+    body.strip_tags(_NOT_TEXT)
     main = body.css_first("main, [role=main]")
     if main is None:
         body.strip_tags(_CHROME)
         main = body
-    return _collapse(main.text(deep=True, separator=" "))
+    return main.text(deep=True, separator=" ")
 
 
 def _collapse(text: str) -> str:

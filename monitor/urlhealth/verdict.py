@@ -265,12 +265,11 @@ def host_not_found(verdict: Verdict, last: Answered | None, host_page: bytes,
     the home page does not make the home page a soft 404)."""
     if verdict.state not in ("ok", "redirect") or verdict.loop or last is None:
         return verdict
-    page = last.page
-    if page is None or not host_page or not page.main:
+    if not host_page or read_page(last) is None:
         return verdict
     if host_url is not None and not verdict.hops and _same_page(last.url) == _same_page(host_url):
         return verdict
-    if not pages.similar(pages.fingerprint(page.main), host_page):
+    if not pages.similar(pages.fingerprint(pages.main_text(last.head)), host_page):
         return verdict
     return replace(verdict, state="soft-404",
                    detail="its content is the host's own not-found page (the answer to a path "
