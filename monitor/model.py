@@ -206,6 +206,8 @@ class ParsedDocument:
     kind: DocumentKind | None
     entries: list[Entry] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
+    # (child, lastmod) of each index child with a non-empty <lastmod>, for its rules
+    child_lastmods: list[tuple[str, str]] = field(default_factory=list)
     issues: list[Issue] = field(default_factory=list)
     failure: Issue | None = None
     # Occurrences that cannot be entries (no loc): counted as invalid.

@@ -160,9 +160,10 @@ class Checker:
         probe_url = f"{origin}/sitemap-monitor-{secrets.token_hex(12)}"
         checked, answer = await self._follow(probe_url)
         status = checked.verdict.status
-        page = (None if answer is None or status is None or not 200 <= status < 300
-                else answer.page)
-        found = b"" if page is None else pages.fingerprint(pages.main_text(answer.head))
+        found = b""
+        if (answer is not None and answer.page is not None and status is not None
+                and 200 <= status < 300):
+            found = pages.fingerprint(pages.main_text(answer.head))
         final = None if answer is None else answer.url
         if self._engine is not None and not checked.verdict.transient:
             await asyncio.to_thread(not_found_store.save, self._engine, not_found_store.Probe(
