@@ -59,6 +59,9 @@ def test_a_canonical_is_resolved_against_base_href() -> None:
     # an element a head cannot hold ends it: a canonical after it is in the body
     (b'<img src="/logo.png"><link rel="canonical" href="/x">', None),
     (b'<div></div><link rel="canonical" href="/x">', None),
+    # a tracking pixel in a <noscript> does not end it: Googlebot renders with scripts on
+    (b'<noscript><img src="https://px.example/tr?id=1"></noscript>'
+     b'<link rel="canonical" href="/x">', "https://example.com/x"),
     # a tag inside a script string ends nothing
     (b'<script>document.write("<div>")</script><link rel="canonical" href="/x">',
      "https://example.com/x"),
@@ -152,3 +155,10 @@ def test_fingerprints_of_one_text_match_and_of_two_do_not() -> None:
     assert not pages.similar(a, c)
     assert pages.fingerprint("") == b""
     assert not pages.similar(b"", b"")
+
+
+def test_a_page_is_read_in_the_encoding_it_declares() -> None:
+    body = ('<html><head><meta charset="windows-1251"><title>Страница не найдена</title>'
+            "</head><body><p>Вернитесь на главную страницу.</p>").encode("windows-1251")
+    assert pages.read(body, U).title == "Страница не найдена"
+    assert state(body) == ("soft-404", "url-soft-404")

@@ -62,8 +62,11 @@ class Page:
 
 
 def read(html: bytes, url: str) -> Page:
-    """The page ``html`` (its first bytes) served at ``url``, as an HTML5 parser builds it."""
-    tree = LexborHTMLParser(html)
+    """The page ``html`` (its first bytes) served at ``url``, as an HTML5 parser builds it:
+    in the encoding the page declares (UTF-8 when it declares none), and with scripting on,
+    as Googlebot renders it (a ``<noscript>`` is text, so a tracking pixel's ``<img>`` inside
+    one does not end the head)."""
+    tree = LexborHTMLParser(html, encoding=True, scripting=True)
     base = url
     base_node = tree.css_first("base[href]")
     if base_node is not None:  # the first <base href> is the document's base URL
@@ -105,7 +108,7 @@ def main_text(html: bytes) -> str:
     is one, else the body without its navigation, header, footer and asides; never a
     script's or a style's. Read only when a fingerprint is needed: it costs more than
     ``read``."""
-    body = LexborHTMLParser(html).body
+    body = LexborHTMLParser(html, encoding=True, scripting=True).body
     if body is None:
         return ""
     body.strip_tags(_NOT_TEXT)
