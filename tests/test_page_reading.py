@@ -162,3 +162,11 @@ def test_a_page_is_read_in_the_encoding_it_declares() -> None:
             "</head><body><p>Вернитесь на главную страницу.</p>").encode("windows-1251")
     assert pages.read(body, U).title == "Страница не найдена"
     assert state(body) == ("soft-404", "url-soft-404")
+
+
+def test_a_few_words_are_too_few_to_match_on() -> None:
+    """A JavaScript application's shell is the same on every page, its not-found page's too:
+    it must never make every page a soft 404."""
+    shell = pages.fingerprint("Loading, please wait")
+    assert shell
+    assert not pages.similar(shell, shell)

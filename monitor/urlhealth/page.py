@@ -33,6 +33,9 @@ _WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
 _SHINGLE = 3  # words per shingle of a fingerprint
 SKETCH = 64  # shingle hashes kept in a fingerprint
+# Fewer shingles than this say too little to match on: an application's shell ("Loading…")
+# is the same on every page of a site, its not-found page included.
+MIN_SHINGLES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +164,9 @@ def fingerprint(text: str) -> bytes:
 
 def similar(a: bytes, b: bytes, *, at_least: float = 0.8) -> bool:
     """Two sketches of (nearly) the same text: the share of their shingles they hold in
-    common, estimated from the smallest of both (exact for short texts), is ``at_least``."""
-    if not a or not b:
+    common, estimated from the smallest of both (exact for short texts), is ``at_least``;
+    never for a text of fewer than ``MIN_SHINGLES`` shingles (about ten words)."""
+    if len(a) < 4 * MIN_SHINGLES or len(b) < 4 * MIN_SHINGLES:
         return False
     first = set(struct.unpack(f">{len(a) // 4}I", a))
     second = set(struct.unpack(f">{len(b) // 4}I", b))
