@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from monitor.urlhealth import page as pages
+from monitor.urlhealth import verdict as health
 from monitor.urlhealth.notfound import says_not_found
 from monitor.urlhealth.verdict import Answered, judge
 
@@ -170,3 +171,23 @@ def test_a_few_words_are_too_few_to_match_on() -> None:
     shell = pages.fingerprint("Loading, please wait")
     assert shell
     assert not pages.similar(shell, shell)
+
+
+def test_a_page_with_its_hosts_not_found_content_is_a_soft_404() -> None:
+    words = b"<main><p>" + b"Nothing lives at this address any more, sorry. " * 3 + b"</p></main>"
+    host_page = pages.fingerprint(pages.main_text(words))
+    sold_out = Answered("https://example.com/sold-out", 200, HTML, b"<nav>Shop</nav>" + words)
+    real = Answered("https://example.com/chair", 200, HTML, b"<main>" + TEXT + b"</main>")
+    home = Answered("https://example.com/", 200, HTML, b"<nav>Home</nav>" + words)
+
+    def after(answer: Answered, host_url: str | None) -> str:
+        first = judge([answer], listed_url=answer.url)
+        return health.host_not_found(first, answer, host_page, host_url).state
+
+    assert after(sold_out, "https://example.com/sitemap-monitor-x") == "soft-404"
+    assert after(real, "https://example.com/sitemap-monitor-x") == "ok"
+    # the page missing paths redirect to, and a site's root, stay what they are
+    assert after(sold_out, "https://example.com/sold-out") == "ok"
+    assert after(home, "https://example.com/sitemap-monitor-x") == "ok"
+    assert health.host_not_found(judge([sold_out], listed_url=sold_out.url), sold_out, b"",
+                                 None).state == "ok"

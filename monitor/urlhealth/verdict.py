@@ -262,8 +262,11 @@ def host_not_found(verdict: Verdict, last: Answered | None, host_page: bytes,
     fingerprint of what its host answers for a path that cannot exist there (``host_url``,
     where that answer ended), is that host's not-found page: a soft 404. The page at
     ``host_url`` itself, listed as it is, stays what it is (a missing path that redirects to
-    the home page does not make the home page a soft 404)."""
+    the home page does not make the home page a soft 404), and so does a site's root (a site
+    that answers every path with its home page)."""
     if verdict.state not in ("ok", "redirect") or verdict.loop or last is None:
+        return verdict
+    if not verdict.hops and urlsplit(last.url).path in ("", "/") and not urlsplit(last.url).query:
         return verdict
     if not host_page or read_page(last) is None:
         return verdict
