@@ -28,7 +28,7 @@ from monitor.model import (
     URL_STATES,
     Severity,
 )
-from monitor.read.robotstxt import RobotsRules, robots_url
+from monitor.robots.matcher import RobotsRules, robots_url
 from monitor.urlhealth import page as pages
 from monitor.urlhealth.notfound import says_not_found
 
