@@ -191,3 +191,16 @@ def test_a_page_with_its_hosts_not_found_content_is_a_soft_404() -> None:
     assert after(home, "https://example.com/sitemap-monitor-x") == "ok"
     assert health.host_not_found(judge([sold_out], listed_url=sold_out.url), sold_out, b"",
                                  None).state == "ok"
+
+
+@pytest.mark.parametrize(("body", "empty"), [
+    (b"<html><head><title>t</title></head><body> </body></html>", True),
+    (b"<html><head><title>t</title></head><body><div id=app></div></body></html>", True),
+    # an application whose bundle is loaded from the head writes its page: not empty
+    (b'<html><head><script type="module" src="/assets/index.js"></script></head>'
+     b"<body><div id=app></div></body></html>", False),
+    (b"<html><body><img src=/a.png></body></html>", False),
+    (b"<html><body>text</body></html>", False),
+])
+def test_an_empty_body_is_one_without_text_media_or_scripts(body: bytes, empty: bool) -> None:
+    assert pages.read(body, U).empty is empty

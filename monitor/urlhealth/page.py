@@ -101,8 +101,10 @@ def read(html: bytes, url: str) -> Page:
     if body is not None:
         h1 = body.css_first("h1")
         heading = "" if h1 is None else _collapse(h1.text(deep=True, separator=" "))
-        # a script's text counts too, and a script is content: it may write the page
-        empty = body.css_first(_MEDIA) is None and not body.text(deep=True).strip()
+        # a script's text counts too, and a script is content: it may write the page, from
+        # the head too (a bundler's <script type=module> beside an empty <div id=app>)
+        empty = (body.css_first(_MEDIA) is None and not body.text(deep=True).strip()
+                 and tree.css_first("script") is None)
     return Page(tuple(robots), tuple(canonicals), refresh, title, heading, empty)
 
 
