@@ -35,7 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor import sampling
-from monitor.model import URL_NOTES
+from monitor.model import URL_NOTES, URL_STATES
 from monitor.store import changelocs
 from monitor.store.checkwriter import read_columns, transaction
 from monitor.store.schema import (
@@ -49,7 +49,8 @@ from monitor.store.schema import (
 from monitor.store.targets import target_id_of
 
 __all__ = [
-    "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "listed",
+    "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "health",
+    "listed",
     "release", "save", "strata", "sync", "target_id",
 ]
 
@@ -488,6 +489,24 @@ def strata(engine: Engine, target_id: int) -> sampling.Strata:
         return sampling.Strata(listed, sampled, pool, known, unchecked)
 
     return transaction(engine, read)
+
+
+def health(engine: Engine, name: str) -> dict[str, Any] | None:
+    """The target's URL health as the API tells it: the listed URLs per state now, how many
+    were checked, and each state's estimated share of the listing with its 95% interval
+    (exact once every listed URL was checked); None when no target has that name."""
+    found = target_id(engine, name)
+    if found is None:
+        return None
+    states, _rules, listed, _covered = counts(engine, found, datetime.now(UTC), 1.0)
+    parts = strata(engine, found)
+    return {
+        "target": name, "listed": listed, "checked": parts.checked,
+        "unchecked": parts.listed - parts.checked if parts.unchecked is None else parts.unchecked,
+        "complete": parts.complete, "url_health": states,
+        "estimate": {state: e.as_json()
+                     for state, e in sampling.estimate(parts, URL_STATES).items()},
+    }
 
 
 def first_round(engine: Engine, target_id: int, now: datetime) -> tuple[bool, int]:
