@@ -87,6 +87,32 @@ def rounds(tmp_path: Path, site: Site, db: str, sizes: list[int]) -> list[Any]:
         engine.dispose()
 
 
+def served(db: str, api_path: str, page_path: str) -> tuple[Any, str]:
+    """The JSON of an API route and the text of a web page, from the daemon's HTTP app."""
+    import httpx
+    from prometheus_client import CollectorRegistry
+
+    from monitor.serve import api
+
+    engine = make_engine(db)
+    app = api.create_app(engine=engine, registry=CollectorRegistry(), alive=lambda: True,
+                         configured=lambda: ["t"])
+
+    async def get() -> tuple[Any, str]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            found = await c.get(api_path)
+            assert found.status_code == 200, found.text
+            shown = await c.get(page_path)
+            assert shown.status_code == 200, shown.text
+            return found.json(), shown.text
+
+    try:
+        return asyncio.run(get())
+    finally:
+        engine.dispose()
+
+
 def test_the_urls_checked_first_are_a_sample_whose_interval_holds_the_truth(
     site: Site, http_server: TestServer, db: str, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -113,6 +139,18 @@ def test_the_urls_checked_first_are_a_sample_whose_interval_holds_the_truth(
         assert got.share - got.margin <= got.low
         assert got.high <= got.share + got.margin
     assert estimates["ok"].low <= 1 - sum(TRUTH.values()) <= estimates["ok"].high
+
+    # The API and the target's page tell the same estimate.
+    answer, page = served(db, "/api/v1/targets/t/url-health", "/targets/t")
+    assert answer["listed"] == LISTED
+    assert answer["checked"] == 300
+    assert answer["complete"] is False
+    told = answer["estimate"]["not-found"]
+    assert told["share"] == pytest.approx(estimates["not-found"].share, abs=1e-6)
+    assert told["low"] <= TRUTH["not-found"] <= told["high"]
+    line = (f"about {told['share']:.1%} not-found, +/- {told['margin']:.1%}, from 300 checked "
+            "of 2,000")
+    assert line in page, page
 
 def test_new_urls_go_first_and_stay_out_of_the_sample(
     site: Site, http_server: TestServer, db: str, tmp_path: Path,
