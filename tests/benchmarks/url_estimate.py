@@ -62,7 +62,7 @@ SHOWN = ("not-found", "noindex")
 
 
 def stats(base: str) -> dict[str, float]:
-    with urllib.request.urlopen(f"{base}/__bench/stats") as answer:  # noqa: S310 (loopback)
+    with urllib.request.urlopen(f"{base}/__bench/stats") as answer:
         found: dict[str, float] = json.loads(answer.read())
         return found
 
@@ -128,7 +128,8 @@ def estimate_part(args: argparse.Namespace, target: Any, engine: Any) -> None:
         found = asyncio.run(rounds(target, engine, sizes, timedelta(0)))
         done = n
         strata = found[-1].strata
-        assert strata is not None and strata.checked == n, (strata, n)
+        assert strata is not None
+        assert strata.checked == n, (strata, n)
         print(row(n, when, strata, real), flush=True)
     print(f"\n(the rounds took {time.monotonic() - started:.0f} s; in listing order each of "
           f"these shares is 0.00% until {int(0.8 * args.urls):,} URLs were checked)")
@@ -138,7 +139,7 @@ def estimate_part(args: argparse.Namespace, target: Any, engine: Any) -> None:
     locs = [(f"/p/{i}", kind(i, args.urls)) for i in range(args.urls)]
     points = [n for n, _ in POINTS if n < args.urls]
     errors: dict[int, list[float]] = {n: [] for n in points}
-    held: dict[int, int] = {n: 0 for n in points}
+    held: dict[int, int] = dict.fromkeys(points, 0)
     t = real.get("not-found", 0.0)
     for k in range(args.keys):
         key = f"{k:032x}"
