@@ -192,3 +192,48 @@ def test_new_urls_go_first_and_stay_out_of_the_sample(
     assert done.strata.checked == 400
     whole = sampling.combined(done.strata, ["not-found"])
     assert (whole.share, whole.margin, whole.exact) == (40 / 400, 0.0, True)
+
+
+def test_urls_stored_before_the_check_order_are_placed_in_it(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+) -> None:
+    """Rows of a database from before (no key, no place: what the migration leaves) get a key
+    and a place at the next round, and the round goes on in that order."""
+    from sqlalchemy import update
+
+    from monitor.store.schema import url_checks
+
+    paths = [f"/q/{i}" for i in range(120)]
+    for p in paths:
+        http_server.route(p, Reply(body=b"<html><head></head><body>" + b"x" * 300
+                                   + b"</body></html>", headers=HTML))
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in paths}))
+    rounds(tmp_path, site, db, [20])
+    engine = make_engine(db)
+    try:
+        with engine.begin() as conn:
+            first = set(conn.execute(select(url_states.c.loc).where(
+                url_states.c.checked_at.is_not(None))).scalars())
+            conn.execute(update(url_states).values(turn=None))
+            conn.execute(update(url_checks).values(sample_key=None))
+    finally:
+        engine.dispose()
+    [result] = rounds(tmp_path, site, db, [30])
+    assert result.strata.checked == 50
+    engine = make_engine(db)
+    try:
+        with engine.connect() as conn:
+            u = url_states.c
+            placed = conn.execute(select(u.loc, u.turn, u.checked_at)).all()
+            key = conn.execute(select(url_checks.c.sample_key)).scalar_one()
+    finally:
+        engine.dispose()
+    from monitor import sampling
+
+    assert key is not None
+    assert all(row.turn == sampling.turn(key, row.loc) for row in placed)
+    # the 30 checked next are the first 30 of the new order among those not checked before
+    rest = sorted((r for r in placed if r.loc not in first), key=lambda r: r.turn)
+    assert len(first) == 20
+    assert {r.loc for r in placed if r.checked_at is not None} - first == {
+        r.loc for r in rest[:30]}
