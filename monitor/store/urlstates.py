@@ -6,8 +6,8 @@ the latest snapshot (one entry set at a time), then from the ``added`` and ``rem
 recorded since, each URL placed in the check order (``turn``, ``monitor.sampling``). ``due``
 picks what to check next (never checked first, in that order, then the oldest due), ``save``
 writes a batch of verdicts: the row of each URL, a ``health`` change where its state moved, the
-``reason`` of a removal once its URL was checked, the validators of its answer. ``strata``
-counts what the estimate of a target not checked through yet is made of. ``claim`` and
+``reason`` of a removal once its URL was checked, the validators of its answer. ``health``
+tells the counts and each state's estimate (``urlsample``). ``claim`` and
 ``release`` hold a target's URL checks for one replica at a time, so two replicas never check
 the same URL in one period and a host's ``rate`` holds across them.
 """
@@ -36,7 +36,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor import sampling
 from monitor.model import URL_NOTES, URL_STATES
-from monitor.store import changelocs
+from monitor.store import changelocs, urlsample
 from monitor.store.checkwriter import read_columns, transaction
 from monitor.store.schema import (
     changes,
@@ -50,8 +50,7 @@ from monitor.store.targets import target_id_of
 
 __all__ = [
     "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "health",
-    "listed",
-    "release", "save", "strata", "sync", "target_id",
+    "listed", "release", "save", "sync", "target_id",
 ]
 
 _BATCH = 5000
@@ -131,7 +130,7 @@ def sync(engine: Engine, name: str) -> tuple[int, int] | None:
         return None
     target_id, last, synced, key = found
     if key is None:
-        key = _place(engine, target_id)
+        key = urlsample.place(engine, target_id)
     if synced == last:
         return target_id, last
     if synced is None:
@@ -139,39 +138,6 @@ def sync(engine: Engine, name: str) -> tuple[int, int] | None:
     else:
         _follow(engine, target_id, synced, last, key)
     return target_id, last
-
-
-def _place(engine: Engine, target_id: int) -> str:
-    """Draw the target's sample key and place every URL it has rows of (rows stored before
-    the check order had one) in the order; return the key in force. The key is stored last,
-    so a placing cut short is done again whole, under a new key."""
-    key = sampling.new_key()
-    u = url_states.c
-    place = (update(url_states).where(u.target_id == bindparam("b_t"), u.loc == bindparam("b_l"))
-             .values(turn=bindparam("b_turn")))
-    after = ""
-
-    def batch(conn: Connection) -> str:
-        rows = conn.execute(select(u.loc, u.listed).where(u.target_id == target_id, u.loc > after)
-                            .order_by(u.loc).limit(_BATCH)).all()
-        if rows:
-            conn.execute(place, [{"b_t": target_id, "b_l": r.loc,
-                                  "b_turn": sampling.turn(key, r.loc, first=not r.listed)}
-                                 for r in rows])
-        return str(rows[-1].loc) if len(rows) == _BATCH else ""
-
-    while after := transaction(engine, batch):
-        pass
-    k = url_checks.c
-
-    def keep(conn: Connection) -> str:
-        conn.execute(update(url_checks).where(k.target_id == target_id,
-                                              k.sample_key.is_(None)).values(sample_key=key))
-        kept: str = conn.execute(select(k.sample_key).where(k.target_id == target_id)
-                                 ).scalar_one()
-        return kept
-
-    return transaction(engine, keep)
 
 
 def _load(engine: Engine, target_id: int, last: int, key: str) -> None:
@@ -462,35 +428,6 @@ def counts(engine: Engine, target_id: int, now: datetime, recheck: float,
     return transaction(engine, read)
 
 
-def strata(engine: Engine, target_id: int) -> sampling.Strata:
-    """What the estimate of the target's URL health is made of: its listed URLs, those of the
-    random order checked (the sample) per state, how many that order holds, those checked
-    ahead of it per state, and how many were never checked."""
-    u = url_states.c
-    ahead = u.turn < 0
-    untried = u.checked_at.is_(None) & (u.attempts == 0)
-    query = (select(u.state, ahead, untried, func.count())
-             .where(u.target_id == target_id, u.listed.is_(True))
-             .group_by(u.state, ahead, untried))
-
-    def read(conn: Connection) -> sampling.Strata:
-        sampled: dict[str, int] = {}
-        known: dict[str, int] = {}
-        listed = pool = unchecked = 0
-        for state, first, never, n in conn.execute(query):
-            n = int(n)
-            listed += n
-            pool += 0 if first else n
-            if never:
-                unchecked += n
-                continue
-            into = known if first else sampled
-            into[state] = into.get(state, 0) + n
-        return sampling.Strata(listed, sampled, pool, known, unchecked)
-
-    return transaction(engine, read)
-
-
 def health(engine: Engine, name: str) -> dict[str, Any] | None:
     """The target's URL health as the API tells it: the listed URLs per state now, how many
     were checked, and each state's estimated share of the listing with its 95% interval
@@ -499,7 +436,7 @@ def health(engine: Engine, name: str) -> dict[str, Any] | None:
     if found is None:
         return None
     states, _rules, listed, _covered = counts(engine, found, datetime.now(UTC), 1.0)
-    parts = strata(engine, found)
+    parts = urlsample.strata(engine, found)
     return {
         "target": name, "listed": listed, "checked": parts.checked,
         "unchecked": parts.listed - parts.checked if parts.unchecked is None else parts.unchecked,

@@ -38,7 +38,7 @@ from monitor.robots import judge as robots_judge
 from monitor.robots import reader as robotsread
 from monitor.robots import versions as robots_store
 from monitor.robots.matcher import GOOGLEBOT, RobotsRules, agent_token, robots_url
-from monitor.store import outbox, urlqueue
+from monitor.store import outbox, urlqueue, urlsample
 from monitor.store import urlstates as store
 from monitor.store.checkwriter import transaction
 from monitor.urlhealth import rejudge
@@ -478,7 +478,7 @@ async def run_round(
     await saver.flush()
     result.states, result.rules, result.listed, result.covered = await asyncio.to_thread(
         store.counts, engine, target_id, now(), recheck)
-    result.strata = await asyncio.to_thread(store.strata, engine, target_id)
+    result.strata = await asyncio.to_thread(urlsample.strata, engine, target_id)
     result.seconds = time.monotonic() - started
     if alerts is not None and any(rules.for_url_checks(r) and rules.matches(r, target.name)
                                   for r in alerts.rules):

@@ -30,6 +30,7 @@ from monitor.metrics import Metrics
 from monitor.model import utcnow
 from monitor.read.fetch import Fetcher
 from monitor.robots import reader as robotsread
+from monitor.store import urlsample
 from monitor.store import urlstates as store
 from monitor.urlhealth import checker as urlcheck
 
@@ -144,7 +145,7 @@ class UrlChecks:
             states, _rules, listed, covered = await asyncio.to_thread(
                 store.counts, self._engine, target_id, now,
                 target.settings.url_checks.recheck)
-            strata = await asyncio.to_thread(store.strata, self._engine, target_id)
+            strata = await asyncio.to_thread(urlsample.strata, self._engine, target_id)
             self._metrics.observe_urls(name, {}, states, listed, covered, strata)
             return IDLE / 3
         try:
