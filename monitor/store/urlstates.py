@@ -28,6 +28,7 @@ from monitor.store.checkwriter import read_columns, transaction
 from monitor.store.schema import (
     changes,
     entry_sets,
+    removal_answers,
     snapshots,
     targets,
     url_checks,
@@ -285,7 +286,10 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
                 continue
             if s.due.removed_snapshot_id is not None:
                 reasons.append({"b_t": target_id, "b_s": s.due.removed_snapshot_id,
-                                "b_l": s.due.loc, "b_reason": s.reason})
+                                "b_l": s.due.loc, "b_reason": s.reason,
+                                "b_answer": _state_json(s.state, s.http_status,
+                                                        s.final_url, s.hops,
+                                                        s.detail or None, now)})
             gone.append(key)
             continue
         if s.transient and s.due.attempts + 1 < UNKNOWN_AFTER:
@@ -327,6 +331,20 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
         for name, params in rows.items():
             if params:
                 conn.execute(_STATEMENTS[name], params)
+        if reasons:  # the removed URL's row goes: its story keeps what it last said
+            last = _last_states(conn, target_id, [r["b_l"] for r in reasons])
+            kept = set(conn.execute(select(snapshots.c.id).where(  # not pruned meanwhile
+                snapshots.c.id.in_({r["b_s"] for r in reasons}))).scalars())
+            answers = [{"target_id": target_id, "snapshot_id": r["b_s"], "loc": r["b_l"],
+                        "reason": r["b_reason"], "answer": r["b_answer"],
+                        "last": _last_json(last.get(r["b_l"]))}
+                       for r in reasons if r["b_s"] in kept]
+            if answers:
+                conn.execute(_insert_ignore(conn, removal_answers), answers)
+            conn.execute(update(changes).where(
+                c.target_id == bindparam("b_t"), c.kind == "removed",
+                c.snapshot_id == bindparam("b_s"), c.loc == bindparam("b_l"),
+            ).values(reason=bindparam("b_reason")), reasons)
         if gone:
             conn.execute(delete(url_states).where(
                 u.target_id == bindparam("b_t"), u.loc == bindparam("b_l"),
@@ -336,16 +354,32 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
             changelocs.note_locs(conn, target_id, [t["loc"] for t in transitions])
             conn.execute(update(targets).where(targets.c.id == target_id).values(
                 change_count=targets.c.change_count + len(transitions)))
-        if reasons:
-            conn.execute(update(changes).where(
-                c.target_id == bindparam("b_t"), c.kind == "removed",
-                c.snapshot_id == bindparam("b_s"), c.loc == bindparam("b_l"),
-            ).values(reason=bindparam("b_reason")), reasons)
         if also is not None:
             also(conn)
         return len(transitions)
 
     return transaction(engine, write)
+
+
+def _last_states(conn: Connection, target_id: int, locs: list[str]) -> dict[str, Any]:
+    """The rows of these dropped URLs: the last state their checks found while listed."""
+    u = url_states.c
+    return {row.loc: row for row in conn.execute(
+        select(u.loc, u.state, u.http_status, u.final_url, u.hops, u.detail, u.since,
+               u.checked_at)
+        .where(u.target_id == target_id, u.listed.is_(False), u.loc.in_(locs)))}
+
+
+def _last_json(row: Any) -> str | None:
+    """The state a dropped URL's checks found while it was listed, with since when (None
+    when it was never answered)."""
+    if row is None or row.checked_at is None:
+        return None
+    last = json.loads(_state_json(row.state, row.http_status, row.final_url, row.hops or 0,
+                                  row.detail, row.checked_at))
+    if row.since is not None:
+        last["since"] = row.since.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return json.dumps(last, separators=(",", ":"), ensure_ascii=False)
 
 
 def _retry_at(now: datetime, s: Saved, recheck: float) -> datetime:
