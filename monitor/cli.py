@@ -377,6 +377,15 @@ async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int,
         budget = urlcheck.Budget()
         found = await urlcheck.run_round(target, engine=engine, fetcher=fetcher, budget=budget,
                                          now=utcnow, progress=progress)
+        removed = [c.loc for c in result.changes if c.kind == "removed"]
+        if found is not None and removed and result.snapshot_id is not None:
+            from monitor.store import urlstates
+
+            # triaged as the daemon triages them: the output says what became of each
+            target_id = await asyncio.to_thread(urlstates.target_id, engine, target.name)
+            if target_id is not None:
+                found.removals = await asyncio.to_thread(
+                    urlstates.removals, engine, target_id, result.snapshot_id, removed)
         if progress is not None:
             sys.stderr.write("\r\033[K")  # the progress line goes: the summary says it all
         return result, found
@@ -528,12 +537,13 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
         return store.open_diff(engine, args.target, start,
                                listing.parse_snapshot(args.end, "--to", now), kinds, args.cursor,
                                sort)
-    since = None if not args.since else listing.parse_time(args.since, "--since", now)
+    since = listing.parse_snapshot(args.since, "--since", now)
     return store.open_changes(engine, args.target, since, kinds, args.cursor,
                               (args.since or "").strip(),
                               listing.parse_reasons(args.reason, "--reason"),
                               listing.rule_ids(args.rule, CHANGE_RULES, "--rule"),
-                              _search(args.loc), sort)
+                              _search(args.loc), sort,
+                              until=listing.parse_snapshot(args.until, "--until", now))
 
 
 def _search(raw: str | None) -> str | None:

@@ -162,7 +162,10 @@ def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None])
     diff.add_argument("--to", dest="end", metavar="TIME|SNAPSHOT", help="default: the latest")
     diff.add_argument("--kind", action="append", default=[], metavar="KINDS")
     changes = listing("changes", "every recorded change, newest first")
-    changes.add_argument("--since", help="ISO time or a duration back from now, e.g. 24h")
+    changes.add_argument("--since", help="a snapshot id (its changes and later ones), an ISO "
+                                         "time or a duration back from now, e.g. 24h")
+    changes.add_argument("--until", help="a snapshot id (its changes and earlier ones), an ISO "
+                                         "time or a duration back from now")
     changes.add_argument("--reason", action="append", default=[], metavar="REASONS",
                          help="removals the URL checks found moved, gone, live or unknown")
     changes.add_argument("--rule", action="append", default=[], metavar="RULES",

@@ -38,7 +38,7 @@ from monitor.store.targets import target_id_of
 
 __all__ = [
     "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "listed",
-    "release", "save", "sync", "target_id",
+    "release", "removals", "save", "sync", "target_id",
 ]
 
 _BATCH = 5000
@@ -169,6 +169,10 @@ def _follow(engine: Engine, target_id: int, synced: int, last: int) -> None:
             conn.execute(_insert_ignore(conn), added)
             conn.execute(relist, [{"b_t": target_id, "b_l": a["loc"]} for a in added])
         if removed:
+            # a URL listed again and dropped since the last sync may have no row left (its
+            # last removal's was deleted once it had a reason): its removal is looked at too
+            conn.execute(_insert_ignore(conn), [{"target_id": target_id, "loc": r["b_l"]}
+                                                for r in removed])
             conn.execute(drop, removed)
         return int(rows[-1].id) if len(rows) == _BATCH else 0
 
@@ -389,6 +393,23 @@ def _retry_at(now: datetime, s: Saved, recheck: float) -> datetime:
     if s.retry_after is not None:
         backoff = max(backoff, min(s.retry_after, recheck))
     return now + timedelta(seconds=backoff)
+
+
+def removals(engine: Engine, target_id: int, snapshot_id: int, locs: Sequence[str],
+             ) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The reason of each of these removals of a snapshot, and what its URL answered, for
+    those the URL checks looked at (``check --urls``: the check's own removals)."""
+    a = removal_answers.c
+    wanted = sorted(set(locs))
+
+    def read(conn: Connection) -> dict[str, tuple[str, dict[str, Any]]]:
+        return {row.loc: (row.reason, json.loads(row.answer))
+                for start in range(0, len(wanted), 500)
+                for row in conn.execute(select(a.loc, a.reason, a.answer).where(
+                    a.target_id == target_id, a.snapshot_id == snapshot_id,
+                    a.loc.in_(wanted[start:start + 500])))}
+
+    return transaction(engine, read) if wanted else {}
 
 
 def counts(engine: Engine, target_id: int, now: datetime, recheck: float,
