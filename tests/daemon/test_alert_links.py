@@ -42,7 +42,7 @@ def test_links_stay_exact_and_examples_are_of_their_kind(
     for p in paths:
         s.route(p, Reply(200, PAGE, {"Content-Type": "text/html"}))
     s.route("/p8", Reply(410, b"gone", {"Content-Type": "text/html"}))
-    s.route("/s.xml", Reply(body=sitemap({s.url(p): None for p in paths[:7] + ["/p8"]})))
+    s.route("/s.xml", Reply(body=sitemap({s.url(p): None for p in [*paths[:7], "/p8"]})))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     config = tmp_path / "c.yaml"

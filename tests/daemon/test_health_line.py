@@ -51,8 +51,8 @@ def test_a_page_that_answered_500_twice_is_told_in_order(
             f"/api/v1/targets/shop/url?loc={loc}").json()["health"]
         return found
 
-    daemon.until(lambda: (h := health()) is not None
-                 and "(2 of 3 in a row)" in (h["detail"] or "") or None, 90, "two 500s in a row")
+    daemon.until(lambda: ((h := health()) is not None
+                 and "(2 of 3 in a row)" in (h["detail"] or "")) or None, 90, "two 500s in a row")
 
     def told() -> str:
         done = subprocess.run([*command(), "url", "shop", s.url("/p1"), "--config", str(config)],
@@ -72,7 +72,7 @@ def test_a_page_that_answered_500_twice_is_told_in_order(
 
     with lock:
         answers["fail"] = True
-    daemon.until(lambda: (h := health()) is not None and h["state"] == "server-error" or None,
+    daemon.until(lambda: ((h := health()) is not None and h["state"] == "server-error") or None,
                  90, "server-error")
     # (a later 500 may already be pending: then the state's own detail gives way to it)
     line = told()
