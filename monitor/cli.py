@@ -1,7 +1,9 @@
 """The command line: parses arguments, calls the pipeline or the daemon, prints.
 
-Exit codes: 0 done; 1 the check failed; 2 usage or configuration error; 3 a ``--fail-on``
-condition held (or, for ``validate``, an error-level issue was found).
+Exit codes: 0 done; 1 the check failed (its target's top document could not be fetched or
+parsed); 2 usage, configuration or environment error (a bad option or file, a database that
+cannot be reached or is behind, a port in use); 3 a ``--fail-on`` condition held (or, for
+``validate``, an error-level issue was found).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from monitor import cli_args, cli_output, failon, sorting
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.config import warnings as config_warnings
-from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound
+from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound, StoreError
 from monitor.model import CHANGE_RULES, CheckResult
 
 if TYPE_CHECKING:  # validate is imported by the commands that use it (start-up time)
@@ -40,7 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = cli_args.parser().parse_args(given)
         args.argv = given
         return _dispatch(args)
-    except (ConfigError, BadParameter, NotFound) as exc:
+    except (ConfigError, BadParameter, NotFound, StoreError) as exc:
+        # a database that cannot be reached is the environment's, never a failed check
         print(f"sitemap-monitor: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except MonitorError as exc:

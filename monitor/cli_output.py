@@ -32,9 +32,9 @@ def print_result(write: Out, result: CheckResult, urls: Any = None, *, as_json: 
             found["url_notes"] = urls.notes
         write(json.dumps(found, ensure_ascii=False))
         return
-    if not stored:  # ``validate``: nothing was compared nor kept
-        write(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid}"
-             f"  ({result.duration_seconds:.2f}s)")
+    if not stored:  # ``validate``: nothing was compared nor kept; its head says what it found
+        write(f"{result.target}: {_verdict(result)}  urls={result.urls} "
+              f"invalid={result.invalid}  ({result.duration_seconds:.2f}s)")
     elif result.baseline:
         write(f"{result.target}: {result.outcome}  first check: urls={result.urls} "
              f"invalid={result.invalid}  ({result.duration_seconds:.2f}s, snapshot "
@@ -83,6 +83,20 @@ def print_result(write: Out, result: CheckResult, urls: Any = None, *, as_json: 
         if urls.notes:
             table(write, ["SEVERITY", "RULE", "LOC", "DETAIL"],
                    [[n["severity"], n["rule"], n["loc"], n["detail"]] for n in urls.notes])
+
+
+def _verdict(result: CheckResult) -> str:
+    """What ``validate`` found, in the words its exit code means: ``valid``, ``valid, 1
+    warning``, ``not valid: 3 errors, 1 warning`` (exit code 3), or ``failed``."""
+    if result.outcome == "failed":
+        return "failed"
+    errors = sum(i.severity == "error" for i in result.issues)
+    warnings = sum(i.severity == "warning" for i in result.issues)
+    told = ", ".join(f"{n} {word}{'' if n == 1 else 's'}"
+                     for n, word in ((errors, "error"), (warnings, "warning")) if n)
+    if errors:
+        return f"not valid: {told}"
+    return f"valid, {told}" if told else "valid"
 
 
 def _triage(found: tuple[str, dict[str, Any]] | None) -> list[str]:
