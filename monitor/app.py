@@ -255,6 +255,7 @@ async def _serve(
     slowest = max((t.settings.timeout for t in targets), default=cfg.defaults.timeout)
     submitter = Submitter(lambda name: state.cfg.target(name), SqlSubmissions(engine), fetcher,
                           owner=owner, on_result=metrics.indexnow_result,
+                          targets=lambda: state.cfg.resolved_targets(),
                           lease=2 * slowest + 10)
     submitting = asyncio.Event()  # set: stop submitting
     submitter_task = asyncio.create_task(submitter.run(submitting))

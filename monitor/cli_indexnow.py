@@ -50,8 +50,8 @@ def dry_run(target: Target, engine: Engine, cfg: Config, *, as_json: bool, out: 
     def plan(conn: Connection, written: Written) -> None:
         target_id = conn.execute(select(snapshots.c.target_id).where(
             snapshots.c.id == written.snapshot_id)).scalar_one()
-        raise _RolledBack(list(submissions.planned(conn, target_id, written.snapshot_id,
-                                                   settings.submit)))
+        raise _RolledBack(submissions.in_scope(conn, target, submissions.planned(
+            conn, target_id, written.snapshot_id, settings.submit)))
 
     async def check() -> list[indexnow.Batch]:
         fetcher = Fetcher(user_agent=target.settings.user_agent,

@@ -39,7 +39,8 @@ PREFIX = "sitemap_monitor"
 # What the outbox's Deliverer reports per attempt (alerts.outbox.Outcome).
 ALERT_OUTCOMES = ("sent", "retry", "failed", "expired")
 # What the IndexNow submitter reports, in URLs (monitor.indexnow.protocol.OUTCOMES).
-INDEXNOW_OUTCOMES = ("submitted", "rejected", "retry", "key_missing", "expired")
+INDEXNOW_OUTCOMES = ("submitted", "rejected", "retry", "key_missing", "expired",
+                     "out_of_scope")
 # The bounds of the HTTP port's admission (api.Admission); /healthz has none.
 HTTP_LANES = ("api", "metrics", "readyz", "login")
 # Checks take from milliseconds (a 304) to minutes (a 50,000-child index): a 304 or a small
@@ -121,8 +122,9 @@ class Metrics:
         self.indexnow_urls = Counter(
             f"{p}_indexnow_urls", "URLs of IndexNow submissions, by outcome: submitted (200 "
             "or 202), rejected (400, 403, 422), retry (an attempt to try again), key_missing "
-            "(held: the host's key file did not verify), expired.", ["target", "outcome"],
-            registry=r)
+            "(held: the host's key file did not verify), expired, out_of_scope (left out: not on "
+            "the origin of one of the target's sitemaps, or outside the key file's folder).",
+            ["target", "outcome"], registry=r)
         self._url_targets: set[str] = set()
         self._indexnow_targets: set[str] = set()
         self._plain = (self.leases_lost, self.claims, self.alerts, self.alerts_pending,

@@ -25,19 +25,22 @@ CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "partial", "faile
 # The states of a listed URL, each with its rule id and severity (ok and unknown have
 # none); a redirect that loops is the rule ``url-redirect-loop``.
 URL_STATES: dict[str, tuple[str, Severity] | None] = {
-    "ok": None,
-    "redirect": ("url-redirect", "warning"),
-    "not-found": ("url-not-found", "error"),
-    "gone": ("url-gone", "error"),
-    # Google treats every 4xx but 429 as "the content does not exist"
-    "forbidden": ("url-forbidden", "error"),
-    "client-error": ("url-client-error", "error"),
-    "server-error": ("url-server-error", "error"),
-    "noindex": ("url-noindex", "error"),
-    "canonicalized": ("url-canonicalized", "warning"),
-    "soft-404": ("url-soft-404", "error"),
-    "disallowed": ("url-disallowed", "error"),
-    "unknown": None,
+    state: None if rule is None else (rule, TABLE[rule].severity)
+    for state, rule in (
+        ("ok", None),
+        ("redirect", "url-redirect"),
+        ("not-found", "url-not-found"),
+        ("gone", "url-gone"),
+        # Google treats every 4xx but 429 as "the content does not exist"
+        ("forbidden", "url-forbidden"),
+        ("client-error", "url-client-error"),
+        ("server-error", "url-server-error"),
+        ("noindex", "url-noindex"),
+        ("canonicalized", "url-canonicalized"),
+        ("soft-404", "url-soft-404"),
+        ("disallowed", "url-disallowed"),
+        ("unknown", None),
+    )
 }
 # "Broken" pages are those in an error state: a redirect or a canonical elsewhere is a warning.
 BROKEN_STATES: tuple[str, ...] = tuple(
@@ -141,8 +144,8 @@ class Issue:
 
     @property
     def severity(self) -> Severity:
-        """The rule's severity (docs/rules.md)."""
-        return RULES[self.rule]
+        """The rule's severity (docs/rules.md), for every rule id, the URL checks' included."""
+        return TABLE[self.rule].severity
 
     def as_json(self) -> dict[str, Any]:
         """The JSON shape of the command line's output (docs/cli.md)."""

@@ -73,8 +73,30 @@ def test_key_file(status: int | None, body: bytes, problem: str | None) -> None:
 
 def test_the_message_names_the_host_and_the_fix() -> None:
     message = indexnow.key_message("https://a.example", f"https://a.example/{KEY}.txt",
-                                   "HTTP 404")
-    assert "https://a.example/" in message
+                                   "HTTP 404", KEY)
+    assert "https://a.example/[key].txt" in message
+    assert KEY not in message
     assert "HTTP 404" in message
     assert "answers 200 with the key as its only content" in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(("location", "inside", "outside"), [
+    (f"https://a.example/{KEY}.txt", ["/", "/a", "/seo/b"], []),
+    ("https://a.example/seo/k.txt", ["/seo/b", "/seo/c/d"], ["/", "/a", "/seofake"]),
+])
+def test_a_key_file_vouches_for_its_folder(location: str, inside: list[str],
+                                           outside: list[str]) -> None:
+    scope = indexnow.Scope(frozenset({"https://a.example"}))
+    urls = [f"https://a.example{p}" for p in [*inside, *outside]]
+    assert scope.split("https://a.example", urls, location) == (
+        tuple(f"https://a.example{p}" for p in inside),
+        tuple(f"https://a.example{p}" for p in outside))
+
+
+def test_an_origin_outside_the_scope_submits_nothing() -> None:
+    scope = indexnow.Scope(frozenset({"https://a.example"}))
+    urls = ["https://b.example/x", "http://a.example/y"]
+    assert scope.split("https://b.example", urls[:1], f"https://b.example/{KEY}.txt") == (
+        (), ("https://b.example/x",))
+    assert not scope.covers("http://a.example")  # another scheme is another origin

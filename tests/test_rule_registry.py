@@ -34,6 +34,12 @@ def test_the_check_rules_and_the_url_states_take_their_severity_from_the_table()
     assert set(model.URL_RULES) == {i for i in rules.TABLE if i.startswith("url-")}
 
 
+@pytest.mark.parametrize("rule", list(rules.TABLE))
+def test_an_issue_of_every_rule_knows_its_severity(rule: rules.RuleId) -> None:
+    """A URL check's rule is an issue like any other: its severity comes from the table."""
+    assert model.Issue(rule, "found").severity == rules.TABLE[rule].severity
+
+
 def test_an_id_from_outside_the_code_is_checked() -> None:
     assert rules.rule_id("lastmod-invalid") == "lastmod-invalid"
     with pytest.raises(ValueError, match="'lastmod-invalidd' is not a rule id"):

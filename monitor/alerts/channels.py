@@ -16,16 +16,19 @@ from monitor.alerts.webhook import WebhookNotifier
 from monitor.config import Channel
 from monitor.errors import DeliveryError
 from monitor.model import Notification
+from monitor.net import connections
 
 __all__ = ["build_test_notification", "make_client", "make_notifier", "send_test"]
 
 
 def make_client(transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
-    """The one HTTP client the channels share: explicit timeouts and limits."""
+    """The one HTTP client the channels share: explicit timeouts and limits, connections only
+    to the addresses ``post`` vetted."""
+    limits = httpx.Limits(max_connections=20, max_keepalive_connections=10)
     return httpx.AsyncClient(
-        transport=transport,
+        transport=transport or connections.transport(limits, httpx.create_ssl_context()),
         timeout=httpx.Timeout(10.0, connect=5.0),
-        limits=httpx.Limits(max_connections=20, max_keepalive_connections=10),
+        limits=limits,
         headers={"User-Agent": USER_AGENT},
         follow_redirects=False,
         trust_env=False,  # a proxy from the environment must not see webhook tokens

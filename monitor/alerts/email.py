@@ -1,7 +1,9 @@
 """The email channel: SMTP with STARTTLS and authentication, run in a thread.
 
 smtplib blocks, so each message is sent from ``asyncio.to_thread``. The server certificate is
-verified (against ``smtp_ca_file`` when set, else the system's trust store).
+verified (against ``smtp_ca_file`` when set, else the system's trust store). Each reply of the
+server is read to a bound (``REPLY_BYTES``, within the channel's timeout): smtplib would keep
+every continuation line of an endless reply.
 """
 
 from __future__ import annotations
@@ -10,15 +12,53 @@ import asyncio
 import email.policy
 import smtplib
 import ssl
+import time
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
+from typing import Any
 
 from monitor.alerts.payload import text_lines
 from monitor.config import Channel
 from monitor.errors import DeliveryError
 from monitor.model import Notification
 
-__all__ = ["EmailNotifier", "compose"]
+__all__ = ["REPLY_BYTES", "EmailNotifier", "compose"]
+
+REPLY_BYTES = 64 * 1024  # an SMTP reply is a few lines; EHLO's list of extensions the longest
+
+
+class _Capped:
+    """The server's side of the connection, read a line at a time within ``budget`` bytes and
+    before ``deadline`` (both set again for each reply)."""
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+        self.budget = REPLY_BYTES
+        self.deadline = float("inf")
+
+    def readline(self, size: int = -1) -> bytes:
+        if self.budget <= 0:
+            raise OSError(f"the server's reply went past {REPLY_BYTES // 1024} KiB")
+        if time.monotonic() > self.deadline:
+            raise OSError("the server's reply did not end in time")
+        line: bytes = self.file.readline(size)
+        self.budget -= len(line)
+        return line
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class _SMTP(smtplib.SMTP):
+    """smtplib's client, each reply read to ``REPLY_BYTES`` within ``timeout`` seconds."""
+
+    def getreply(self) -> tuple[int, bytes]:
+        if self.file is None and self.sock is not None:  # a new connection, or a TLS layer
+            self.file = _Capped(self.sock.makefile("rb"))
+        if isinstance(self.file, _Capped):
+            self.file.budget = REPLY_BYTES
+            self.file.deadline = time.monotonic() + (self.timeout or 60.0)
+        return super().getreply()
 
 
 def compose(notification: Notification, channel: Channel) -> EmailMessage:
@@ -56,7 +96,7 @@ class EmailNotifier:
         assert c.smtp_host is not None  # the config requires it
         where = f"channel {c.name} (smtp {c.smtp_host}:{c.smtp_port})"
         try:
-            with smtplib.SMTP(c.smtp_host, c.smtp_port, timeout=c.timeout) as smtp:
+            with _SMTP(c.smtp_host, c.smtp_port, timeout=c.timeout) as smtp:
                 smtp.ehlo()
                 if c.smtp_starttls:
                     context = ssl.create_default_context(cafile=c.smtp_ca_file)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
 from monitor.config.values import Duration, Frozen, Ratio
+from monitor.ipranges import is_blocked_address, literal_address
 
 __all__ = [
     "Alerts", "Channel", "ChannelType", "Delivery", "RemovalReason", "Rule", "RuleWhen", "UrlState",
@@ -61,6 +63,12 @@ class Channel(Frozen):
                 raise ValueError("an email channel needs smtp_host, from and to")
         elif not self.url:
             raise ValueError(f"a {self.type} channel needs url")
+        host = self.smtp_host if self.type == "email" else urlsplit(self.url or "").hostname
+        literal = literal_address(host or "")
+        if literal is not None and is_blocked_address(literal):
+            # the URL itself is not echoed: a webhook's path carries its token
+            raise ValueError(f"the {self.type} channel is on {literal}, a link-local or "
+                             "metadata address, which is never fetched")
         return self
 
 

@@ -23,6 +23,7 @@ from monitor.config.values import (
     format_duration,
 )
 from monitor.errors import ConfigError, redact_url
+from monitor.ipranges import is_blocked_address, literal_address
 
 __all__ = [
     "DEFAULT_USER_AGENT", "INDEXNOW_ENDPOINT", "POLITE_INTERVAL", "Auth", "BasicAuth", "Defaults",
@@ -95,6 +96,10 @@ class IndexNow(Frozen):
     @classmethod
     def _endpoint(cls, endpoint: str) -> str:
         parts = urlsplit(endpoint)
+        literal = literal_address(parts.hostname or "")
+        if literal is not None and is_blocked_address(literal):
+            raise ValueError(f"the endpoint {endpoint!r} is on {literal}, a link-local or "
+                             "metadata address, which is never fetched")
         # The key travels in the body: plain http only to this machine (a test receiver).
         if parts.scheme == "https" and parts.hostname:
             return endpoint

@@ -33,14 +33,17 @@ __all__ = [
     "OUTCOMES",
     "Batch",
     "Batcher",
+    "Scope",
     "Verdict",
     "answer",
     "batches",
+    "folder",
     "key_file_problem",
     "key_location",
     "key_message",
     "origin_of",
     "payload",
+    "redact",
     "submitted",
 ]
 
@@ -51,7 +54,7 @@ KEY_RULE: RuleId = "indexnow-key-missing"
 MAX_AGE = 3 * 86400.0  # a submission not delivered by then is dropped (and counted)
 KEEP = 30 * 86400.0  # delivered and failed submissions are kept this long
 # The outcomes of ``sitemap_monitor_indexnow_urls_total``, counted in URLs.
-OUTCOMES = ("submitted", "rejected", "retry", "key_missing", "expired")
+OUTCOMES = ("submitted", "rejected", "retry", "key_missing", "expired", "out_of_scope")
 
 # What the endpoints answer, as indexnow.org documents it.
 _PERMANENT = {
@@ -171,6 +174,52 @@ def key_location(origin: str, key: str, configured: str | None) -> str:
     return f"{origin}/{key}.txt"
 
 
+def folder(location: str) -> str:
+    """The folder a key file vouches for: the path of its URL up to its last ``/``."""
+    path = urlsplit(location).path or "/"
+    return path[:path.rfind("/") + 1] or "/"
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What a target may submit: URLs on the origins of its own sitemaps (its URL's and its
+    documents'), and on each origin only those under its key file's folder.
+
+        >>> scope = Scope(frozenset({"https://shop.example"}))
+        >>> scope.split("https://shop.example", ("https://shop.example/seo/a",
+        ...             "https://shop.example/b"), "https://shop.example/seo/key.txt")
+        (('https://shop.example/seo/a',), ('https://shop.example/b',))
+        >>> scope.covers("https://elsewhere.example")
+        False
+    """
+
+    origins: frozenset[str]
+
+    def covers(self, origin: str) -> bool:
+        """Whether ``origin`` is the origin of one of the target's own sitemaps."""
+        return origin in self.origins
+
+    def split(self, origin: str, urls: Sequence[str], location: str,
+              ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The URLs of one origin's submission that may be sent with the key file at
+        ``location``, and those that may not (another origin, or outside its folder)."""
+        if not self.covers(origin):
+            return (), tuple(urls)
+        under = folder(location)
+        inside = tuple(u for u in urls if origin_of(u) == origin
+                       and (urlsplit(u).path or "/").startswith(under))
+        if len(inside) == len(urls):
+            return inside, ()
+        kept = set(inside)
+        return inside, tuple(u for u in urls if u not in kept)
+
+
+def redact(text: str, key: str) -> str:
+    """``text`` with the key replaced by ``[key]``: a key file's URL names the key, and no
+    log line, stored answer or issue may."""
+    return text.replace(key, "[key]")
+
+
 def payload(batch: Batch, key: str, location: str) -> dict[str, object]:
     """The JSON body of one submission."""
     return {"host": batch.host, "key": key, "keyLocation": location,
@@ -206,8 +255,9 @@ def key_file_problem(status: int | None, body: bytes, key: str) -> str | None:
     return None
 
 
-def key_message(host: str, location: str, problem: str) -> str:
-    """The one line of ``indexnow-key-missing``: what, where, and the fix."""
-    return (f"IndexNow key file of {host} not verified at {location} ({problem}): nothing is "
-            f"submitted for {host} until that URL answers 200 with the key as its only "
-            "content")
+def key_message(host: str, location: str, problem: str, key: str) -> str:
+    """The one line of ``indexnow-key-missing``: what, where (the key itself redacted), and
+    the fix."""
+    return redact(f"IndexNow key file of {host} not verified at {location} ({problem}): "
+                  f"nothing is submitted for {host} until that URL answers 200 with the key "
+                  "as its only content", key)

@@ -19,7 +19,7 @@ from monitor.indexnow import protocol as indexnow
 from monitor.model import Issue
 from monitor.store import indexnow as store
 
-__all__ = ["enqueue_check", "enqueue_gone", "key_issues", "planned"]
+__all__ = ["enqueue_check", "enqueue_gone", "in_scope", "key_issues", "planned"]
 
 
 def planned(conn: Connection, target_id: int, snapshot_id: int,
@@ -31,6 +31,26 @@ def planned(conn: Connection, target_id: int, snapshot_id: int,
         if indexnow.submitted(kind, before, after, wanted):
             yield from batcher.add(kind, loc)
     yield from batcher.finish()
+
+
+def in_scope(conn: Connection, target: Target,
+             batches: Iterable[indexnow.Batch]) -> list[indexnow.Batch]:
+    """The batches cut to what the target may submit (``monitor.indexnow.keys``: the origins
+    of its sitemaps, the key file's folder), as the delivery loop will cut them."""
+    own = indexnow.origin_of(target.url)
+    scope = indexnow.Scope(frozenset(
+        store.document_origins(conn, target.name, indexnow.origin_of) | ({own} if own else set())))
+    settings = target.settings.indexnow
+    key = settings.key or "KEY"
+    kept = []
+    for batch in batches:
+        location = indexnow.key_location(batch.origin, key, settings.key_location)
+        inside, _ = scope.split(batch.origin, batch.urls, location)
+        if len(inside) == len(batch.urls):
+            kept.append(batch)
+        elif inside:  # the kinds of the URLs left are not known: counted no more
+            kept.append(indexnow.Batch(batch.origin, inside))
+    return kept
 
 
 def _new(batches: Iterable[indexnow.Batch]) -> Iterator[store.NewSubmission]:
@@ -79,7 +99,8 @@ def key_issues(conn: Connection, target: Target) -> list[Issue]:
     # A host is fetched again while submissions wait for it, and they wait at most MAX_AGE.
     since = datetime.now(UTC) - timedelta(seconds=indexnow.MAX_AGE)
     return [Issue(indexnow.KEY_RULE,
-                  indexnow.key_message(state.origin, state.location, state.detail or "failed"),
-                  loc=state.location, document=target.url)
+                  indexnow.key_message(state.origin, state.location, state.detail or "failed",
+                                       settings.key),
+                  loc=indexnow.redact(state.location, settings.key), document=target.url)
             for state in store.failing_keys(conn, target.name, since)
             if state.key_digest == digest]

@@ -1,31 +1,35 @@
-"""The IndexNow delivery loop: claim due submissions, verify the host's key file, POST them.
+"""The IndexNow delivery loop: claim due submissions, keep them to the target's scope, verify
+the host's key file, POST them.
 
 Delivery is at-least-once and, for a change set, once: a row is marked only after the endpoint
 answered, so a crash between the two repeats that one request; a check that ran again writes
-no new row for changes already written (their idempotency key). Before a host's first
-submission, and daily, its key file is fetched (through the shared ``Fetcher``: the address
-rules and the per-host politeness of the checks); while it does not answer 200 with the key,
-nothing is sent for that host and its rows wait. A 429 holds every row for its endpoint until
-its ``Retry-After``; 400, 403 and 422 are permanent.
+no new row for changes already written (their idempotency key). A row's URLs outside the
+target's scope (``monitor.indexnow.keys``) are left out and counted ``out_of_scope``; a row of
+an origin outside it is settled without a request, its host never asked for the key. While a
+host's key file does not answer 200 with the key, nothing is sent for that host and its rows
+wait. The endpoint is posted to through the shared ``Fetcher`` (the address rules, an answer
+read to a bound). A 429 holds every row for its endpoint until its ``Retry-After``; 400, 403
+and 422 are permanent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import structlog
 
 from monitor import deliveryloop
 from monitor.config import Target
 from monitor.errors import FetchError
+from monitor.indexnow import keys
 from monitor.indexnow import protocol as indexnow
-from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Fetcher, retry_after_seconds
 from monitor.store import indexnow as store
 
@@ -35,6 +39,7 @@ log = structlog.get_logger("monitor.indexnow.submitter")
 
 MAX_AGE = indexnow.MAX_AGE
 PRUNE_EVERY = 3600.0
+SWEEP_EVERY = 60.0  # how often the key files of every submitting target are looked at
 _INITIAL_BACKOFF = 10.0
 _MAX_BACKOFF = 1800.0
 
@@ -45,7 +50,8 @@ OnResult = Callable[[str, str, int], None]
 class Submitter:
     """Delivers pending IndexNow submissions until stopped; one HTTP client for every
     endpoint. ``target_of`` gives a configured target by name at each delivery (a reload
-    takes effect on the next row)."""
+    takes effect on the next row); ``targets`` gives every configured target, whose key
+    files are verified before anything is due."""
 
     def __init__(
         self,
@@ -55,10 +61,10 @@ class Submitter:
         *,
         owner: str,
         on_result: OnResult | None = None,
+        targets: Callable[[], Iterable[Target]] | None = None,
         poll_interval: float = 1.0,
         concurrency: int = 4,
         clock: Callable[[], datetime] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
         lease: float = 300.0,
     ) -> None:
@@ -67,36 +73,52 @@ class Submitter:
         self.fetcher = fetcher
         self.on_result = on_result
         self.clock = clock or (lambda: datetime.now(UTC))
-        self._transport = transport
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not secrets
-        self._client: httpx.AsyncClient | None = None
         self._held: dict[str, datetime] = {}  # endpoint -> no request before (its 429)
-        self._key_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.targets = targets
+        self.keys = keys.Keys(repo, fetcher, self.clock)
         # The lease is past one key file fetch and one POST, each within a target's timeout.
         self.leasing = deliveryloop.Leasing(owner, lease, concurrency, poll_interval)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set; store errors are logged and retried, never raised."""
-        pruned_at = 0.0
+        pruned_at = swept_at = -PRUNE_EVERY
+        sweeping: asyncio.Task[None] | None = None
 
         async def one_pass() -> int:
-            nonlocal pruned_at
+            nonlocal pruned_at, swept_at, sweeping
             if time.monotonic() - pruned_at >= PRUNE_EVERY:
                 pruned_at = time.monotonic()
                 await self.prune()
+            # Key files are fetched beside the deliveries, so a slow host delays neither.
+            if time.monotonic() - swept_at >= SWEEP_EVERY and (
+                    sweeping is None or sweeping.done()):
+                swept_at = time.monotonic()
+                sweeping = asyncio.create_task(self.sweep())
             return await self.deliver_due()
 
         try:
             await deliveryloop.run(one_pass, stop, self.leasing, log=log,
                                    failed="indexnow pass failed")
         finally:
+            if sweeping is not None:
+                sweeping.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeping
             await self.aclose()
 
+    async def sweep(self) -> None:
+        """Verify the key file of every host of every submitting target that is due for it;
+        a failure (the database, say) is logged, and the next sweep tries again."""
+        if self.targets is None:
+            return
+        try:
+            await self.keys.sweep(self.targets())
+        except Exception:  # the loop outlives any one sweep
+            log.exception("indexnow key files not swept")
+
     async def aclose(self) -> None:
-        """Close the HTTP client (the fetcher is the caller's)."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        """Nothing to close: every request goes through the caller's fetcher."""
 
     async def prune(self) -> int:
         """Delete settled submissions older than ``indexnow.KEEP``, a batch at a time."""
@@ -139,105 +161,97 @@ class Submitter:
                                     attempted=False)
             return
         location = indexnow.key_location(row.origin, settings.key, settings.key_location)
-        problem = await self._key_problem(target, row.origin, settings.key, location)
+        urls = await self._in_scope(row, target, location, bound)
+        if not urls:
+            return
+        problem = await self.keys.problem(target, row.origin, settings.key, location)
         if problem is not None:
-            message = indexnow.key_message(row.origin, location, problem)
+            message = indexnow.key_message(row.origin, location, problem, settings.key)
             await asyncio.to_thread(
                 self.repo.mark_retry, row, now, now + timedelta(seconds=indexnow.KEY_RETRY),
                 f"{indexnow.KEY_RULE}: {message}", attempted=False)
-            self._report(row.target_name, "key_missing", len(row.urls))
+            self._report(row.target_name, "key_missing", len(urls))
             return
-        await self._post(row, target, settings.key, location, bound)
+        await self._post(row, urls, target, settings.key, location, bound)
 
-    async def _post(self, row: store.Claimed, target: Target, key: str, location: str,
+    async def _in_scope(self, row: store.Claimed, target: Target, location: str,
+                        bound: structlog.typing.FilteringBoundLogger) -> tuple[str, ...]:
+        """The row's URLs the target may submit; the rest are counted ``out_of_scope``, and a
+        row with none is settled here, without a request (its host never asked for the
+        key)."""
+        scope = await self.keys.scope(target, row.origin)
+        inside, outside = scope.split(row.origin, row.urls, location)
+        if outside:
+            self._report(row.target_name, "out_of_scope", len(outside))
+        if inside:
+            return inside
+        why = (f"out of scope: {row.origin} is not the origin of one of the target's sitemaps"
+               if not scope.covers(row.origin) else
+               f"out of scope: no URL under the folder of the key file "
+               f"{indexnow.folder(location)}")
+        await asyncio.to_thread(self.repo.mark_failed, row, self.clock(), why)
+        bound.warning("indexnow submission not sent", error=why)
+        return ()
+
+    async def _post(self, row: store.Claimed, urls: tuple[str, ...], target: Target,
+                    key: str, location: str,
                     bound: structlog.typing.FilteringBoundLogger) -> None:
         settings = target.settings
         endpoint = settings.indexnow.endpoint
-        body = indexnow.payload(indexnow.Batch(row.origin, row.urls), key, location)
-        if self._client is None:
-            self._client = httpx.AsyncClient(transport=self._transport, trust_env=False,
-                                             follow_redirects=False)
+        body = indexnow.payload(indexnow.Batch(row.origin, urls), key, location)
+        # The endpoint is fetched as the target's sitemaps are: under the address rules, its
+        # answer read to a bound.
         try:
-            answer = await self._client.post(
-                endpoint, json=body, timeout=httpx.Timeout(
-                    settings.timeout, connect=settings.connect_timeout),
-                headers={"User-Agent": settings.user_agent,
-                         "Content-Type": "application/json; charset=utf-8"})
-        except httpx.HTTPError as exc:
-            error = f"no answer from {endpoint}: {exc.__class__.__name__} {exc}".strip()
-            await self._retry(row, None, None, error, bound)
+            answer = await self.fetcher.post(
+                endpoint, settings, content=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json; charset=utf-8"},
+                allow_private=await keys.allow_private(target))
+        except FetchError as exc:
+            error = f"no answer from {endpoint}: {exc.message}"
+            if exc.kind == "address-blocked":
+                await asyncio.to_thread(self.repo.mark_failed, row, self.clock(), error)
+                bound.error("indexnow submission refused", endpoint=endpoint, error=error)
+                self._report(row.target_name, "rejected", len(urls))
+                return
+            await self._retry(row, urls, None, None, error, bound)
             return
         retry_after = retry_after_seconds(answer.headers.get("retry-after"))
-        verdict = indexnow.answer(answer.status_code, answer.text, retry_after)
+        said = answer.text(260) + (" ... (the answer was cut at its bound)" if answer.cut else "")
+        verdict = indexnow.answer(answer.status, said, retry_after)
         now = self.clock()
         if verdict.outcome == "delivered":
             kept = await asyncio.to_thread(self.repo.mark_delivered, row, now,
-                                           answer.status_code, verdict.message)
+                                           answer.status, verdict.message)
             if not kept:
                 bound.warning("lease lost before the submission was recorded; it may repeat")
-            bound.info("indexnow submission delivered", status=answer.status_code)
-            self._report(row.target_name, "submitted", len(row.urls))
+            bound.info("indexnow submission delivered", status=answer.status)
+            self._report(row.target_name, "submitted", len(urls))
         elif verdict.outcome == "failed":
             await asyncio.to_thread(self.repo.mark_failed, row, now, verdict.message,
-                                    answer.status_code)
+                                    answer.status)
             bound.error("indexnow submission refused", endpoint=endpoint,
-                        status=answer.status_code, answer=verdict.message)
-            self._report(row.target_name, "rejected", len(row.urls))
+                        status=answer.status, answer=verdict.message)
+            self._report(row.target_name, "rejected", len(urls))
         else:
-            if answer.status_code == 429:
+            if answer.status == 429:
                 wait = verdict.retry_after or self._backoff(row.attempts + 1)
                 self._held[endpoint] = now + timedelta(seconds=wait)
-            await self._retry(row, answer.status_code, verdict.retry_after, verdict.message,
-                              bound)
+            await self._retry(row, urls, answer.status, verdict.retry_after,
+                              verdict.message, bound)
 
-    async def _retry(self, row: store.Claimed, status: int | None, retry_after: float | None,
-                     error: str, bound: structlog.typing.FilteringBoundLogger) -> None:
+    async def _retry(self, row: store.Claimed, urls: tuple[str, ...], status: int | None,
+                     retry_after: float | None, error: str,
+                     bound: structlog.typing.FilteringBoundLogger) -> None:
         now = self.clock()
         delay = retry_after if retry_after is not None else self._backoff(row.attempts + 1)
         await asyncio.to_thread(self.repo.mark_retry, row, now,
                                 now + timedelta(seconds=delay), error, status)
         bound.warning("indexnow submission not delivered; will retry", error=error,
                       retry_in=round(delay, 3))
-        self._report(row.target_name, "retry", len(row.urls))
+        self._report(row.target_name, "retry", len(urls))
 
     def _backoff(self, attempt: int) -> float:
         return deliveryloop.backoff(attempt, _INITIAL_BACKOFF, _MAX_BACKOFF, self._rng)
-
-    async def _key_problem(self, target: Target, origin: str, key: str,
-                           location: str) -> str | None:
-        """Why the origin's key file does not prove the key (None: it does), fetched when
-        the last fetch is older than a day (or 15 minutes, when it failed) or was of
-        another key or location."""
-        lock = self._key_locks.setdefault((target.name, origin), asyncio.Lock())
-        async with lock:  # one fetch for the rows of one host claimed together
-            digest = store.key_digest(key)
-            now = self.clock()
-            last = await asyncio.to_thread(self.repo.key, target.name, origin)
-            if last is not None and last.key_digest == digest and last.location == location:
-                ttl = indexnow.KEY_TTL if last.ok else indexnow.KEY_RETRY
-                if now < last.checked_at + timedelta(seconds=ttl):
-                    return None if last.ok else (last.detail or "failed")
-            problem = await self._fetch_key(target, key, location)
-            await asyncio.to_thread(self.repo.save_key, target.name, store.KeyState(
-                origin, location, digest, self.clock(), problem is None, problem))
-        if problem is None:
-            log.info("indexnow key file verified", target=target.name, host=origin,
-                     location=location)
-        else:
-            log.error("indexnow key file not verified", target=target.name, host=origin,
-                      rule=indexnow.KEY_RULE,
-                      error=indexnow.key_message(origin, location, problem))
-        return problem
-
-    async def _fetch_key(self, target: Target, key: str, location: str) -> str | None:
-        allow_private = (target.settings.allow_private
-                         or await is_private_target(target.url))
-        try:
-            got = await self.fetcher.probe(location, target.settings, body_limit=1024,
-                                           allow_private=allow_private)
-        except FetchError as exc:
-            return f"no answer: {exc.message}"
-        return indexnow.key_file_problem(got.status, got.head, key)
 
     def _report(self, target: str, outcome: str, urls: int) -> None:
         if self.on_result is not None:

@@ -27,8 +27,12 @@ import time
 import typing
 
 import httpcore
+import httpx
 
-__all__ = ["READ_BYTES", "VETTED", "Backend", "Pinned", "Pool", "Stream", "Vetted", "readable"]
+__all__ = [
+    "READ_BYTES", "VETTED", "Backend", "Pinned", "Pool", "Stream", "Vetted", "readable",
+    "transport",
+]
 
 # The request extension holding the ``Vetted`` addresses a request may connect to.
 VETTED = "sitemap_monitor.vetted"
@@ -281,3 +285,20 @@ class Pool(httpcore.AsyncConnectionPool):
             uds=self._uds,
             socket_options=self._socket_options,
         )
+
+
+def transport(limits: httpx.Limits, ssl_context: ssl.SSLContext) -> httpx.AsyncHTTPTransport:
+    """httpx's transport on ``Pool``, whose connections ``Backend`` makes: a request carrying
+    ``VETTED`` addresses connects to them only. httpx takes no pool, so its own is replaced
+    after the fact; should a release of httpx rename it, the transport keeps its own pool,
+    which works the same, only slower (and resolves names again)."""
+    made = httpx.AsyncHTTPTransport(verify=ssl_context, limits=limits)
+    if isinstance(getattr(made, "_pool", None), httpcore.AsyncConnectionPool):
+        made._pool = Pool(
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=Backend(),
+        )
+    return made

@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-import httpcore
 import httpx
 
 from monitor import config
 from monitor.errors import FetchError
-from monitor.net import connections
+from monitor.net import bounded, connections
 from monitor.net.addresses import (
     Resolver,
     check_address,
@@ -271,6 +270,31 @@ class Fetcher:
         return Answer(url=url, status=got.status, headers=got.headers, head=got.head,
                       truncated=got.truncated)
 
+    async def post(self, url: str, settings: config.Defaults, *, content: bytes,
+                   headers: dict[str, str], allow_private: bool = False,
+                   keep: int = bounded.KEEP) -> bounded.Reply:
+        """POST ``content`` to ``url`` once, under the address rules and in one of its host's
+        slots, redirects not followed; the answer read to ``keep`` bytes of its body
+        (``monitor.net.bounded``). Raises ``FetchError`` when no answer came."""
+        parsed = _parse_url(url, url)
+        timeouts = httpx.Timeout(
+            connect=settings.connect_timeout, read=settings.read_timeout,
+            write=settings.read_timeout, pool=settings.timeout,
+        )
+        sent = {"User-Agent": settings.user_agent, **headers, "Accept-Encoding": "identity"}
+        async with self._slot(f"{parsed.host}:{parsed.port or _default_port(parsed)}"):
+            deadline = asyncio.get_running_loop().time() + settings.timeout
+            raw = await self._send(url, sent, timeouts, allow_private, deadline, settings,
+                                   content=content)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    return await bounded.read(raw, where=url, keep=keep)
+            except TimeoutError:
+                raise FetchError("timeout", f"posting to {url} took longer than "
+                                 f"{settings.timeout:g}s in total") from None
+            except httpx.HTTPError as exc:
+                raise _httpx_error(exc, url) from None
+
     @asynccontextmanager
     async def _slot(self, key: str) -> AsyncIterator[None]:
         """Hold one of ``per_host`` slots of ``key``; forget the semaphore when nobody uses it."""
@@ -370,9 +394,10 @@ class Fetcher:
         return target
 
     async def _send(self, url: str, headers: dict[str, str], timeouts: httpx.Timeout,
-                    allow_private: bool, deadline: float, settings: config.Defaults
-                    ) -> httpx.Response:
-        """Check the address policy for ``url``, then send the request and read the head."""
+                    allow_private: bool, deadline: float, settings: config.Defaults,
+                    content: bytes | None = None) -> httpx.Response:
+        """Check the address policy for ``url``, then send the request (a GET, or a POST of
+        ``content``) and read the head. A target's credentials go with GETs only."""
         parsed = _parse_url(url, url)
         try:
             async with asyncio.timeout_at(deadline):
@@ -380,9 +405,11 @@ class Fetcher:
                                           url=url, allow_private=allow_private,
                                           resolver=self._resolver)
                 # The transport connects to the vetted addresses, never resolving again.
-                request = httpx.Request("GET", parsed, headers={
-                    **headers, **_credentials(settings, url)}, extensions={
-                    "timeout": timeouts.as_dict(), connections.VETTED: vetted})
+                credentials = _credentials(settings, url) if content is None else {}
+                request = httpx.Request(
+                    "GET" if content is None else "POST", parsed,
+                    headers={**headers, **credentials}, content=content, extensions={
+                        "timeout": timeouts.as_dict(), connections.VETTED: vetted})
                 transport = self._https if parsed.scheme == "https" else self._http
                 raw = await transport.handle_async_request(request)
                 raw.request = request
@@ -406,19 +433,8 @@ _NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _http_transport(limits: httpx.Limits, ssl_context: ssl.SSLContext) -> httpx.AsyncHTTPTransport:
-    """httpx's transport on ``connections.Pool``, whose connections ``connections.Backend``
-    makes. httpx takes no pool, so its own is replaced after the fact; should a release of
-    httpx rename it, the transport keeps its own pool, which works the same, only slower."""
-    transport = httpx.AsyncHTTPTransport(verify=ssl_context, limits=limits)
-    if isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
-        transport._pool = connections.Pool(
-            ssl_context=ssl_context,
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=connections.Backend(),
-        )
-    return transport
+    """``connections.transport``: connections only to the addresses the policy vetted."""
+    return connections.transport(limits, ssl_context)
 
 
 class _TLSTransport(httpx.AsyncBaseTransport):

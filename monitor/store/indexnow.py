@@ -14,7 +14,7 @@ import hashlib
 import json
 import secrets
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,10 +25,18 @@ from sqlalchemy.dialects import postgresql, sqlite
 from monitor.codec import changepacks
 from monitor.errors import StoreError
 from monitor.store.checkwriter import read_columns, read_sets, transaction
-from monitor.store.schema import changes, entry_sets, indexnow_keys, indexnow_submissions
+from monitor.store.schema import (
+    changes,
+    entry_sets,
+    indexnow_keys,
+    indexnow_submissions,
+    target_documents,
+    targets,
+)
 
 __all__ = [
-    "Claimed", "KeyState", "NewSubmission", "SqlSubmissions", "enqueue", "failing_keys",
+    "Claimed", "KeyState", "NewSubmission", "SqlSubmissions", "document_origins", "enqueue",
+    "failing_keys",
     "recent", "recorded",
 ]
 
@@ -137,6 +145,21 @@ def enqueue(conn: Connection, target_name: str, snapshot_id: int | None, scope: 
             created_at=now, status="pending", attempts=0, next_attempt_at=now))
         urls += len(item.urls)
     return urls
+
+
+def document_origins(conn: Connection, target_name: str,
+                     origin: Callable[[str], str | None]) -> set[str]:
+    """``origin`` of each current document of a target (its sitemaps), the URLs streamed."""
+    found: set[str] = set()
+    rows = conn.execute(
+        select(target_documents.c.url).join(
+            targets, targets.c.id == target_documents.c.target_id)
+        .where(targets.c.name == target_name).execution_options(yield_per=1000))
+    for url in rows.scalars():
+        made = origin(url)
+        if made is not None:
+            found.add(made)
+    return found
 
 
 def failing_keys(conn: Connection, target_name: str, since: datetime) -> list[KeyState]:
@@ -287,6 +310,12 @@ class SqlSubmissions:
             "http_status": r.http_status, "answer": r.last_error,
             "attempted_at": _aware(r.attempted_at), "delivered_at": _aware(r.delivered_at),
         } for r in rows]
+
+    def document_origins(self, target_name: str, origin: Callable[[str], str | None],
+                         ) -> set[str]:
+        """``origin`` of each current document of a target (its sitemaps)."""
+        return transaction(self.engine,
+                           lambda conn: document_origins(conn, target_name, origin))
 
     def keys(self, target_name: str) -> list[KeyState]:
         """Every key file fetched for a target, by origin."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -99,3 +101,41 @@ def test_server_down_is_transient() -> None:
     with pytest.raises(DeliveryError) as refused:
         asyncio.run(send_test(channel(down)))
     assert not refused.value.permanent
+
+
+def test_an_endless_reply_is_cut_at_its_bound() -> None:
+    """A server whose greeting goes on and on (continuation lines of 8 KiB, up to 64 MiB) is
+    left after 64 KiB of it: a transient error that says so, the connection closed early."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    sent = 0
+
+    def endless_greeting() -> None:
+        nonlocal sent
+        conn, _ = listener.accept()
+        line = b"220-" + b"x" * 8000 + b"\r\n"
+        with conn:
+            try:
+                while sent < 64 * 2**20:
+                    conn.sendall(line)
+                    sent += len(line)
+                conn.sendall(b"220 done\r\n")
+            except OSError:  # the client closed it
+                pass
+
+    server = threading.Thread(target=endless_greeting, daemon=True)
+    server.start()
+    port = listener.getsockname()[1]
+    mail = Channel.model_validate({
+        "name": "mail", "type": "email", "smtp_host": "127.0.0.1", "smtp_port": port,
+        "smtp_starttls": False, "timeout": 5,
+        "from": "monitor@example.com", "to": ["seo@example.com"]})
+    try:
+        with pytest.raises(DeliveryError) as refused:
+            asyncio.run(send_test(mail))
+        server.join(10)
+    finally:
+        listener.close()
+    assert not refused.value.permanent
+    assert refused.value.message.endswith("the server's reply went past 64 KiB")
+    assert "\n" not in refused.value.message
+    assert sent < 16 * 2**20  # what the socket buffers held, not the 64 MiB offered

@@ -74,3 +74,36 @@ def test_a_submission_survives_a_sigkill_before_delivery_and_goes_once(
     assert http_server.url("").rstrip("/") in section
     assert ">delivered<" in section
     assert "HTTP 200" in section
+
+
+def test_a_wrong_key_file_is_reported_before_anything_is_submitted(
+    http_server: TestServer, tmp_path: Path, daemons: list[Daemon],
+) -> None:
+    """A target whose sitemap never changes submits nothing, yet hears that its key file is
+    wrong: the daemon fetches it when IndexNow is enabled, not before a first submission."""
+    http_server.route("/sitemap.xml", Reply(200, sitemap({http_server.url("/a"): None})))
+    http_server.route(f"/{KEY}.txt", Reply(200, b"not-the-key\n"))
+    config = tmp_path / "monitor.yaml"
+    config.write_text(
+        f"database_url: sqlite:///{tmp_path}/m.db\n"
+        "listen: 127.0.0.1:0\n"
+        "defaults:\n  interval: 1s\n  jitter: 0\n  timeout: 2s\n"
+        f"  indexnow: {{enabled: true, key: {KEY}, endpoint: '{http_server.url('/indexnow')}'}}\n"
+        f"targets:\n  - {{name: shop, url: '{http_server.url('/sitemap.xml')}'}}\n",
+        encoding="utf-8")
+    daemon = Daemon(config)
+    daemons.append(daemon)
+    daemon.started()
+    line = daemon.event("indexnow key file not verified", timeout=30)
+    assert line["level"] == "error"
+    assert line["rule"] == "indexnow-key-missing"
+    assert line["host"] == http_server.url("").rstrip("/")
+    assert line["location"] == http_server.url("/[key].txt")
+    assert "it does not hold exactly the key" in line["error"]
+    # The next check carries the issue; its metric says so.
+    daemon.more_checks("shop", 2, timeout=30)
+    assert daemon.metric("sitemap_monitor_issues", target="shop",
+                         rule="indexnow-key-missing") == 1
+    assert http_server.requests_to("/indexnow") == []
+    assert len(http_server.requests_to(f"/{KEY}.txt")) == 1  # once, not at every pass
+    assert not [raw for raw in daemon.raw if KEY in raw]

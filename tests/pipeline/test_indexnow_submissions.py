@@ -21,6 +21,7 @@ from sqlalchemy import func, select, update
 from monitor.cli import main
 from monitor.config import load
 from monitor.indexnow.submitter import Submitter
+from monitor.net.addresses import Resolver
 from monitor.read.fetch import Fetcher
 from monitor.store.db import make_engine
 from monitor.store.indexnow import SqlSubmissions
@@ -72,6 +73,7 @@ class Delivery:
         self.counted: Counter[tuple[str, str]] = Counter()
         self.submitter: Submitter | None = None
         self.logs: list[dict[str, Any]] = []
+        self.resolver: Resolver | None = None  # the fetcher's; None: the system's
 
     def now(self) -> datetime:
         """The real time, moved on by ``advance``: rows a check writes now are due now."""
@@ -88,7 +90,7 @@ class Delivery:
         return claimed
 
     async def _passes(self) -> int:
-        fetcher = Fetcher()
+        fetcher = Fetcher(resolver=self.resolver)
         submitter = Submitter(
             self.config.target, SqlSubmissions(self.engine), fetcher, owner="test",
             clock=self.now, concurrency=8,
@@ -174,49 +176,129 @@ def test_added_and_moved_lastmods_are_submitted_once_after_the_key_file(
     assert site.url(f"/{KEY}.txt") in out
 
 
-def test_one_request_per_host_and_nothing_for_a_host_without_its_key_file(
+def test_another_hosts_locs_are_never_submitted_and_that_host_never_asked(
     site: Site, receiver: Receiver, db: str, tmp_path: Path,
     capsys: pytest.CaptureFixture[str], delivery_of: Callable[[str], Delivery],
 ) -> None:
     cfg = config(tmp_path, site, receiver)
-    other = site.url("/x").replace("127.0.0.1", "localhost")  # another host, same server
-    sitemap(site, {"/a": None})
-    check(capsys, cfg, db)
-    site.set("/sitemap.xml", urlset({site.url("/a"): None, site.url("/b"): None,
-                                     other: None, other + "2": None}))
-    check(capsys, cfg, db)
-    delivery = delivery_of(cfg)
-    assert delivery.passes() == 2
+    with TestServer(host="127.0.0.2") as elsewhere:  # another host: every request counted
+        elsewhere.route(f"/{KEY}.txt", Reply(200, KEY.encode()))
+        other = elsewhere.url("/x")
+        sitemap(site, {"/a": None})
+        check(capsys, cfg, db)
+        site.set("/sitemap.xml", urlset({site.url("/a"): None, site.url("/b"): None,
+                                         other: None, other + "2": None}))
+        code, out, _ = run(capsys, "check", "t", "--config", cfg, "--database-url", db,
+                           "--indexnow-dry-run", "--json")
+        assert code == 0
+        assert [(r["host"], r["urlList"]) for r in json.loads(out)["requests"]] == [
+            ("127.0.0.1", [site.url("/b")])]
+        elsewhere.requests.clear()  # the dry run's check read its robots.txt too
+        result = check(capsys, cfg, db)
+        assert {i["rule"] for i in result["issues"]} == {"loc-out-of-scope"}
+        # The check asks the other host's robots.txt whether it names this sitemap
+        # (cross-submission); IndexNow asks it nothing.
+        assert [r.path for r in elsewhere.requests] == ["/robots.txt"]
+        delivery = delivery_of(cfg)
+        assert delivery.passes() == 2
+        assert [r.path for r in elsewhere.requests] == ["/robots.txt"]
     assert [(b["host"], b["urlList"]) for b in receiver.accepted] == [
         ("127.0.0.1", [site.url("/b")])]
-    assert "localhost" in receiver.key_fetches
+    assert receiver.key_fetches == ["127.0.0.1"]
     rows = {r["host"]: r for r in delivery.rows()}
-    held = rows[other.rsplit("/", 1)[0]]
-    assert held["status"] == "pending"
-    assert held["answer"].startswith("indexnow-key-missing: IndexNow key file of http://localhost")
-    assert delivery.counted[("t", "key_missing")] == 2
+    held = rows[elsewhere.base_url]
+    assert held["status"] == "failed"
+    assert held["answer"] == (f"out of scope: {elsewhere.base_url} is not the origin of one of "
+                              "the target's sitemaps")
+    assert delivery.counted[("t", "out_of_scope")] == 2
+    assert delivery.counted[("t", "submitted")] == 1
+    assert not [i for i in check(capsys, cfg, db)["issues"]
+                if i["rule"] == "indexnow-key-missing"]
+
+
+def test_a_key_file_in_a_folder_vouches_for_that_folder_only(
+    site: Site, receiver: Receiver, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], delivery_of: Callable[[str], Delivery],
+) -> None:
+    cfg = config(tmp_path, site, receiver, extra=f", key_location: /seo/{KEY}.txt")
+    site.server.route(f"/seo/{KEY}.txt", Reply(200, KEY.encode()))
+    sitemap(site, {"/a": None})
+    check(capsys, cfg, db)
+    sitemap(site, {"/a": None, "/seo/b": None, "/seo/c/d": None, "/e": None})
+    check(capsys, cfg, db)
+    delivery = delivery_of(cfg)
+    assert delivery.passes() == 1
+    assert delivery.counted[("t", "out_of_scope")] == 1
+    assert delivery.counted[("t", "submitted")] == 2
+    assert [(b["urlList"], b["keyLocation"]) for b in receiver.accepted] == [
+        ([site.url("/seo/b"), site.url("/seo/c/d")], site.url(f"/seo/{KEY}.txt"))]
+    assert receiver.key_fetches == []  # the root's key file is not the one that vouches
+
+
+def test_a_wrong_key_file_holds_the_host_and_the_key_is_never_logged(
+    site: Site, receiver: Receiver, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], delivery_of: Callable[[str], Delivery],
+) -> None:
+    cfg = config(tmp_path, site, receiver)
+    receiver.key_body = b"another-key-entirely"
+    sitemap(site, {"/a": None})
+    check(capsys, cfg, db)
+    sitemap(site, {"/a": None, "/b": None})
+    check(capsys, cfg, db)
+    delivery = delivery_of(cfg)
+    assert delivery.passes() == 1
+    assert receiver.accepted == []
+    row = delivery.rows()[0]
+    assert row["status"] == "pending"
+    assert row["answer"].startswith("indexnow-key-missing: IndexNow key file of http://127.0.0.1")
+    assert "does not hold exactly the key" in row["answer"]
+    assert delivery.counted[("t", "key_missing")] == 1
     # The next check reports it, with the host, the location and the fix.
-    result = check(capsys, cfg, db)
-    issues = [i for i in result["issues"] if i["rule"] == "indexnow-key-missing"]
+    issues = [i for i in check(capsys, cfg, db)["issues"] if i["rule"] == "indexnow-key-missing"]
     assert len(issues) == 1
     assert issues[0]["severity"] == "error"
-    assert "localhost" in issues[0]["message"]
+    assert "[key].txt" in issues[0]["message"]
     assert "answers 200 with the key as its only content" in issues[0]["message"]
-    # A wrong key file is as missing: still nothing for that host, 15 minutes later.
-    receiver.key_hosts.add("localhost")
-    receiver.key_body = b"another-key-entirely"
-    delivery.advance(16 * 60)
-    assert delivery.passes() == 1
-    assert len(receiver.accepted) == 1
-    assert "does not hold exactly the key" in delivery.rows()[0]["answer"]
-    # Fixed: the held submission goes, once.
+    assert not [line for line in delivery.logs if KEY in json.dumps(line, default=str)]
+    assert [line["location"] for line in delivery.logs
+            if line["event"] == "indexnow key file not verified"] == [
+        site.url("/[key].txt")]
+    # Fixed: the held submission goes, once, 15 minutes later.
     receiver.key_body = None
     delivery.advance(16 * 60)
     assert delivery.passes() == 1
-    assert [(b["host"], b["urlList"]) for b in receiver.accepted][1:] == [
-        ("localhost", [other, other + "2"])]
+    assert [(b["host"], b["urlList"]) for b in receiver.accepted] == [
+        ("127.0.0.1", [site.url("/b")])]
     assert not [i for i in check(capsys, cfg, db)["issues"]
                 if i["rule"] == "indexnow-key-missing"]
+
+
+def test_an_endpoint_whose_name_resolves_to_a_metadata_address_is_never_posted_to(
+    site: Site, receiver: Receiver, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], delivery_of: Callable[[str], Delivery],
+) -> None:
+    cfg = config(tmp_path, site, receiver)
+    text = Path(cfg).read_text(encoding="utf-8")
+    Path(cfg).write_text(text.replace(receiver.endpoint, "https://indexnow.test/indexnow"),
+                         encoding="utf-8")
+    sitemap(site, {"/a": None})
+    check(capsys, cfg, db)
+    sitemap(site, {"/a": None, "/b": None})
+    check(capsys, cfg, db)
+    delivery = delivery_of(cfg)
+
+    async def metadata(host: str, port: int) -> list[str]:
+        return ["169.254.169.254"]
+
+    delivery.resolver = metadata
+    assert delivery.passes() == 1
+    [row] = delivery.rows()
+    assert row["status"] == "failed"
+    assert row["answer"] == (
+        "no answer from https://indexnow.test/indexnow: refused to fetch "
+        "https://indexnow.test/indexnow: 169.254.169.254 is a link-local or metadata address")
+    assert delivery.counted[("t", "rejected")] == 1
+    assert receiver.accepted == []
 
 
 def test_10001_changed_urls_are_two_requests(
@@ -362,16 +444,21 @@ def test_settled_submissions_are_pruned_after_30_days_and_pending_ones_kept(
     capsys: pytest.CaptureFixture[str], delivery_of: Callable[[str], Delivery],
 ) -> None:
     cfg = config(tmp_path, site, receiver)
-    other = site.url("/x").replace("127.0.0.1", "localhost")  # no key file: stays pending
     sitemap(site, {"/a": None})
     check(capsys, cfg, db)
-    site.set("/sitemap.xml", urlset({site.url("/a"): None, site.url("/b"): None, other: None}))
+    sitemap(site, {"/a": None, "/b": None})
     check(capsys, cfg, db)
     delivery = delivery_of(cfg)
-    assert delivery.passes() == 2
+    assert delivery.passes() == 1
+    # A day on, the key file is fetched again and is wrong: the next submission waits.
+    receiver.key_body = b"another-key-entirely"
+    delivery.advance(86400 + 60)
+    sitemap(site, {"/a": None, "/b": None, "/c": None})
+    check(capsys, cfg, db)
+    assert delivery.passes() == 1
     assert sorted(r["status"] for r in delivery.rows()) == ["delivered", "pending"]
     assert delivery.submitter is not None
-    delivery.advance(29 * 86400)
+    delivery.advance(28 * 86400)
     assert asyncio.run(delivery.submitter.prune()) == 0
     delivery.advance(2 * 86400)
     assert asyncio.run(delivery.submitter.prune()) == 1
