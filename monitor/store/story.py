@@ -1,6 +1,7 @@
 """One URL's whole story (the ``url`` command, its API route and its page): whether the
-target lists it now and where, its fields and issues, its health, and every change recorded
-about it, newest first.
+target lists it now and where, since when, its fields and issues, its health, and every change
+recorded about it, newest first. A URL the sitemap dropped keeps what its removal's check
+answered and its last state while listed (``removal_answers``: its ``url_states`` row is gone).
 
 Read in a bounded number of short reads: the live entry sets of the latest snapshot one at a
 time (at most 50,000 locs each, found by a text search of their locs, not a split), the
@@ -94,20 +95,28 @@ def read_story(engine: Engine, name: str, loc: str, describe: Describe) -> dict[
         "documents": [found["document"] for found in listed],
         "entry": None if entry is None else {k: v for k, v in entry.items() if k != "issues"},
         "issues": [issue for found in listed for issue in found["issues"]],
-        "health": ({"rule": None, "final_url": None, "hops": 0, "detail": None, "since": None,
-                    **last, "listed": False, "attempts": 0, "due_at": None}
-                   if last is not None else None if health is None else {
-            "state": health.state, "rule": health.rule, "http_status": health.http_status,
-            "final_url": health.final_url, "hops": health.hops, "detail": health.detail,
-            "since": iso_time(health.since), "checked_at": iso_time(health.checked_at),
-            "listed": bool(health.listed),
-            # tries in a row without an answer to trust since, and when it is tried again
-            "attempts": health.attempts, "due_at": iso_time(health.due_at)}),
+        "health": _health(health, last),
         "removal": removal,
         "first_listed": _first_listed(engine, target_id, oldest, bool(listed)),
         "changes": events,
         "changes_left": more,
     }
+
+
+def _health(row: Any, last: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The URL's health: its row, or once the row went with its removal's answer, the last
+    state its checks found while it was listed (``listed`` false); None when never checked."""
+    if last is not None:
+        return {"rule": None, "final_url": None, "hops": 0, "detail": None, "since": None,
+                **last, "listed": False, "attempts": 0, "due_at": None}
+    if row is None:
+        return None
+    return {"state": row.state, "rule": row.rule, "http_status": row.http_status,
+            "final_url": row.final_url, "hops": row.hops, "detail": row.detail,
+            "since": iso_time(row.since), "checked_at": iso_time(row.checked_at),
+            "listed": bool(row.listed),
+            # tries in a row without an answer to trust since, and when it is tried again
+            "attempts": row.attempts, "due_at": iso_time(row.due_at)}
 
 
 def _listed(engine: Engine, target_id: int, snapshot_id: int, loc: str, describe: Describe,

@@ -5,8 +5,10 @@ kind, and its links, followed on the daemon's port after later checks, list the 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +92,9 @@ def test_links_stay_exact_and_examples_are_of_their_kind(
     assert set(removal["examples"]) == {"removed"}  # no added URL in a removal's message
     assert removal["examples"]["removed"] == [s.url("/p1"), s.url("/p2")]
     assert listed(removal["link"]) == [s.url("/p1"), s.url("/p2")]  # not /p3, removed later
+    page = daemon.get(removal["page"][len(base):]).text  # the page lists the same rows
+    assert sorted(unescape(loc) for loc in re.findall(r'<td class="loc"><a href="([^"]+)"',
+                                                      page)) == [s.url("/p1"), s.url("/p2")]
     addition = messages("additions")[0]
     assert set(addition["examples"]) == {"added"}
     assert listed(addition["link"]) == [s.url("/p9")]
