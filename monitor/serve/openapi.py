@@ -145,6 +145,10 @@ _SCHEMAS: dict[str, Any] = {
                            {"type": "null"},
                            {"type": "string", "enum": list(REMOVAL_REASONS)}],
                            "description": "A removed URL's fate once checked."},
+                       "answer": {"type": "object",
+                                  "description": "A removal the URL checks looked at: what "
+                                                 "its URL answered (state, http_status, "
+                                                 "final_url, hops, detail, checked_at)."},
                        "rule": {"oneOf": [
                            {"type": "null"},
                            {"type": "string", "enum": list(CHANGE_RULES)}],

@@ -32,7 +32,7 @@ from monitor.sorting import Sort, offered
 from monitor.store import changelocs
 from monitor.store.checkwriter import transaction
 from monitor.store.rowreads import Packs, Rows, pinned, streaming, target_id
-from monitor.store.schema import changes, snapshots
+from monitor.store.schema import changes, removal_answers, snapshots
 from monitor.store.targets import iso_time
 
 __all__ = ["CHANGES_COLUMNS", "SEARCH_LOCS", "open_changes"]
@@ -117,10 +117,43 @@ def open_changes(engine: Engine, name: str, since: datetime | SnapshotRef | None
     ascending = sort is not None and sort.column == "at"
     rows = _grouped(engine, (target, ceiling), floor, groups, tuple(position), q, ascending,
                     grouped=sort is not None)
+    rows = _with_answers(engine, target, rows)
     return Listing({"target": name}, "changes", CHANGES_COLUMNS, pinned(rows, floor),
                    ("changes", query),
                    table=("snapshot_id", "at", "kind", "loc", "reason", "rule", "detail"),
                    below="diff")
+
+
+ANSWERS_AT_ONCE = 500  # rows a read of their removals' answers covers
+
+
+def _with_answers(engine: Engine, target: int, rows: Rows) -> Rows:
+    """The rows, each triaged removal with ``answer``: what its URL answered when the URL
+    checks looked (a moved URL's final URL), read for ``ANSWERS_AT_ONCE`` rows at a time."""
+    batch: list[tuple[dict[str, Any], tuple[Any, ...]]] = []
+    for item in rows:
+        batch.append(item)
+        if len(batch) >= ANSWERS_AT_ONCE:
+            yield from _answered(engine, target, batch)
+            batch = []
+    yield from _answered(engine, target, batch)
+
+
+def _answered(engine: Engine, target: int, batch: list[tuple[dict[str, Any], tuple[Any, ...]]],
+              ) -> Rows:
+    wanted = {(row["snapshot_id"], row["loc"]) for row, _ in batch
+              if row["kind"] == "removed" and row["reason"] is not None}
+    if wanted:
+        a = removal_answers.c
+        found = transaction(engine, lambda conn: {
+            (r.snapshot_id, r.loc): r.answer for r in conn.execute(
+                select(a.snapshot_id, a.loc, a.answer).where(
+                    a.target_id == target, a.loc.in_(sorted({loc for _, loc in wanted}))))})
+        for row, _ in batch:
+            answer = found.get((row["snapshot_id"], row["loc"]))
+            if answer is not None:
+                row["answer"] = json.loads(answer)
+    yield from batch
 
 
 def _groups(sort: Sort | None, kinds: Sequence[str], reasons: Sequence[str],

@@ -63,3 +63,13 @@ def test_check_urls_gives_its_removals_their_reason(site: Site, db: str, tmp_pat
     row = next(line for line in lines if site.url("/c/p56") in line)
     assert row.split()[2] == "moved"
     assert site.url("/b/item-90") in row
+
+    # the listing of changes says it too: where a moved URL went, a gone one's 404
+    done = cli("changes", "shop", "--kind", "removed", "--config", str(config),
+               "--database-url", db)
+    assert done.returncode == 0, done.stderr
+    moved = [line for line in done.stdout.splitlines() if site.url("/c/p56") in line]
+    assert len(moved) == 2
+    assert all(f"to {site.url('/b/item-90')}" in line for line in moved), moved
+    gone = [line for line in done.stdout.splitlines() if site.url("/c/p57") in line]
+    assert all("answered not-found (HTTP 404)" in line for line in gone), gone
