@@ -29,7 +29,6 @@ from sqlalchemy.exc import ArgumentError
 from monitor import __version__, config, log
 from monitor.alerts.outbox import Deliverer
 from monitor.check import pipeline
-from monitor.check.robotsread import RobotsCache
 from monitor.errors import ConfigError, MonitorError, SchemaError
 from monitor.indexnow.submitter import Submitter
 from monitor.metrics import Metrics
@@ -38,6 +37,7 @@ from monitor.pruning import Pruner
 from monitor.read import process
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
+from monitor.robots.reader import RobotsCache
 from monitor.scheduler import Scheduler
 from monitor.serve import api
 from monitor.serve.server import bind, make_server

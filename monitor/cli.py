@@ -136,6 +136,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _indexnow_status(args)
     if command == "web":
         return _hash_password()
+    if command == "robots":
+        from monitor import cli_robots
+
+        return cli_robots.test(args.source, args.agent, args.urls, _config(args, read_only=True),
+                               as_json=args.json, out=_out)
     return _alerts_test(args)
 
 

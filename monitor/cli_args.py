@@ -125,6 +125,20 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--limit", type=_positive, default=50, metavar="N",
                         help="the newest N submissions (default 50)")
 
+    robots = commands.add_parser("robots", help="robots.txt as Google's parser reads it")
+    robots_commands = robots.add_subparsers(dest="robots_command", required=True,
+                                            parser_class=_Parser)
+    tester = robots_commands.add_parser(
+        "test", help="whether an agent may crawl each URL, with the group and line that decided")
+    tester.add_argument("source", metavar="FILE|URL",
+                        help="a robots.txt file, or a URL (its host's robots.txt)")
+    tester.add_argument("--agent", required=True,
+                        help="the user agent's product token, e.g. Googlebot")
+    tester.add_argument("urls", nargs="+", metavar="URL", help="the URLs to test, as given")
+    tester.add_argument("--json", action="store_true",
+                        help="print a JSON list, one object per URL in order")
+    with_config(tester)
+
     web = commands.add_parser("web", help="access to the daemon's port")
     web_commands = web.add_subparsers(dest="web_command", required=True, parser_class=_Parser)
     web_commands.add_parser(

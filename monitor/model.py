@@ -327,7 +327,7 @@ class CheckResult:
     issues: list[Issue] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     changes_truncated: bool = False
-    # the robots.txt of the target's hosts (check.robotswatch), texts where one changed
+    # the robots.txt of the target's hosts (robots.judge), texts where one changed
     robots: list[dict[str, Any]] = field(default_factory=list)
     error_kind: str | None = None
     error_message: str | None = None

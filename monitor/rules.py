@@ -48,6 +48,8 @@ RuleId = Literal[
     "robots-changed",
     "robots-unreachable",
     "sitemap-disallowed",
+    "news-disallowed",
+    "image-disallowed",
     "robots-sitemap-missing",
     "robots-sitemap-relative",
     "lastmod-churn",
@@ -148,6 +150,12 @@ _RULES: tuple[Rule, ...] = (
          'a robots.txt answered 5xx or not at all: Google stops crawling the site'),
     Rule("sitemap-disallowed", "error", "rules.md",
          "a sitemap of the target is disallowed to Googlebot by its host's robots.txt"),
+    Rule("news-disallowed", "error", "rules.md",
+         "a news URL that robots.txt disallows to Googlebot-News (to Googlebot when it has no "
+         "group for Googlebot-News)"),
+    Rule("image-disallowed", "error", "rules.md",
+         "an image (image:loc) that robots.txt disallows to Googlebot-Image (to Googlebot when "
+         "it has no group for Googlebot-Image)"),
     Rule("robots-sitemap-missing", "warning", "rules.md",
          "a url: target's sitemap is not named by a Sitemap: line of its host's robots.txt"),
     Rule("robots-sitemap-relative", "warning", "rules.md",

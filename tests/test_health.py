@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.robots.matcher import agent_token
 from monitor.rules import TABLE
 from monitor.urlhealth import verdict as health
 from monitor.urlhealth.verdict import Answered, Verdict, judge
@@ -154,7 +155,10 @@ def test_a_503_with_retry_after_is_never_a_server_error() -> None:
 ])
 def test_robots_txt_by_googles_rules(robots: str, path: str, allowed: bool) -> None:
     rules = health.robots_rules(200, robots.encode())
-    assert rules.allows("https://example.com" + path, "sitemap-monitor/1.0 (+x)") is allowed
+    # the monitor asks as its product token, as Google's parser expects a crawler to
+    agent = agent_token("sitemap-monitor/1.0 (+x)")
+    assert agent == "sitemap-monitor"
+    assert rules.allows("https://example.com" + path, agent) is allowed
 
 
 def test_a_robots_txt_that_did_not_answer_allows_everything() -> None:

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.model import RULES, Entry, ParsedDocument
-from monitor.read import robotstxt
-from monitor.read.parse import SITEMAP_NS, DocumentParser, parse_document, parse_robots
+from monitor.read.parse import SITEMAP_NS, DocumentParser, parse_document
+from monitor.robots import sitemaps as robotstxt
+from monitor.robots.sitemaps import parse_robots
 
 URL = "https://example.com/sitemap.xml"
 NS = f'xmlns="{SITEMAP_NS}"'

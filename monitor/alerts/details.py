@@ -14,10 +14,10 @@ from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Any
 
-from monitor import robotsdiff
 from monitor.alerts.payload import iso, target_link
 from monitor.config import Rule
 from monitor.model import CheckResult
+from monitor.robots import diff as robotsdiff
 
 __all__ = ["check_links", "documents", "dropped_text", "issues", "news_links", "removal_links",
            "robots", "state_links"]

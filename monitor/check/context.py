@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 
-from monitor.check import robotsread
 from monitor.check.tally import Tally
 from monitor.config import Defaults, Target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
+from monitor.robots import reader as robots_reader
+from monitor.robots import versions as robots_versions
 from monitor.store import checkwriter as store
-from monitor.store import robotsfiles
 from monitor.store.checkplan import CheckWrites
 from monitor.store.checkwriter import StoredSet, TargetState
 
@@ -45,7 +45,7 @@ def load(engine: Engine, target: Target, now: datetime) -> Loaded:
     """Read (and on first sight create) the target's state, in one short transaction."""
     def read(conn: Any) -> Loaded:
         state = store.load_state(conn, target.name, target.url, now)
-        return Loaded(state, robotsfiles.current(conn, state.target_id))
+        return Loaded(state, robots_versions.current(conn, state.target_id))
 
     return store.transaction(engine, read)
 
@@ -92,7 +92,7 @@ class Context:
     reads: Reads
     writes: CheckWrites
     tally: Tally
-    robots_cache: robotsread.RobotsCache | None = None
+    robots_cache: robots_reader.RobotsCache | None = None
     allow_private: bool = False
 
     @property

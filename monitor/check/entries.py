@@ -8,14 +8,14 @@ import asyncio
 from array import array
 from collections.abc import AsyncIterator, Iterable
 
-from monitor.check import robotsstep
 from monitor.check.context import Context
 from monitor.check.tally import INDEX_KINDS
 from monitor.codec import entryset, fingerprints
 from monitor.read import digest as digesting
-from monitor.read import parse
 from monitor.read.digest import Digest, Job
-from monitor.read.robotstxt import robots_url
+from monitor.robots import watch as robots_watch
+from monitor.robots.matcher import robots_url
+from monitor.robots.sitemaps import parse_robots
 from monitor.store.checkwriter import StoredSet
 
 __all__ = ["Entries"]
@@ -50,12 +50,12 @@ class Entries:
                                    if i.rule == _OUT_OF_SCOPE and i.loc is not None))
         names = {url, self.ctx.target.url} | ({parent} if parent else set())
         listing = set()
-        for robots_of in hosts[:robotsstep.ROBOTS_HOSTS]:
+        for robots_of in hosts[:robots_watch.ROBOTS_HOSTS]:
             named = self.cross_robots.get(robots_of)
             if named is None:
-                answer = await robotsstep.answer(self.ctx, robots_of, None)
+                answer = await robots_watch.answer(self.ctx, robots_of, None)
                 ok = answer.status is not None and 200 <= answer.status < 300
-                named = frozenset(parse.parse_robots(answer.text or "", robots_of) if ok else ())
+                named = frozenset(parse_robots(answer.text or "", robots_of) if ok else ())
                 self.cross_robots[robots_of] = named
             if not named.isdisjoint(names):
                 listing.add(robots_of)

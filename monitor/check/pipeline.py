@@ -1,7 +1,7 @@
 """ONE check of one target: the only module that composes the stages.
 
 load the target's state -> walk its documents (``walk``: fetch, digest, tally, in listed
-order) -> read its hosts' robots.txt (``robotsstep``) -> settle moves against removals and the
+order) -> read its hosts' robots.txt (``robots.watch``) -> settle moves against removals and the
 target-wide verdicts (``targetwide``, ``reciprocity``) -> build the result -> write everything
 in one short transaction (``monitor.store.checkplan``).
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from monitor.check import reciprocity, robotsread, robotsstep, targetwide
+from monitor.check import crawlable, reciprocity, targetwide
 from monitor.check.context import Context, Loaded, Reads, load
 from monitor.check.entries import Entries
 from monitor.check.tally import INDEX_KINDS, Tally
@@ -35,6 +35,8 @@ from monitor.model import CheckResult, DocumentResult, Issue, utcnow
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
+from monitor.robots import reader as robots_reader
+from monitor.robots import watch as robots_watch
 from monitor.store import checkplan
 from monitor.store import targets as leases
 from monitor.store.checkplan import CheckWrites
@@ -53,7 +55,7 @@ async def run_check(
     max_changes: int = 1000,
     lease: leases.Lease | None = None,
     digests: DigestPool | None = None,
-    robots_cache: robotsread.RobotsCache | None = None,
+    robots_cache: robots_reader.RobotsCache | None = None,
     then: checkplan.Then | None = None,
 ) -> CheckResult:
     """Check one target: fetch, parse, validate, diff and store one snapshot; never raises
@@ -92,7 +94,7 @@ class _Check:
             started, max_changes, digests, loaded)
         self.lease: leases.Lease | None = None
         self.then: checkplan.Then | None = None
-        self.robots_cache: robotsread.RobotsCache | None = None
+        self.robots_cache: robots_reader.RobotsCache | None = None
 
     def _context(self, writes: CheckWrites) -> Context:
         return Context(
@@ -115,7 +117,7 @@ class _Check:
         try:
             try:
                 async with deadline:
-                    entries = await self._walk(ctx)
+                    entries, watched = await self._walk(ctx)
             except TimeoutError:
                 if not deadline.expired():
                     raise
@@ -124,7 +126,7 @@ class _Check:
                 ctx = self._context(writes)
                 _time_out(ctx, limit, (clock() - self.started).total_seconds())
                 return await self._finish(ctx, clock, t0, [])
-            dropped = await _settle(ctx, entries)
+            dropped = await _settle(ctx, entries, watched)
             return await self._finish(ctx, clock, t0, dropped)
         finally:
             writes.close()
@@ -133,12 +135,12 @@ class _Check:
         return CheckWrites(self.loaded.state.target_id, self.started,
                            self.loaded.state.last_snapshot_id)
 
-    async def _walk(self, ctx: Context) -> Entries:
+    async def _walk(self, ctx: Context) -> tuple[Entries, robots_watch.Watched]:
         ctx.allow_private = ctx.allow_private or await is_private_target(self.target.url)
         walk = Walk(ctx)
         await walk.run()
-        await robotsstep.watch(ctx, walk.root_robots)
-        return walk.entries
+        watched = await robots_watch.watch(ctx, walk.root_robots)
+        return walk.entries, watched
 
     async def _finish(self, ctx: Context, clock: Callable[[], datetime], t0: float,
                       dropped: list[str]) -> CheckResult:
@@ -183,7 +185,7 @@ class _Check:
         return steps
 
 
-async def _settle(ctx: Context, entries: Entries) -> list[str]:
+async def _settle(ctx: Context, entries: Entries, watched: robots_watch.Watched) -> list[str]:
     """Resolve held-back removals and additions (moves, true removals, true additions) and
     the verdicts of the whole target; return the documents no longer listed."""
     tally = ctx.tally
@@ -206,6 +208,7 @@ async def _settle(ctx: Context, entries: Entries) -> list[str]:
             tally.changes.add(change)
         ctx.writes.changes(moves.changes)
     await reciprocity.mark_unanswered(ctx, dropped)
+    await crawlable.mark_disallowed(ctx, dropped, watched.rules, watched.new)
     if not ctx.first:
         found = targetwide.churn_issue(ctx.state.lastmods,
                                        (tally.lastmods_compared, tally.lastmods_changed),

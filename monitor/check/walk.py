@@ -15,16 +15,17 @@ from collections import deque
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
-from monitor.check import robotsread
-from monitor.check import robotswatch as robots
 from monitor.check.context import Context
 from monitor.check.entries import Entries
 from monitor.check.tally import INDEX_KINDS, document_state
 from monitor.errors import FetchError, WorkerDied
 from monitor.model import RULES, DocumentResult
 from monitor.read import digest as digesting
-from monitor.read import parse, validate
+from monitor.read import validate
 from monitor.read.workers import Spool
+from monitor.robots import judge as robots
+from monitor.robots import reader as robots_reader
+from monitor.robots.sitemaps import parse_robots
 from monitor.rules import rule_id
 from monitor.store.checkwriter import DocumentState, StoredSet
 
@@ -122,7 +123,7 @@ class Walk:
         except FetchError as exc:
             got.error = exc
             if site:
-                self.root_robots = robotsread.failed(exc)
+                self.root_robots = robots_reader.failed(exc)
             return got
         if body is None:  # 304 or the same bytes as last time
             got.unchanged = True
@@ -241,7 +242,7 @@ class Walk:
         """A site target's root: its robots.txt, whose ``Sitemap:`` lines are its children."""
         tally, limit = self.ctx.tally, self.ctx.target.limits.max_children
         relative: list[str] = []
-        children = parse.parse_robots(text, url, limit=limit + 1, relative=relative)
+        children = parse_robots(text, url, limit=limit + 1, relative=relative)
         doc.outcome, doc.kind = "ok", "robots"
         for value in relative:
             tally.issue("robots-sitemap-relative", f"{url} has a relative Sitemap: line "

@@ -21,10 +21,9 @@ from typing import Any, cast
 from lxml import etree
 
 from monitor.model import DocumentKind, Entry, Issue, Links, ParsedDocument
-from monitor.read.robotstxt import parse_robots
 from monitor.rules import RuleId
 
-__all__ = ["SITEMAP_NS", "DocumentParser", "parse_document", "parse_robots"]
+__all__ = ["SITEMAP_NS", "DocumentParser", "parse_document"]
 
 SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 

@@ -284,6 +284,10 @@ _MESSAGES = {
         "loc is on another scheme, host or port than the sitemap, or above its directory"
     ),
     "loc-duplicate": "loc is listed more than once in this target",
+    "news-disallowed": ("robots.txt disallows this news URL to Googlebot-News (to Googlebot "
+                        "when it has no group for Googlebot-News)"),
+    "image-disallowed": ("robots.txt disallows an image of this URL to Googlebot-Image (to "
+                         "Googlebot when it has no group for Googlebot-Image)"),
     "loc-not-encoded": ("loc holds characters a URL must escape (a space, a quote, non-ASCII, "
                         "a % not followed by two hex digits)"),
 }

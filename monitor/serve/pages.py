@@ -31,7 +31,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from monitor import listings as listing
-from monitor import robotsdiff, sorting, story, times
+from monitor import sorting, story, times
 from monitor.model import (
     BROKEN_STATES,
     CHANGE_RULES,
@@ -40,6 +40,10 @@ from monitor.model import (
     URL_NOTES,
     URL_STATES,
 )
+from monitor.robots import diff as robotsdiff
+from monitor.robots import tester
+from monitor.robots import versions as robots_versions
+from monitor.robots.matcher import GOOGLEBOT, RobotsRules
 from monitor.serve import charts
 from monitor.serve import listings as api_listings
 from monitor.serve.links import external_link
@@ -89,7 +93,8 @@ _BROKEN = list(BROKEN_STATES)  # error states only: redirects and canonicals are
 # The URL-health states of error severity: listed beside the current issues, as they are.
 _ERRORS = [state for state, rule in URL_STATES.items() if rule is not None and rule[1] == "error"]
 _TITLES = {"changes": "Changes", "urls": "URLs", "issues": "Issues", "diff": "Diff",
-           "snapshots": "Snapshots", "url": "URL"}
+           "snapshots": "Snapshots", "url": "URL", "robots": "robots.txt"}
+TESTED_URLS = 100  # URLs the robots.txt tester answers at once
 TARGET_SNAPSHOTS = 20  # snapshots on a target's page (the snapshots page has PAGE_ROWS)
 
 
@@ -231,6 +236,8 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             return await snapshots_page(request, name)
         if suffix == "url":
             return await story_page(request, name)
+        if suffix == "robots":
+            return await robots_page(request, name)
         return await listing_page(request, name, suffix)
 
     async def story_page(request: Request, name: str) -> Response:
@@ -250,6 +257,36 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         return render(request, "story.html", title=loc, name=name, story=found, loc=loc,
                       errors=_ERRORS, notes=URL_NOTES,
                       api=f"/api/v1/targets/{quote(name, safe='')}/url?{urlencode({'loc': loc})}")
+
+    async def robots_page(request: Request, name: str) -> Response:
+        hosts = await read(robots_versions.history, name)
+        if hosts is None:
+            return not_found(request, f"no target named {name!r}")
+        for host in hosts:
+            for version in host["versions"]:
+                version["diff"] = robotsdiff.unified(version["before"], version["text"],
+                                                     host["url"]).text
+        params = request.query_params
+        chosen = params.get("robots") or (hosts[0]["url"] if hosts else "")
+        agent = params.get("agent", GOOGLEBOT)
+        urls = [line.strip() for line in params.get("urls", "").splitlines() if line.strip()]
+        tested = None
+        if "urls" in params and hosts:
+            held = next((host for host in hosts if host["url"] == chosen), None)
+            if held is None:
+                return bad(request, ValueError(
+                    f"robots: {chosen[:200]!r} is not a robots.txt this target watches"))
+            if len(urls) > TESTED_URLS:
+                return bad(request, ValueError(
+                    f"urls: {len(urls)} given; at most {TESTED_URLS} at once"))
+            rules = RobotsRules(held["text"])
+            tested = []
+            for url in urls:
+                decision = rules.decide(url, agent)
+                tested.append({**tester.answer(url, agent, decision),
+                               "why": tester.describe(decision)})
+        return render(request, "robots.html", title=f"robots.txt of {name}", name=name,
+                      hosts=hosts, chosen=chosen, agent=agent, urls=urls, tested=tested)
 
     async def target_page(request: Request, target: dict[str, Any]) -> Response:
         name = target["name"]

@@ -25,9 +25,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select, tuple_
 
-from monitor import robotsdiff
 from monitor.listings import KINDS, Listing, SnapshotRef, read_cursor
 from monitor.model import CHANGE_RULES, REMOVAL_REASONS
+from monitor.robots import diff as robotsdiff
 from monitor.sorting import Sort, offered
 from monitor.store import changelocs
 from monitor.store.checkwriter import transaction

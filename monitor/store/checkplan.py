@@ -25,8 +25,8 @@ from sqlalchemy import Connection, Engine, bindparam, func, select, update
 from monitor.codec import changepacks, changerows
 from monitor.errors import LeaseLost
 from monitor.model import Change
+from monitor.robots import versions as robots_versions
 from monitor.store import checkwriter as writer
-from monitor.store import robotsfiles
 from monitor.store.checkwriter import EntrySetWrite, SnapshotWrite, StoredSet
 from monitor.store.schema import snapshots, targets
 
@@ -169,13 +169,13 @@ class CheckWrites:
         self._steps.append(lambda conn, plan, ids: writer.close_entry_sets(
             conn, set_ids, _snapshot(conn, plan, ids)))
 
-    def robots(self, versions: list[robotsfiles.Version]) -> None:
+    def robots(self, versions: list[robots_versions.Version]) -> None:
         """This check's robots.txt versions; a changed one is a change of the snapshot."""
         changed = any(v.changed for v in versions)
 
         def step(conn: Connection, plan: CheckWrites, ids: _Ids) -> None:
             snapshot_id = _snapshot(conn, plan, ids) if changed else ids.snapshot_id
-            ids.changes_written += robotsfiles.save(conn, plan.target_id, snapshot_id,
+            ids.changes_written += robots_versions.save(conn, plan.target_id, snapshot_id,
                                                     plan.started, versions)
 
         self._steps.append(step)

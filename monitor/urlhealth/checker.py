@@ -25,19 +25,20 @@ from urllib.parse import urlsplit
 from sqlalchemy import Connection, Engine
 
 from monitor.alerts import rules
-from monitor.check import robotsread
-from monitor.check import robotswatch as robots_judge
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
 from monitor.indexnow import submissions
 from monitor.model import BROKEN_STATES
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Answer, Fetcher, retry_after_seconds
-from monitor.read.robotstxt import GOOGLEBOT, robots_url
-from monitor.store import outbox
-from monitor.store import robotsfiles as robots_store
+from monitor.robots import judge as robots_judge
+from monitor.robots import reader as robotsread
+from monitor.robots import versions as robots_store
+from monitor.robots.matcher import GOOGLEBOT, RobotsRules, agent_token, robots_url
+from monitor.store import outbox, urlqueue
 from monitor.store import urlstates as store
 from monitor.store.checkwriter import transaction
+from monitor.urlhealth import rejudge
 from monitor.urlhealth import verdict as health
 
 __all__ = ["Budget", "Checker", "Round", "check_all", "run_round"]
@@ -107,7 +108,8 @@ class Checker:
         self._budget = budget
         self._robots = robotsread.RobotsCache() if robots is None else robots
         self._now = now
-        self._agent = target.settings.user_agent
+        # robots.txt is asked as the product token of the user agent, as its groups name it
+        self._agent = agent_token(target.settings.user_agent)
         self.allow_private = target.settings.allow_private  # or the target's URL is private
 
     async def check(self, url: str, *, server_errors: int = 0) -> Checked:
@@ -383,11 +385,14 @@ async def run_round(
     now: Callable[[], datetime], limit: int | None = None, alerts: Alerts | None = None,
     robots: robotsread.RobotsCache | None = None,
     progress: Callable[[int], None] | None = None,
+    judged: dict[str, str] | None = None,
 ) -> Round | None:
     """One round of URL checks of ``target``: the ``limit`` URLs that are due, or with
     ``limit`` None every URL it lists now, each 5xx tried again up to three times in a row
     (``check --urls``, which may follow with ``progress``, called with the URLs done so far).
-    None when the target has no snapshot yet."""
+    None when the target has no snapshot yet. ``judged`` (robots.txt URL -> the version the
+    URL states were judged against; kept by the caller from round to round) has a changed
+    robots.txt re-judge its host's listed URLs first (``rejudge``)."""
     started = time.monotonic()
     synced = await asyncio.to_thread(store.sync, engine, target.name)
     if synced is None:
@@ -396,8 +401,8 @@ async def run_round(
     result = Round()
     cache = robotsread.RobotsCache() if robots is None else robots
     # The versions the target's checks read are in force here too, the newer one winning.
-    for url, (text, read_at) in (await asyncio.to_thread(robots_store.in_force, engine,
-                                                         target_id)).items():
+    watched = await asyncio.to_thread(robots_store.in_force, engine, target_id)
+    for url, (text, read_at) in watched.items():
         cache.offer(url, text, read_at)
     checker = Checker(target, fetcher, budget, cache, now)
     checker.allow_private = checker.allow_private or await is_private_target(target.url)
@@ -405,6 +410,10 @@ async def run_round(
     saver = _Saver(engine, target_id, snapshot_id, recheck, now, result, final=limit is None,
                    target=target)
     if limit is not None:
+        if judged is not None:
+            in_force = {url: held.rules for url in watched
+                        if (held := cache.last(url)) is not None}
+            await _rejudge(engine, target_id, in_force, judged, saver)
         batch = await asyncio.to_thread(store.due, engine, target_id, now(), limit)
         by_loc = {d.loc: d for d in batch}
 
@@ -443,6 +452,26 @@ async def run_round(
         await asyncio.to_thread(_raise_alerts, engine, alerts, target, (target_id, snapshot_id),
                                 result, now())
     return result
+
+
+async def _rejudge(engine: Engine, target_id: int, in_force: dict[str, RobotsRules],
+                   judged: dict[str, str], saver: _Saver) -> None:
+    """Judge the listed URLs again, without a request, against each robots.txt whose version
+    changed since they were last judged: the newly disallowed ones are saved as
+    ``disallowed`` in this round, those allowed again go first in the queue."""
+    fresh = rejudge.changed(in_force, judged)
+    if not fresh:
+        return
+    freed: list[str] = []
+    batches = store.every(engine, target_id)
+    while batch := await asyncio.to_thread(_next_batch, batches):
+        found = rejudge.judge(batch, fresh)
+        for due, verdict in found.barred:
+            await saver.add(due, Checked(due.loc, verdict))
+        freed += found.freed
+    await saver.flush()
+    await asyncio.to_thread(urlqueue.first, engine, target_id, freed)
+    judged.update((url, rejudge.version_of(rules.text)) for url, rules in fresh.items())
 
 
 def _raise_alerts(engine: Engine, alerts: Alerts, target: Target, ids: tuple[int, int],

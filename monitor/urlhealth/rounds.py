@@ -24,11 +24,11 @@ import structlog
 from sqlalchemy import Engine
 
 from monitor import config
-from monitor.check import robotsread
 from monitor.errors import MonitorError
 from monitor.metrics import Metrics
 from monitor.model import utcnow
 from monitor.read.fetch import Fetcher
+from monitor.robots import reader as robotsread
 from monitor.store import urlstates as store
 from monitor.urlhealth import checker as urlcheck
 
@@ -66,6 +66,8 @@ class UrlChecks:
         # robots.txt read once a day per host, not once a round, unless a check reads a newer
         # one (the daemon's checks share this cache)
         self._robots = robotsread.RobotsCache() if robots is None else robots
+        # per target, the robots.txt versions its URL states were last judged against
+        self._judged: dict[str, dict[str, str]] = {}
         self._next: dict[str, float] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.Task[None] | None = None
@@ -148,7 +150,8 @@ class UrlChecks:
                 found = await urlcheck.run_round(
                     target, engine=self._engine, fetcher=self._fetcher,
                     budget=self._budget, now=utcnow, robots=self._robots,
-                    limit=batch_size(target, self._lease), alerts=self.alerts)
+                    limit=batch_size(target, self._lease), alerts=self.alerts,
+                    judged=self._judged.setdefault(name, {}))
         finally:
             await asyncio.shield(asyncio.to_thread(store.release, self._engine, target_id,
                                                    self._owner))

@@ -30,7 +30,7 @@ from monitor.model import (
     URL_STATES,
     Severity,
 )
-from monitor.read.robotstxt import RobotsRules, robots_url
+from monitor.robots.matcher import RobotsRules, robots_url
 
 __all__ = [
     "GOOGLEBOT_BYTES", "MAX_HOPS", "REASONS", "SERVER_ERROR_ATTEMPTS", "STATES", "Answered",

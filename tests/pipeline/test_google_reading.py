@@ -73,6 +73,24 @@ def test_the_googlebot_group_decides_and_the_monitors_own_group_only_stops_the_m
     assert not by_url_checks(http_server, "/b")
 
 
+def test_the_monitors_own_group_is_found_by_its_product_token(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The monitor's user agent is ``sitemap-monitor/VERSION (+URL)``; a group
+    ``User-agent: sitemap-monitor`` is its own, so ``*``'s Disallow does not hold for it."""
+    for p in ("/a", "/b"):
+        http_server.route(p, page())
+    robots(site, "User-agent: *\nDisallow: /\n\nUser-agent: Googlebot\nAllow: /\n\n"
+                 "User-agent: sitemap-monitor\nDisallow: /b\n")
+    listing(site, ["/a", "/b"])
+    _, result = check_urls(capsys, config(tmp_path, site), db)
+    assert result["url_health"] == {"ok": 1, "unknown": 1}
+    assert rows(db)["/b"].detail == "robots.txt disallows this monitor"
+    assert by_url_checks(http_server, "/a")
+    assert not by_url_checks(http_server, "/b")
+
+
 def test_a_group_for_googlebot_alone_disallows_its_pages(
     site: Site, http_server: TestServer, db: str, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -122,10 +140,10 @@ def test_a_robots_change_seen_by_a_check_is_in_force_for_the_url_checks(
     the cache the daemon's checks share with its URL checks, or (another replica's check)
     through the version the check stored."""
     from monitor import config as config_module
-    from monitor.check import robotsread
     from monitor.check.pipeline import run_check
     from monitor.model import utcnow
     from monitor.read.fetch import Fetcher
+    from monitor.robots import reader as robotsread
     from monitor.urlhealth import checker as urlcheck
 
     for p in ("/keep", "/hide"):

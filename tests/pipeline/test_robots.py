@@ -1,19 +1,21 @@
 """The robots.txt of a target's hosts, watched with each check: the rules on their
-own (``check.robotswatch``, pure), then through ``check --json`` against a real local site on
+own (``robots.judge``, pure), then through ``check --json`` against a real local site on
 both databases, with a change, a 5xx, a disallowed sitemap and the conditional GET."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from httpserver import Reply
 from site_fixture import Site, urlset
 
-from monitor.check import robotswatch as robots
 from monitor.cli import main
-from monitor.read.robotstxt import RobotsRules
+from monitor.robots import judge as robots
+from monitor.robots.matcher import RobotsRules
 
 R = "https://e.test/robots.txt"
 S = "https://e.test/sitemap.xml"
@@ -162,6 +164,28 @@ def test_robots_txt_is_watched_with_each_check(
     assert len(json.loads(capsys.readouterr().out)["changes"]) == 2
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    # a group for "Google" is not Googlebot's: the * group allows the sitemap
+    ("User-agent: Google\nDisallow: /\n\nUser-agent: *\nAllow: /\n", []),
+    # "Googlebot/2.1" is Googlebot's group, and it disallows the sitemap
+    ("User-agent: Googlebot/2.1\nDisallow: /\n\nUser-agent: *\nAllow: /\n",
+     ["sitemap-disallowed"]),
+    # an unknown line does not end Googlebot's group
+    ("User-agent: Googlebot\nCrawl-delay: 5\nUser-agent: Bingbot\nDisallow: /\n",
+     ["sitemap-disallowed"]),
+])
+def test_the_sitemap_is_judged_for_googlebot_as_google_reads_it(
+    site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+    expected: list[str],
+) -> None:
+    sitemap = site.url("/sitemap.xml")
+    site.set("/sitemap.xml", urlset({site.url("/a"): None}))
+    site.set("/robots.txt", (text + f"Sitemap: {sitemap}\n").encode())
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"targets:\n  - {{name: t, url: '{sitemap}'}}\n", encoding="utf-8")
+    assert issue_rules(check(capsys, str(cfg), db)) == expected
+
+
 def test_a_robots_change_raises_one_alert_with_both_texts(
     site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -206,3 +230,89 @@ def test_a_robots_change_raises_one_alert_with_both_texts(
                                 "diff_truncated": False}]
     assert alert["examples"] == {}  # the sitemap's URLs are another matter
     assert "robots.txt changed" in alert["summary"]
+
+
+def news_and_images(site: Site) -> bytes:
+    """A sitemap of a news article, a page with an image in /img/ and one in /pics/."""
+    today = datetime.now(UTC).date().isoformat()
+    news = ("<news:news><news:publication><news:name>N</news:name>"
+            "<news:language>en</news:language></news:publication>"
+            f"<news:publication_date>{today}</news:publication_date>"
+            "<news:title>t</news:title></news:news>")
+    rows = [f"<url><loc>{site.url('/drafts/a')}</loc>{news}</url>",
+            f"<url><loc>{site.url('/b')}</loc><image:image><image:loc>{site.url('/img/b.png')}"
+            "</image:loc></image:image></url>",
+            f"<url><loc>{site.url('/c')}</loc><image:image><image:loc>{site.url('/pics/c.png')}"
+            "</image:loc></image:image></url>"]
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset '
+            'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+            'xmlns:news="http://www.google.com/schemas/sitemap-news/0.9" '
+            'xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">'
+            + "".join(rows) + "</urlset>\n").encode()
+
+
+def crawl_issues(result: dict[str, Any]) -> list[tuple[str, str]]:
+    return sorted((i["rule"], i["loc"]) for i in result["issues"]
+                  if i["rule"] in ("news-disallowed", "image-disallowed"))
+
+
+def test_news_and_images_are_judged_for_googles_own_crawlers(
+    site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    sitemap = site.url("/sitemap.xml")
+    site.set("/sitemap.xml", news_and_images(site))
+    # Googlebot-News and Googlebot-Image have groups: theirs decide, not Googlebot's.
+    site.set("/robots.txt", b"User-agent: Googlebot\nDisallow: /img/\n\n"
+                            b"User-agent: Googlebot-News\nDisallow: /drafts/\n\n"
+                            b"User-agent: Googlebot-Image\nDisallow: /pics/\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"targets:\n  - {{name: t, url: '{sitemap}'}}\n", encoding="utf-8")
+    first = check(capsys, str(cfg), db)
+    assert crawl_issues(first) == [("image-disallowed", site.url("/c")),
+                                   ("news-disallowed", site.url("/drafts/a"))]
+
+    # Without their groups, Googlebot's decides; the sitemap did not change (a 304), the
+    # entries are judged again all the same, and the stored verdicts follow.
+    site.set("/robots.txt", b"User-agent: Googlebot\nDisallow: /img/\nDisallow: /drafts/\n")
+    second = check(capsys, str(cfg), db)
+    assert second["documents"][0]["outcome"] == "not_modified"
+    assert crawl_issues(second) == [("image-disallowed", site.url("/b")),
+                                    ("news-disallowed", site.url("/drafts/a"))]
+    code = main(["issues", "t", "--rule", "image-disallowed,news-disallowed", "--database-url",
+                 db, "--format", "json"])
+    listed = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert sorted((i["rule"], i["loc"]) for i in listed["issues"]) == crawl_issues(second)
+
+    # Allowed again: the issues resolve, and stay resolved.
+    site.set("/robots.txt", b"User-agent: *\nAllow: /\n")
+    assert crawl_issues(check(capsys, str(cfg), db)) == []
+    assert crawl_issues(check(capsys, str(cfg), db)) == []
+
+
+def test_the_url_checks_judge_pages_for_googlebots_own_group(
+    site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # "User-agent: Google" is not Googlebot's group; "Googlebot/2.1" is, and its Disallow holds.
+    sitemap = site.url("/sitemap.xml")
+    site.set("/sitemap.xml", urlset({site.url("/a"): None, site.url("/private/b"): None}))
+    for path in ("/a", "/private/b"):
+        site.server.route(path, Reply(200, b"<!doctype html><html><head><title>p</title>"
+                                           b"</head><body>" + b"x" * 2000 + b"</body></html>",
+                                      headers={"Content-Type": "text/html"}))
+    site.set("/robots.txt", b"User-agent: Google\nDisallow: /\n\nUser-agent: Googlebot/2.1\n"
+                            b"Disallow: /private/\n\nUser-agent: *\nAllow: /\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("defaults:\n  url_checks: {enabled: true, rate: 1000}\n"
+                   f"targets:\n  - {{name: t, url: '{sitemap}'}}\n", encoding="utf-8")
+    code = main(["check", "t", "--config", str(cfg), "--database-url", db, "--urls", "--json"])
+    found = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert "sitemap-disallowed" not in issue_rules(found)
+    code = main(["urls", "t", "--status", "disallowed", "--database-url", db, "--format",
+                 "json"])
+    listed = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [u["loc"] for u in listed["urls"]] == [site.url("/private/b")]
+    assert site.server.requests_to("/a")  # checked, not disallowed
+    assert not site.server.requests_to("/private/b")

@@ -13,12 +13,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
 
-from monitor.store.schema import changes, robots_files
+from monitor.store.schema import changes, robots_files, targets
 
-__all__ = ["Version", "current", "in_force", "save"]
+__all__ = ["VERSIONS_SHOWN", "Version", "current", "history", "in_force", "save"]
+
+VERSIONS_SHOWN = 5  # per robots.txt on a page: its newest versions, each as a diff
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,39 @@ def in_force(engine: Engine, target_id: int) -> dict[str, tuple[str | None, date
     with engine.connect() as conn:
         rows = conn.execute(select(r.url, r.text, r.fetched_at).where(r.id.in_(newest)))
         return {url: (text, fetched_at) for url, text, fetched_at in rows}
+
+
+def history(engine: Engine, name: str, shown: int = VERSIONS_SHOWN,
+            ) -> list[dict[str, Any]] | None:
+    """The robots.txt a target watches, each with its version in force and its newest
+    ``shown`` versions (newest first, each with the text it replaced); None when no target
+    has that name."""
+    r = robots_files.c
+    with engine.connect() as conn:
+        target_id = conn.execute(select(targets.c.id).where(targets.c.name == name)).scalar()
+        if target_id is None:
+            return None
+        heads = conn.execute(select(r.id, r.url).where(r.target_id == target_id)
+                             .order_by(r.url, r.id.desc())).all()
+        wanted: dict[str, list[int]] = {}
+        for row_id, url in heads:  # one more than shown: the text the oldest shown replaced
+            kept = wanted.setdefault(url, [])
+            if len(kept) <= shown:
+                kept.append(row_id)
+        ids = [i for kept in wanted.values() for i in kept]
+        rows = {row.id: row for row in conn.execute(
+            select(r.id, r.snapshot_id, r.fetched_at, r.http_status, r.text)
+            .where(r.id.in_(ids)))} if ids else {}
+    found = []
+    for url, kept in wanted.items():
+        versions = [{"id": i, "snapshot_id": rows[i].snapshot_id, "read_at": rows[i].fetched_at,
+                     "http_status": rows[i].http_status, "text": rows[i].text,
+                     "first": n == len(kept) - 1 and len(kept) <= shown,
+                     "before": rows[kept[n + 1]].text if n + 1 < len(kept) else None}
+                    for n, i in enumerate(kept[:shown])]
+        found.append({"url": url, "text": versions[0]["text"], "versions": versions,
+                      "more": len(kept) > shown})
+    return found
 
 
 def save(conn: Connection, target_id: int, snapshot_id: int | None, now: datetime,

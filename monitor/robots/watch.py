@@ -1,18 +1,19 @@
 """The robots.txt watch of one check: each host the target's documents live on, its
-robots.txt fetched conditionally, judged by ``monitor.check.robotswatch``, and its new version
+robots.txt fetched conditionally, judged by ``monitor.robots.judge``, and its new version
 recorded for the check's transaction."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
-from monitor.check import robotsread
-from monitor.check import robotswatch as robots
 from monitor.check.context import Context
-from monitor.read.robotstxt import robots_url
-from monitor.store import robotsfiles
+from monitor.robots import judge as robots
+from monitor.robots import reader
+from monitor.robots.matcher import RobotsRules, robots_url
+from monitor.robots.versions import Version
 
-__all__ = ["ROBOTS_HOSTS", "answer", "watch"]
+__all__ = ["ROBOTS_HOSTS", "Watched", "answer", "watch"]
 
 ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the first ten
 
@@ -21,14 +22,22 @@ async def answer(ctx: Context, url: str,
                  stored: tuple[str | None, str | None, str | None] | None) -> robots.Answer:
     """A host's robots.txt, conditional on the stored version's validators."""
     etag, modified = (None, None) if stored is None else stored[1:]
-    found, wire = await robotsread.read(ctx.fetcher, url, ctx.settings, etag=etag,
-                                        last_modified=modified,
-                                        allow_private=ctx.allow_private)
+    found, wire = await reader.read(ctx.fetcher, url, ctx.settings, etag=etag,
+                                    last_modified=modified, allow_private=ctx.allow_private)
     ctx.tally.fetched_bytes += wire
     return found
 
 
-async def watch(ctx: Context, root_robots: robots.Answer | None) -> None:
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """The robots.txt of the target's hosts after the watch: the rules in force of each (by
+    URL), and those whose version is new (changed, or read for the first time)."""
+
+    rules: dict[str, RobotsRules]
+    new: frozenset[str]
+
+
+async def watch(ctx: Context, root_robots: robots.Answer | None) -> Watched:
     """Read and judge the robots.txt of the target's hosts; ``root_robots`` is a site
     target's root, its robots.txt, as the walk read it."""
     hosts: dict[str, list[str]] = {}
@@ -51,12 +60,17 @@ async def watch(ctx: Context, root_robots: robots.Answer | None) -> None:
         if root_robots is None or url != root_robots_url else _answered(root_robots)
         for url in hosts))
     versions = []
+    in_force: dict[str, RobotsRules] = {}
+    new: set[str] = set()
     for (url, sitemaps), got in zip(hosts.items(), answers, strict=True):
         previous = None if url not in stored else robots.Stored(*stored[url])
         found = robots.judge(url, previous, got, sitemaps=sitemaps, listed=(
             [root] if not ctx.target.site and url == root_robots_url else []))
         for issue in found.issues:
             ctx.tally.found(issue)
+        in_force[url] = RobotsRules(found.text)
+        if found.store:
+            new.add(url)
         ctx.tally.robots.append(found.as_json(with_text=found.changed))
         if ctx.robots_cache is not None and found.outcome != "unreachable":
             ctx.robots_cache.offer(url, found.text, ctx.started)
@@ -64,12 +78,13 @@ async def watch(ctx: Context, root_robots: robots.Answer | None) -> None:
         moved = (got.etag or got.last_modified) is not None and (
             (got.etag, got.last_modified) != (stored.get(url) or (None,) * 3)[1:])
         if found.outcome != "unreachable" and (found.store or moved):
-            versions.append(robotsfiles.Version(
+            versions.append(Version(
                 url, got.status, found.text, got.etag, got.last_modified,
                 new=found.store, validators_moved=moved, changed=found.changed,
                 before=found.before))
     if versions:  # an unchanged robots.txt writes nothing
         ctx.writes.robots(versions)
+    return Watched(in_force, frozenset(new))
 
 
 async def _answered(found: robots.Answer) -> robots.Answer:

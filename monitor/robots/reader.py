@@ -16,14 +16,14 @@ up to a day.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from monitor import config
-from monitor.check import robotswatch as robots
 from monitor.errors import FetchError
 from monitor.read.fetch import Fetcher
-from monitor.read.robotstxt import MAX_BYTES, RobotsRules
+from monitor.robots import judge as robots
+from monitor.robots.matcher import MAX_BYTES, RobotsRules
 
 __all__ = ["MAX_HOPS", "TTL", "Held", "RobotsCache", "failed", "read"]
 
@@ -76,10 +76,11 @@ class Held:
 
     text: str | None
     read_at: datetime
+    rules: RobotsRules = field(init=False, compare=False, repr=False)
 
-    @property
-    def rules(self) -> RobotsRules:
-        return RobotsRules(self.text)
+    def __post_init__(self) -> None:
+        # parsed once: the URL checks ask it for every URL of the host
+        object.__setattr__(self, "rules", RobotsRules(self.text))
 
 
 class RobotsCache:

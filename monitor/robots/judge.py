@@ -11,7 +11,7 @@ it means as search engines read it:
   then stops crawling the whole site and keeps using the last good version: the stored version
   stands and nothing is recorded as changed.
 - ``sitemap-disallowed`` (error): a sitemap of the target on that host is disallowed to
-  Googlebot (Google's matching, ``monitor.read.robotstxt``), so Google cannot read it.
+  Googlebot (Google's matching, ``monitor.robots.matcher``), so Google cannot read it.
 - ``robots-sitemap-missing`` (warning): a ``url:`` target's sitemap is not named by a
   ``Sitemap:`` line of its host's robots.txt (only where a robots.txt answered 2xx: a host
   without one is not told to add a line to a file it does not have).
@@ -23,7 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from monitor.model import Issue
-from monitor.read.robotstxt import MAX_BYTES, RobotsRules, parse_robots
+from monitor.robots.matcher import MAX_BYTES, RobotsRules
+from monitor.robots.sitemaps import parse_robots
 
 __all__ = ["MAX_BYTES", "Answer", "Finding", "Stored", "judge", "unreachable"]
 
