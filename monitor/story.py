@@ -91,8 +91,9 @@ def lines(story: Mapping[str, Any], now: datetime) -> Iterator[str]:
     if story.get("removal") is not None:
         yield f"  removed {_removal(story['removal'], now)}"
     health = story.get("health")
-    if health is None:
-        yield "  health: not checked"
+    if health is None:  # as the page says it
+        yield ("  health: not checked yet (or url_checks.enabled is off)" if story["listed"]
+               else "  health: not checked while listed")
     else:
         label = "health" if health.get("listed", True) else "health while listed"
         yield f"  {label}: {health_line(health, now)}"
