@@ -329,19 +329,21 @@ async def _serve(
         logger.error("the HTTP server stopped unexpectedly")
     stopped_by.cancel()
 
-    cancelled = await scheduler.stop(cfg.scheduler.shutdown_grace)
-    await url_checks.stop(cfg.scheduler.shutdown_grace)
-    await pruner.stop()
-    await delivery.stop()
-    submitting.set()
-    await submitter_task
-    server.should_exit = True
-    with contextlib.suppress(asyncio.CancelledError):
-        await serving
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.remove_signal_handler(signum)
-    await fetcher.aclose()
-    await asyncio.to_thread(digests.shutdown)
+    try:
+        cancelled = await scheduler.stop(cfg.scheduler.shutdown_grace)
+        await url_checks.stop(cfg.scheduler.shutdown_grace)
+        await pruner.stop()
+        await delivery.stop()
+        submitting.set()
+        await submitter_task
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(signum)
+        await fetcher.aclose()
+    finally:  # whatever fails on the way out: the console script exits without atexit
+        await asyncio.to_thread(digests.shutdown)
     logger.info("stopped", checks_cancelled=cancelled)
     return code
 

@@ -171,7 +171,8 @@ def _prune(args: argparse.Namespace) -> int:
         for name, target_id in target_ids(engine):
             keep = cfg.retention(name)
             found = prune_target(engine, target_id, max_age=keep.snapshots,
-                                 keep_last=keep.keep_last, now=now, dry_run=args.dry_run)
+                                 keep_last=keep.keep_last, max_bytes=keep.max_bytes, now=now,
+                                 dry_run=args.dry_run)
             if found.boundary is None:
                 _out(f"{name}: nothing past its retention")
                 continue
@@ -221,7 +222,11 @@ def _hash_password() -> int:
         password = sys.stdin.readline().rstrip("\r\n")
     if not password:
         raise ConfigError("web hash-password: an empty password")
-    _out(hash_password(password))
+    try:
+        hashed = hash_password(password)
+    except ValueError as exc:  # too long for bcrypt
+        raise ConfigError(f"web hash-password: {exc}") from None
+    _out(hashed)
     return EXIT_OK
 
 
@@ -294,18 +299,22 @@ def _check(args: argparse.Namespace) -> int:
     collecting = gc.isenabled()
     gc.disable()
     digests = DigestPool()
+    checked = False
     try:
         if args.rate is not None:
             target = _with_rate(target, args.rate)
         result, urls = asyncio.run(_run_check(target, engine, cfg, args.max_changes,
                                               urls=args.urls, digests=digests,
                                               progress=_progress()))
+        checked = True
     except Exception as exc:
         refusal = _database_refusal(engine, exc)
         if refusal is None:
             raise
         raise refusal from None
     finally:
+        if not checked:  # failed or Ctrl-C: the console script's exit skips atexit
+            digests.shutdown()
         if collecting:
             gc.enable()
         engine.dispose()
@@ -555,10 +564,10 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
 
 
 def _search(raw: str | None) -> str | None:
-    """``--loc TEXT``: None when not given; a NUL is a mistake no loc holds."""
-    if raw is not None and "\x00" in raw:
-        raise ConfigError("--loc: holds a NUL character")
-    return raw or None
+    """``--loc TEXT``: None when not given; a NUL, or more than a loc's length, is refused."""
+    from monitor import listings as listing
+
+    return listing.parse_search(raw, "--loc")
 
 
 def _story(args: argparse.Namespace) -> int:

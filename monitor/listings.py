@@ -33,6 +33,7 @@ __all__ = [
     "HEALTH",
     "KINDS",
     "MAX_ID",
+    "MAX_SEARCH",
     "STATUSES",
     "VALIDITY",
     "BadParameter",
@@ -48,6 +49,7 @@ __all__ = [
     "parse_kinds",
     "parse_reasons",
     "parse_rules",
+    "parse_search",
     "parse_snapshot",
     "parse_time",
     "read_cursor",
@@ -66,6 +68,10 @@ STATUSES = VALIDITY + HEALTH
 DIFF_KINDS = CHANGE_KINDS
 KINDS = (*CHANGE_KINDS, *OTHER_CHANGE_KINDS)
 MAX_ID = 2**62  # ids and positions past this are no one's: a 400, not a database error
+# Characters of a search of the locs (``q=``, ``--loc``): the longest loc the sitemap protocol
+# allows, so any valid loc can be searched whole. The databases are asked with LIKE, and
+# SQLite refuses a pattern over 50,000 bytes: that was an error of the database, not a 400.
+MAX_SEARCH = 2_048
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +165,19 @@ def _choices(values: Iterable[str], param: str, known: Sequence[str]) -> tuple[s
         raise BadParameter(f"{param}: unknown {', '.join(sorted(unknown))} "
                            f"(one of {', '.join(known)})")
     return tuple(v for v in known if v in chosen)
+
+
+def parse_search(raw: str | None, param: str = "q") -> str | None:
+    """A text to search the locs for (None: no search); ``BadParameter`` when it holds a NUL,
+    which no loc holds, or is longer than ``MAX_SEARCH`` characters."""
+    if raw is None:
+        return None
+    if "\x00" in raw:
+        raise BadParameter(f"{param}: holds a NUL character")
+    if len(raw) > MAX_SEARCH:
+        raise BadParameter(f"{param}: {len(raw):,} characters; a search is at most "
+                           f"{MAX_SEARCH:,} (a loc, or a part of one)")
+    return raw or None
 
 
 def parse_kinds(values: Iterable[str], param: str = "kind",

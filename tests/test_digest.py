@@ -433,3 +433,35 @@ def test_a_re_read_document_whose_every_lastmod_changed_is_never_held_whole() ->
     assert (found.entries, found.changes) == (20_000, [])
     assert found.row_counts == {"changed": 16_000}  # every lastmod (one URL in 5 has none)
     assert digest_peak < 1.4 * parse_peak, (digest_peak, parse_peak)
+
+
+
+def test_a_pool_stopped_while_it_starts_is_stopped_all_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``shutdown`` right after ``warm`` (a daemon stopped as a second big document arrives):
+    the pool starting in the background is waited for and stopped, not started after the
+    stop and left to the process's exit. The start is made late, as on a busy machine."""
+    import multiprocessing
+    import threading
+    import time
+
+    get_pool = DigestPool._get_pool
+
+    def late(pool: DigestPool) -> object:
+        if threading.current_thread().name == "digest-pool-start":
+            time.sleep(0.3)
+        return get_pool(pool)
+
+    monkeypatch.setattr(DigestPool, "_get_pool", late)
+    pool = DigestPool(size=1)
+    pool.warm()
+    pool.shutdown()
+    for thread in threading.enumerate():
+        if thread.name == "digest-pool-start":
+            thread.join(30)
+    try:
+        assert not pool.started()
+        assert multiprocessing.active_children() == []
+    finally:
+        pool.shutdown()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import signal
 import sys
 import threading
 import time
@@ -114,6 +115,12 @@ def _resident() -> int | None:
 
 def worker_start() -> None:
     """The start of a worker process that digests documents."""
+    # The process that started the pool stops its workers (DigestPool.shutdown), or they end
+    # with it (_exit_with_parent). A Ctrl-C in a terminal reaches every process of the job:
+    # it killed them mid-document, breaking the pool that the daemon was about to close, each
+    # with a traceback on the terminal. (Forked by the forkserver, a worker ignores it from its
+    # start: monitor.read.preload. SIGTERM stays: it is how the pool ends a broken one.)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A worker only digests: automatic garbage collection would walk the ~200,000 objects of
     # each document again and again for ~12% of its time, and a digest makes no reference
     # cycles. Workers are replaced every few documents all the same.

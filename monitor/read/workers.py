@@ -71,6 +71,7 @@ class DigestPool:
         self.inline = 0  # big documents being digested in a thread of this process
         self._big = 0  # big documents this process has received
         self._gate: tuple[AbstractEventLoop, Semaphore] | None = None  # see _slot
+        self._starting: threading.Thread | None = None  # see warm
 
     def big_document(self) -> None:
         """A big document is arriving. The first is digested here; from the second on, this
@@ -83,15 +84,23 @@ class DigestPool:
     def warm(self) -> None:
         """Start the pool in the background (starting worker processes blocks for a while)."""
         if self.size > 0 and self._pool is None:
-            threading.Thread(target=self._get_pool, name="digest-pool-start",
-                             daemon=True).start()
+            starting = threading.Thread(target=self._get_pool, name="digest-pool-start",
+                                        daemon=True)
+            self._starting = starting
+            starting.start()
 
     def started(self) -> bool:
         """Whether the worker processes were started."""
         return self._pool is not None
 
     def shutdown(self) -> None:
-        """Stop the worker processes (at exit: before the interpreter tears its modules down)."""
+        """Stop the worker processes (at exit: before the interpreter tears its modules down).
+        A pool still starting in the background is waited for and stopped too: started just
+        after, it would outlive the stop, and the process would exit without closing it (the
+        resource tracker's "leaked semaphore objects")."""
+        starting, self._starting = self._starting, None
+        if starting is not None and starting is not threading.current_thread():
+            starting.join()
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
@@ -124,7 +133,8 @@ class DigestPool:
                     "forkserver" if "forkserver" in methods else "spawn"
                 )
                 if "forkserver" in methods:
-                    context.set_forkserver_preload(["monitor.read.digest", "monitor.read.process"])
+                    context.set_forkserver_preload(
+                        ["monitor.read.preload", "monitor.read.digest", "monitor.read.process"])
                 # The forkserver (or a spawned worker) is a `python -c`, which puts the working
                 # directory first on its path: a `monitor` folder there would be what the
                 # workers import. PYTHONSAFEPATH leaves it out; the workers inherit it.

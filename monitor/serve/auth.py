@@ -20,7 +20,10 @@ must not be able to buy it without bound:
   logins are answered 429 with ``Retry-After``, without bcrypt, and its connection is not
   read again before then (``HOLD``). A success from the address forgets its failures.
 
-An unknown user is checked against a dummy hash, so the answer takes as long as for a known one.
+Every failed login is answered alike, 401, after one bcrypt: an unknown user's password is
+checked against a dummy hash, and a password longer than bcrypt reads (``MAX_PASSWORD_BYTES``)
+is refused, after a check of what bcrypt would read of it, whoever the user. So neither the
+answer nor its time tells which users exist, and each such failure counts towards the wait.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 import bcrypt
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["HOLD", "BasicAuth", "hash_password"]
+__all__ = ["HOLD", "MAX_PASSWORD_BYTES", "BasicAuth", "hash_password"]
 
 CACHE_SIZE = 1024
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
@@ -50,6 +53,9 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 HOLD = "sitemap_monitor.hold_seconds"
 FREE_FAILURES = 5  # failed logins of one address before it must wait
 MAX_WAIT = 60  # seconds, the longest wait of an address that keeps failing
+# bcrypt reads no further. A longer password is refused, never cut short: cut, any password
+# that starts with the right 72 bytes would pass (bcrypt 4 cut it silently, bcrypt 5 raises).
+MAX_PASSWORD_BYTES = 72
 FAILURES_FORGOTTEN = 900.0  # seconds after its last failure, an address starts afresh
 _ADDRESSES = 4096  # addresses whose failures are kept; the oldest go first
 _UNAUTHORIZED = json.dumps(
@@ -61,7 +67,11 @@ _SLOWED = json.dumps({"error": {"status": 429, "message": "too many failed login
 
 
 def hash_password(password: str, rounds: int = 12) -> str:
-    """A bcrypt hash for ``web.basic_auth_users``."""
+    """A bcrypt hash for ``web.basic_auth_users``; ``ValueError`` for a password longer than
+    ``MAX_PASSWORD_BYTES`` in UTF-8 (no login could ever use it)."""
+    if len(password.encode()) > MAX_PASSWORD_BYTES:
+        raise ValueError(f"a password longer than {MAX_PASSWORD_BYTES} bytes (bcrypt reads "
+                         "no further)")
     return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=rounds)).decode()
 
 
@@ -231,10 +241,12 @@ def _dummy(rounds: int) -> bytes:
 
 
 def _check(password: bytes, hashed: bytes | None, rounds: int) -> bool:
-    if hashed is None:
-        bcrypt.checkpw(password, _dummy(rounds))  # as long as for a known user
-        return False
+    """Whether ``password`` is the one of ``hashed``; one bcrypt whatever the answer (an
+    unknown user: a dummy hash; a password bcrypt cannot take: what it would read of it)."""
+    fits = len(password) <= MAX_PASSWORD_BYTES
     try:
-        return bool(bcrypt.checkpw(password, hashed))
+        good = bcrypt.checkpw(password[:MAX_PASSWORD_BYTES],
+                              _dummy(rounds) if hashed is None else hashed)
     except ValueError:  # a hash bcrypt cannot read (the config checks their shape)
         return False
+    return good and fits and hashed is not None

@@ -101,7 +101,7 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
         if status is not None and status not in listing.STATUSES:
             raise listing.BadParameter(f"status: {status!r} is not one of "
                                        f"{', '.join(listing.STATUSES)}")
-        q = _text(request, "q")
+        q = listing.parse_search(one(request, "q"))
         sort = sorting.parse(_text(request, "sort"), sorts_of(suffix, status))
         return lambda engine: store.open_urls(engine, name, at, status, after, q, sort)
     sort = sorting.parse(_text(request, "sort"), suffix)
@@ -124,7 +124,7 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
     until = listing.parse_snapshot(_text(request, "until"), "until", now)
     reasons = listing.parse_reasons(params.getlist("reason"))
     rules = listing.rule_ids(params.getlist("rule"), CHANGE_RULES)
-    q = _text(request, "q")
+    q = listing.parse_search(one(request, "q"))
     return lambda engine: store.open_changes(engine, name, since, kinds, after,
                                              (raw_since or "").strip(), reasons, rules, q, sort,
                                              until=until)

@@ -246,7 +246,9 @@ _DIFF_KIND = _query("kind", "Change kinds to keep (repeated, or comma-separated)
                     "default.", {"type": "string", "enum": [*listing.DIFF_KINDS, ""]}, many=True)
 
 
-_SEARCH = _query("q", "Only the locs that hold this text (case aside).")
+_SEARCH = _query("q", "Only the locs that hold this text (case aside), at most "
+                 f"{listing.MAX_SEARCH:,} characters.",
+                 {"type": "string", "maxLength": listing.MAX_SEARCH})
 
 
 def _sort(listing_name: str, also: str = "") -> dict[str, Any]:

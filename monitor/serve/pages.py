@@ -76,6 +76,7 @@ _TEMPLATES.env.filters["external_link"] = external_link
 _STYLE = Path(__file__).with_name("templates").joinpath("style.css").read_bytes()
 STYLESHEET = f"/static/style.css?v={hashlib.sha256(_STYLE).hexdigest()[:12]}"
 _TEMPLATES.env.globals["stylesheet"] = STYLESHEET
+_TEMPLATES.env.globals["max_search"] = listing.MAX_SEARCH  # the search boxes' maxlength
 
 
 def _robots_diff(change: dict[str, Any]) -> str:

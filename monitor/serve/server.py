@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
 from collections.abc import Iterator
 from typing import ClassVar
@@ -16,6 +17,7 @@ from typing import ClassVar
 import h11
 import structlog
 import uvicorn
+from h11._receivebuffer import ReceiveBuffer
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
@@ -63,6 +65,40 @@ def bind(listen: str) -> socket.socket:
     return sock
 
 
+class _StrictHeads(ReceiveBuffer):
+    """h11's receive buffer, refusing the request heads that h11 reads leniently and a proxy
+    in front may read otherwise: a line ended by a bare LF (or a bare CR), a header line
+    folded onto the one before (obs-fold), and a body framed both by Content-Length and by
+    Transfer-Encoding. A proxy that saw such a head differently could be made to pass two
+    requests where the daemon sees one, or the other way round. (h11 has no strict mode; its
+    buffer is what reads a head's lines, so this is where they are seen whole.)"""
+
+    def maybe_extract_lines(self) -> list[bytearray] | None:
+        """The lines of a whole head, as h11 reads them; ``h11.RemoteProtocolError`` (a 400)
+        for a head of one of those kinds."""
+        data = self._data
+        end = 1 if data[:1] == b"\n" else None
+        if end is None:  # where h11 finds the head's end, searched as far as h11 has
+            found = _HEAD_END.search(data, self._multiple_lines_search)
+            end = None if found is None else found.end()
+        if end is not None:
+            head = bytes(data[:end])
+            crlf = head.count(b"\r\n")
+            if head.count(b"\n") != crlf or head.count(b"\r") != crlf:
+                raise h11.RemoteProtocolError("a line not ended by CRLF", 400)
+            if b"\r\n " in head or b"\r\n\t" in head:
+                raise h11.RemoteProtocolError("a folded header line (obs-fold)", 400)
+            names = {line.partition(b":")[0].lower() for line in head.split(b"\r\n")[1:]}
+            if b"content-length" in names and b"transfer-encoding" in names:
+                # h11 would go by Transfer-Encoding; a proxy by Content-Length, maybe
+                raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding", 400)
+        return super().maybe_extract_lines()
+
+
+# The end of a request head as h11 finds it (h11._receivebuffer.blank_line_regex).
+_HEAD_END = re.compile(b"\n\r?\n", re.MULTILINE)
+
+
 class _Protocol(H11Protocol):
     """uvicorn's HTTP/1.1, bounded in time where uvicorn waits on the client for ever.
 
@@ -77,7 +113,11 @@ class _Protocol(H11Protocol):
     - A connection whose request the admission gate refused is not read again until its
       ``Retry-After`` has passed (``api.HOLD`` in the request's scope): a client that
       retries at once costs the event loop nothing meanwhile.
-    - uvicorn's own answer to a malformed request carries the security headers too.
+    - uvicorn's own answer to a malformed request carries the security headers too, and a
+      head with a bare LF, a folded header line or a double framing is such a request
+      (``_StrictHeads``).
+    - A client that half-closes after its request (sends all it will, then waits) gets its
+      answer, then the connection closes; asyncio and uvicorn closed it at once, unanswered.
 
     A connection comes to it once it has sent a byte (``port.Port`` accepts and holds it
     until then); how many are open, which are idle, and a flood's end are the ``port``'s.
@@ -90,12 +130,14 @@ class _Protocol(H11Protocol):
     # When the connection opened, on the loop's clock (set as the port hands it over).
     opened: float
     _held: asyncio.TimerHandle | None = None
+    _half_closed = False
     _head_timer: asyncio.TimerHandle | None = None
     _write_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Go on with the clock of the first request's head, started when it opened."""
         super().connection_made(transport)  # type: ignore[arg-type]
+        self.conn._receive_buffer = _StrictHeads()  # still empty: no byte is read yet
         self._head_timer = self.loop.call_at(self.opened + self.port.head_timeout,
                                              self._head_too_slow)
         self.port.idle[self] = None
@@ -113,6 +155,16 @@ class _Protocol(H11Protocol):
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
+
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio's own type
+        """The client sent all it will (a half-close): answer the request it made, if any,
+        then close (True keeps the transport open for the answer); otherwise close now.
+        asyncio keeps no TLS connection half open: there, too, it closes now."""
+        if (self.cycle is not None and not self.cycle.response_complete
+                and self.scheme != "https"):
+            self._half_closed = True
+            return True
+        return None
 
     def _head_too_slow(self) -> None:
         self._head_timer = None
@@ -155,6 +207,10 @@ class _Protocol(H11Protocol):
         scope = self.scope
         body_pending = self.conn.their_state is h11.SEND_BODY
         super().on_response_complete()
+        if self._half_closed and not self.transport.is_closing() and (
+                self.cycle.response_complete):  # no request of the client's left to answer
+            self.transport.close()
+            return
         if body_pending and not self.transport.is_closing():
             self._unset_keepalive_if_required()
             self.transport.close()

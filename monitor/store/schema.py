@@ -96,6 +96,9 @@ snapshots = Table(
     # JSON object outcome -> how many of the check's documents had it: documents answered 304
     # or unchanged get no ``documents`` row (migration 0006).
     Column("document_counts", Text, nullable=False, server_default=text("'{}'")),
+    # The bytes this snapshot's rows take, its entry-set versions aside (store.historysize),
+    # written in its transaction: what retention's max_bytes sums (migration 0019).
+    Column("history_bytes", BigInteger, nullable=False, server_default=text("0")),
     Index("ix_snapshots_target_id_id", "target_id", "id"),
 )
 

@@ -57,7 +57,8 @@ def command() -> list[str]:
 class Daemon:
     """One running daemon; every stderr line is kept (parsed when it is JSON)."""
 
-    def __init__(self, config: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(self, config: Path, *, env: dict[str, str] | None = None,
+                 group: bool = False) -> None:
         self.config = config
         self.lines: list[Line] = []
         self.raw: list[str] = []
@@ -66,6 +67,7 @@ class Daemon:
             [*command(), "run", "--config", str(config)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "SITEMAP_MONITOR_DATABASE_URL": "", **(env or {})},
+            start_new_session=group,  # a process group of its own, as a shell gives a job
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -160,6 +162,11 @@ class Daemon:
     def signal(self, signum: signal.Signals) -> None:
         """Send a signal."""
         self.proc.send_signal(signum)
+
+    def signal_group(self, signum: signal.Signals) -> None:
+        """Send a signal to the daemon and every process it started (``group=True``), as a
+        terminal's Ctrl-C or a service manager's stop does."""
+        os.killpg(self.proc.pid, signum)
 
     def wait(self, timeout: float = 30.0) -> int:
         """Wait for the exit; return the exit code."""

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from harness import Daemon, sitemap, write_config
+from harness import Daemon, command, sitemap, write_config
 from httpserver import Reply, TestServer
 
 from monitor.read import digest
@@ -116,3 +117,88 @@ def test_no_helper_process_outlives_a_sigkilled_daemon(
         assert leftover == {}, f"{len(left)} of {len(helpers)} left, {total:.0f} MB"
     finally:
         daemon.stop()
+
+
+
+def _index_of_big_children(http_server: TestServer) -> str:
+    """A sitemap index whose children are digested by the worker processes."""
+    children = []
+    for c in range(CHILDREN):
+        body = sitemap({f"http://127.0.0.1/{c}/{i:06d}/{'x' * 60}": None for i in range(URLS)})
+        http_server.route(f"/c{c}.xml", Reply(body=body))
+        children.append(http_server.url(f"/c{c}.xml"))
+    http_server.route("/index.xml", Reply(body=(
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<sitemap><loc>{u}</loc></sitemap>" for u in children)
+        + "</sitemapindex>").encode()))
+    return http_server.url("/index.xml")
+
+
+@pytest.mark.parametrize(("signum", "group"), [
+    (signal.SIGTERM, False),  # kill, Kubernetes, docker stop
+    (signal.SIGTERM, True),  # a service manager that signals every process of the service
+    (signal.SIGINT, True),  # Ctrl-C in a terminal: the whole foreground job
+])
+def test_a_stopped_daemon_stops_its_workers_cleanly(
+    http_server: TestServer, tmp_path: Path, signum: signal.Signals, group: bool,
+) -> None:
+    """The daemon stops its parse workers itself (a SIGTERM to every process ends them at
+    once, as the pool itself ends a broken one): it exits 0, leaves no helper process, and
+    nothing in its stderr says that a worker was interrupted or that the pool's semaphores
+    were left behind (multiprocessing's resource tracker: "leaked semaphore")."""
+    config = write_config(tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db",
+                          [("big", _index_of_big_children(http_server))], interval="1s")
+    daemon = Daemon(config, env={"SITEMAP_MONITOR_PARSE_WORKERS": "2"}, group=True)
+    try:
+        daemon.started(timeout=30)
+        helpers: dict[int, str] = {}
+        deadline = time.monotonic() + 60
+        while len(helpers) < 4 and time.monotonic() < deadline:  # the pool is up
+            helpers = _descendants(daemon.proc.pid)
+            time.sleep(0.05)
+        assert len(helpers) >= 4, {pid: _command(pid) for pid in helpers}
+        daemon.more_checks("big", 1)
+        (daemon.signal_group if group else daemon.signal)(signum)
+        assert daemon.wait(60) == 0
+        daemon.event("stopped", timeout=1)
+    finally:
+        daemon.stop()
+    left = helpers
+    deadline = time.monotonic() + 10  # the resource tracker ends once it reads our end
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = {pid: started for pid, started in left.items() if _alive(pid, started)}
+    assert {pid: _command(pid) for pid in left} == {}
+    # What the helper processes write (not the daemon's JSON lines).
+    told = [line["event"] for line in daemon.lines if line.get("raw") and any(
+        word in line["event"] for word in ("leaked", "Traceback", "KeyboardInterrupt"))]
+    assert told == []
+
+
+def test_a_check_interrupted_by_ctrl_c_stops_its_workers_cleanly(
+    http_server: TestServer, tmp_path: Path,
+) -> None:
+    """``sitemap-monitor check`` stopped by a Ctrl-C (SIGINT to its whole process group) while
+    its parse workers digest: exit 130, its workers stopped by it, nothing in stderr about an
+    interrupted worker or the pool's semaphores left behind."""
+    url = _index_of_big_children(http_server)
+    check = subprocess.Popen(
+        [*command(), "check", url, "--database-url", f"sqlite:///{tmp_path}/m.db"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "SITEMAP_MONITOR_PARSE_WORKERS": "2"})
+    helpers: dict[int, str] = {}
+    deadline = time.monotonic() + 60
+    while len(helpers) < 4 and check.poll() is None and time.monotonic() < deadline:
+        helpers = _descendants(check.pid)
+        time.sleep(0.02)
+    assert len(helpers) >= 4, {pid: _command(pid) for pid in helpers}
+    os.killpg(check.pid, signal.SIGINT)
+    try:
+        _, err = check.communicate(timeout=60)  # to its end: the resource tracker's too
+    finally:
+        if check.poll() is None:
+            os.killpg(check.pid, signal.SIGKILL)
+    assert check.returncode == 130
+    told = [line for line in err.splitlines()
+            if any(word in line for word in ("leaked", "Traceback", "KeyboardInterrupt"))]
+    assert told == []

@@ -12,9 +12,10 @@ from harness import Daemon, sitemap, write_config
 from httpserver import Reply, TestServer, self_signed
 
 from monitor.cli import main
-from monitor.serve.auth import hash_password
+from monitor.serve.auth import FREE_FAILURES, hash_password
 
 USER, PASSWORD = "seo", "correct horse"
+BCRYPT_READS = 72  # bytes of a password
 
 
 def web_config(tmp_path: Path, http_server: TestServer, web: str) -> Path:
@@ -55,6 +56,39 @@ def test_basic_auth_guards_the_api_and_leaves_the_probes_open(
     # a malformed header is a 401, not an error
     bad = httpx.get(base + "/api/v1/targets", headers={"Authorization": "Basic !!!"}, timeout=10)
     assert bad.status_code == 401
+
+
+def test_every_failed_login_is_the_same_401_and_counts(
+    http_server: TestServer, tmp_path: Path, daemons: list[Daemon],
+) -> None:
+    """A password bcrypt cannot take (over 72 bytes) is a failed login like any other, for a
+    known user as for an unknown one: a 401, no error in the log, counted towards the wait."""
+    longest = "L" * BCRYPT_READS
+    config = web_config(tmp_path, http_server, (
+        f"web:\n  basic_auth_users: {{{USER}: '{hash_password(PASSWORD, rounds=4)}', "
+        f"long: '{hash_password(longest, rounds=4)}'}}\n"))
+    daemon = Daemon(config)
+    daemons.append(daemon)
+    daemon.started()
+
+    def get(auth: tuple[str, str], address: str = "127.0.0.1") -> int:
+        transport = httpx.HTTPTransport(local_address=address)
+        with httpx.Client(transport=transport, timeout=10) as client:
+            return client.get(daemon.base + "/api/v1/targets", auth=auth).status_code
+
+    too_long = "x" * (BCRYPT_READS + 28)
+    assert get(("nobody", too_long)) == 401
+    assert get((USER, too_long)) == 401
+    assert get(("long", longest)) == 200
+    assert get(("long", longest + "L")) == 401  # what bcrypt reads of it is right: still no
+    # Each of them is a failure of its address: past the free ones, it must wait.
+    for i in range(FREE_FAILURES + 1):
+        assert get(("nobody", f"{i}{too_long}"), "127.0.0.3") == 401
+    assert get(("nobody", "short"), "127.0.0.3") == 429
+    assert get((USER, PASSWORD)) == 200
+    errors = [line for line in daemon.raw if "Traceback" in line or "Exception" in line
+              or '"level": "error"' in line]
+    assert errors == []
 
 
 def test_tls_serves_https_only(
