@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +19,8 @@ if TYPE_CHECKING:  # the reading modules are imported by the command that uses t
     from monitor.read.digest import Digest
 
 __all__ = ["validate_file"]
+
+IN_THIS_FILE = "loc is listed more than once in this file"
 
 
 def validate_file(path: Path, cfg: Config) -> CheckResult:
@@ -56,6 +59,9 @@ def validate_file(path: Path, cfg: Config) -> CheckResult:
     issues = [*found.issues,
               *filter(None, (validate.child_issue(c, url) for c in found.children)),
               *found.entry_issues, *_not_reciprocal(found, url)]
+    # one file, not a target of several documents
+    issues = [replace(i, message=IN_THIS_FILE) if i.rule == "loc-duplicate" else i
+              for i in issues]
     doc.outcome = "ok"
     doc.urls, doc.invalid, doc.duplicates = found.urls, found.invalid, found.duplicates
     return CheckResult(target=str(path), url=url, outcome="ok", documents=[doc], issues=issues,

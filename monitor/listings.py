@@ -48,6 +48,7 @@ __all__ = [
     "Listing",
     "NotFound",
     "SnapshotRef",
+    "answer_text",
     "change_detail",
     "close",
     "csv_cell",
@@ -266,9 +267,25 @@ def _lines(text: str | None) -> str:
     return "none" if text is None else f"{len(text.splitlines())} lines"
 
 
+def answer_text(answer: Mapping[str, Any]) -> str:
+    """A URL check's answer in one phrase, its state first: ``not-found (HTTP 404)``,
+    ``server-error (HTTP 500 on 3 checks in a row)``, ``redirect: redirects (1 hop) to ...``."""
+    state, status = answer.get("state") or "unknown", answer.get("http_status")
+    detail = answer.get("detail") or ""
+    if answer.get("final_url"):
+        return f"{state}: {detail or 'ends at ' + str(answer['final_url'])}"
+    if status and detail.startswith(f"HTTP {status}"):
+        return f"{state} ({detail})"
+    head = f"{state} (HTTP {status})" if status else state
+    return head + (f": {detail}" if detail else "")
+
+
 def change_detail(row: Mapping[str, Any]) -> str:
-    """One line that says what a change moved: ``ok -> not-found (404)``, ``lastmod: a -> b``."""
+    """One line that says what a change moved: ``ok -> not-found (404)``, ``lastmod: a -> b``;
+    a removal, what its URL answered once the URL checks looked."""
     before, after = row.get("before") or {}, row.get("after") or {}
+    if row.get("kind") == "removed" and row.get("answer"):
+        return f"answered {answer_text(row['answer'])}"
     if row.get("kind") == "robots":
         diff = row.get("diff")
         counts = (f", {diff.get('added', 0)} added, {diff.get('removed', 0)} removed"

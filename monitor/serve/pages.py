@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Collection, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from monitor import listings as listing
-from monitor import sorting, times
+from monitor import sorting, story, times
 from monitor.model import (
     BROKEN_STATES,
     CHANGE_RULES,
@@ -297,6 +297,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             return not_found(request, str(exc))
         for event in found["changes"]:
             event["detail"] = listing.change_detail(event)
+        found["told"] = story.told(found, datetime.now(UTC))  # in the CLI's words
         return render(request, "story.html", title=loc, name=name, story=found, loc=loc,
                       errors=_ERRORS, notes=URL_NOTES,
                       api=f"/api/v1/targets/{quote(name, safe='')}/url?{urlencode({'loc': loc})}")
