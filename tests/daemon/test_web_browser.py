@@ -91,7 +91,7 @@ def test_filters_a_diff_and_the_url_health(
     page.get_by_label("rule").select_option("url-not-found")
     page.get_by_role("button", name="Show").click()
     expect(page).to_have_url(
-        f"{daemon.base}/targets/shop/changes?kind=health&since=&reason=&rule=url-not-found&q=")
+        f"{daemon.base}/targets/shop/changes?kind=health&since=&until=&reason=&rule=url-not-found&q=")
     cells = page.locator("tbody tr").all_inner_texts()
     assert len(cells) == 1
     assert "unknown -> not-found (404)" in cells[0]
