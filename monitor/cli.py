@@ -533,7 +533,7 @@ def _list(args: argparse.Namespace) -> int:
 def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: Any) -> Any:
     now = datetime.now(UTC)
     if args.command == "urls":
-        health = args.status in listing.HEALTH
+        health = args.status in listing.HEALTH_FILTERS
         sort = sorting.parse(args.sort, "health" if health else "urls", "--sort")
         return store.open_urls(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
                                args.status, args.cursor, _search(args.loc), sort)

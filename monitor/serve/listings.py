@@ -132,8 +132,8 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
 
 def sorts_of(suffix: str, status: str | None) -> str:
     """The name of a listing's sortable columns (``sorting.SORTS``): the URLs in a health
-    state sort as the URL states do, the URL set as its entries."""
-    return "health" if suffix == "urls" and status in listing.HEALTH else suffix
+    state (or broken) sort as the URL states do, the URL set as its entries."""
+    return "health" if suffix == "urls" and status in listing.HEALTH_FILTERS else suffix
 
 
 async def story(request: Request, name: str, read: Read) -> dict[str, Any]:

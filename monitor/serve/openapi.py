@@ -107,7 +107,7 @@ _SCHEMAS: dict[str, Any] = {
         "properties": {
             "loc": {"type": "string"},
             "document": {"type": "string"},
-            "status": {"type": "string", "enum": list(listing.STATUSES)},
+            "status": {"type": "string", "enum": [*listing.VALIDITY, *listing.HEALTH]},
             "lastmod": _ANY, "changefreq": _ANY, "priority": _ANY, "extensions": _ANY,
             "rule": _nullable("string"), "http_status": _nullable("integer"),
             "final_url": _nullable("string"), "hops": {"type": "integer"},
@@ -418,7 +418,8 @@ def document() -> dict[str, Any]:
         f"{_TARGET}/urls": _listing(
             "urls", {**_HEAD, "snapshot_id": _SNAPSHOT}, "Url",
             [_query("at", f"The snapshot: {_WHEN}; the latest by default.", _WHEN_SCHEMA),
-             _query("status", "Only valid or only invalid entries.",
+             _query("status", "valid or invalid: those entries; a health state: the URLs in "
+                    "it now; broken: the URLs in any error state now (the pages' N broken).",
                     {"type": "string", "enum": [*listing.STATUSES, ""]}), _SEARCH,
              {**_sort("urls", "health"),
               "description": "Sort the whole listing by a column, page after page (-COLUMN: "
