@@ -93,7 +93,7 @@ def test_check_json_shows_each_extension_rule(
     severity = {i["rule"]: i["severity"] for i in r["issues"]}
     assert severity["news-too-many"] == severity["image-too-many"] == "error"
     assert severity["hreflang-not-reciprocal"] == severity["news-too-old"] == "warning"
-    assert (r["urls"], r["invalid"]) == (15 + 1001, 0)  # none makes an entry invalid
+    assert (r["urls"], r["invalid"]) == (17 + 1001, 0)  # none makes an entry invalid
     assert new_rules(listed(capsys, db, root)) == new_rules(r["issues"])
 
     # The near misses: no extension rule fires, the URLs stay.
