@@ -339,6 +339,7 @@ _TARGET = {
     "max_redirects": "countFrom0", "url_checks.rate": "rate",
     "url_checks.recheck": "positiveDuration", "url_checks.body_limit": "size",
     "retention.snapshots": "positiveDuration", "retention.keep_last": "countFrom1",
+    "retention.max_bytes": "size",
 }
 FIELDS: dict[str, str] = {
     **{f"defaults.{key}": name for key, name in _TARGET.items()},

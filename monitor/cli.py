@@ -168,7 +168,8 @@ def _prune(args: argparse.Namespace) -> int:
         for name, target_id in target_ids(engine):
             keep = cfg.retention(name)
             found = prune_target(engine, target_id, max_age=keep.snapshots,
-                                 keep_last=keep.keep_last, now=now, dry_run=args.dry_run)
+                                 keep_last=keep.keep_last, max_bytes=keep.max_bytes, now=now,
+                                 dry_run=args.dry_run)
             if found.boundary is None:
                 _out(f"{name}: nothing past its retention")
                 continue

@@ -46,12 +46,15 @@ URL_STATES: dict[str, tuple[str, Severity] | None] = {
 BROKEN_STATES: tuple[str, ...] = tuple(
     state for state, rule in URL_STATES.items() if rule is not None and rule[1] == "error")
 URL_REDIRECT_LOOP = "url-redirect-loop"
+# A canonicalized page whose canonical target is not ok itself (a warning, like the state).
+URL_CANONICAL_BROKEN = "url-canonical-broken"
 # The info findings a URL's state may carry as its rule (an ok page whose canonicals disagree):
 # never broken, never a health change.
 URL_CANONICAL_CONFLICT = "url-canonical-conflict"
 URL_NOTES: tuple[str, ...] = (URL_CANONICAL_CONFLICT,)
 URL_RULES: tuple[str, ...] = tuple(
     [rule[0] for rule in URL_STATES.values() if rule is not None] + [URL_REDIRECT_LOOP,
+                                                                     URL_CANONICAL_BROKEN,
                                                                      *URL_NOTES])
 # What became of a removed URL, once checked.
 REMOVAL_REASONS = ("moved", "gone", "live", "unknown")
@@ -203,6 +206,8 @@ class ParsedDocument:
     kind: DocumentKind | None
     entries: list[Entry] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
+    # (child, lastmod) of each index child with a non-empty <lastmod>, for its rules
+    child_lastmods: list[tuple[str, str]] = field(default_factory=list)
     issues: list[Issue] = field(default_factory=list)
     failure: Issue | None = None
     # Occurrences that cannot be entries (no loc): counted as invalid.

@@ -90,7 +90,7 @@ class Pruner:
             keep = cfg.retention(name)
             pruned = await asyncio.to_thread(
                 prune_target, self._engine, target_id, max_age=keep.snapshots,
-                keep_last=keep.keep_last, now=now)
+                keep_last=keep.keep_last, now=now, max_bytes=keep.max_bytes)
             if pruned.deleted:
                 found.append((name, pruned))
                 logger.info("history pruned", target=name, snapshots=pruned.snapshots,

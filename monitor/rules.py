@@ -60,6 +60,8 @@ RuleId = Literal[
     "video-missing-field",
     "video-description-too-long",
     "image-too-many",
+    "image-missing-loc",
+    "video-expired",
     "extension-deprecated",
     "hreflang-invalid-code",
     "hreflang-incomplete",
@@ -82,6 +84,7 @@ RuleId = Literal[
     "url-disallowed",
     "url-redirect-loop",
     "url-canonical-conflict",
+    "url-canonical-broken",
 ]
 
 
@@ -179,6 +182,10 @@ _RULES: tuple[Rule, ...] = (
          'a video:description over 2,048 characters'),
     Rule("image-too-many", "error", "rules.md",
          'more than 1,000 image:image on one URL'),
+    Rule("image-missing-loc", "error", "rules.md",
+         'an image:image without an image:loc, which Google requires'),
+    Rule("video-expired", "warning", "rules.md",
+         'a video:expiration_date that has passed: Google no longer shows the video'),
     Rule("extension-deprecated", "warning", "rules.md",
          'a tag Google retired in 2022: image: caption, geo_location, title, license; video: '
          'category, gallery_loc, pric'),
@@ -228,6 +235,8 @@ _RULES: tuple[Rule, ...] = (
          'a redirect chain that repeats a URL or runs past 10 hops'),
     Rule("url-canonical-conflict", "info", "url-health.md",
          'several rel=canonical that disagree: all ignored, as Google ignores them'),
+    Rule("url-canonical-broken", "warning", "url-health.md",
+         'the canonical a page names is not ok itself (404, redirect, noindex, disallowed)'),
 )
 
 TABLE: dict[str, Rule] = {rule.id: rule for rule in _RULES}

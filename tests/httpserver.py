@@ -220,6 +220,9 @@ class TestServer:
         """The absolute URL of ``path`` on this server."""
         return self.base_url + path
 
+    # The answer to a path without a route (None: a plain 404), such as a soft 404 page.
+    missing: Reply | Handler | None = None
+
     def route(self, path: str, reply: Reply | Handler) -> None:
         """Answer requests for ``path`` (without query) with ``reply``; replaces any earlier one."""
         with self._lock:
@@ -233,6 +236,8 @@ class TestServer:
     def _reply_for(self, request: Request) -> Reply:
         with self._lock:
             route = self._routes.get(request.route)
+        if route is None:
+            route = self.missing
         if route is None:
             return Reply(404, b"not found\n", {"Content-Type": "text/plain"})
         return route(request) if callable(route) else route

@@ -435,6 +435,22 @@ def test_a_re_read_document_whose_every_lastmod_changed_is_never_held_whole() ->
     assert digest_peak < 1.4 * parse_peak, (digest_peak, parse_peak)
 
 
+def test_an_index_childs_lastmod_is_judged_as_an_entrys() -> None:
+    """``<lastmod>yesterday</lastmod>`` of a sitemap index's child is lastmod-invalid, one in
+    the future lastmod-future; the child is still read."""
+    body = (f'<?xml version="1.0"?><sitemapindex xmlns="{SITEMAP_NS}">'
+            "<sitemap><loc>https://example.com/a.xml</loc><lastmod>yesterday</lastmod></sitemap>"
+            "<sitemap><loc>https://example.com/b.xml</loc><lastmod>2024-01-01</lastmod>"
+            "</sitemap><sitemap><loc>https://example.com/c.xml</loc>"
+            "<lastmod>2999-01-01</lastmod></sitemap><sitemap><loc>https://example.com/d.xml"
+            "</loc><lastmod/></sitemap></sitemapindex>").encode()
+    found = digest.digest(_job(body))
+    assert found.children == [f"https://example.com/{n}.xml" for n in "abcd"]
+    assert [(i.rule, i.loc, i.document) for i in found.issues] == [
+        ("lastmod-invalid", "https://example.com/a.xml", URL),
+        ("lastmod-future", "https://example.com/c.xml", URL)]
+    assert "'yesterday'" in found.issues[0].message
+
 
 def test_a_pool_stopped_while_it_starts_is_stopped_all_the_same(
     monkeypatch: pytest.MonkeyPatch,

@@ -69,6 +69,23 @@ CASES: dict[str, tuple[str, str]] = {
         video(description=f"<video:description>{'d' * 2049}</video:description>"),
         video(description=f"<video:description>{'d' * 2048}</video:description>")),
     "image-too-many": (images(1001), images(1000)),
+    "image-missing-loc": ("<image:image></image:image>", images(1)),
+    "image-missing-loc (an empty loc)": ("<image:image><image:loc> </image:loc></image:image>",
+                                         images(1)),
+    "image-missing-loc (another field)": (
+        images(1) + "<image:image><image:other>x</image:other></image:image>", images(2)),
+    "image-missing-loc (beside alternates)": (SELF + "<image:image/>", SELF + images(1)),
+    "video-expired": (video(extra="<video:expiration_date>"
+                                  f"{(NOW - timedelta(minutes=1)).isoformat()}"
+                                  "</video:expiration_date>"),
+                      video(extra="<video:expiration_date>"
+                                  f"{(NOW + timedelta(minutes=1)).isoformat()}"
+                                  "</video:expiration_date>")),
+    "video-expired (a bare date)": (
+        video(extra="<video:expiration_date>"
+                    f"{(NOW - timedelta(days=3)).date().isoformat()}</video:expiration_date>"),
+        video(extra="<video:expiration_date>"
+                    f"{NOW.date().isoformat()}</video:expiration_date>")),
     "extension-deprecated": (images(1, "<image:caption>A cat</image:caption>"), images(1)),
     "extension-deprecated (image title)": (images(1, "<image:title>Cat</image:title>"),
                                            images(1)),
@@ -163,7 +180,7 @@ def test_each_rule_hits_and_misses(case: str) -> None:
 def test_severities_and_validity() -> None:
     errors = {"news-missing-field", "news-too-many", "video-missing-field",
               "video-description-too-long", "image-too-many", "news-field-invalid",
-              "video-field-invalid"}
+              "video-field-invalid", "image-missing-loc"}
     for rule in [*extensions.ENTRY_RULES, "news-too-many", "hreflang-not-reciprocal"]:
         assert RULES[rule] == ("error" if rule in errors else "warning")
         assert rule not in UNUSABLE_LOC

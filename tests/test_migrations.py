@@ -385,6 +385,76 @@ def test_0018_holds_each_loc_of_the_changes_recorded_before_once(database_url: s
         engine.dispose()
 
 
+def test_0019_counts_the_bytes_of_each_snapshot_and_writes_packs_of_moves_back(
+        database_url: str) -> None:
+    """Each snapshot stored before gets the count of its rows' bytes (its row, its documents,
+    its change rows; a plain row's loc four times); a downgrade writes each pack of additions
+    or removals back as rows of their own, their locs held for the search."""
+    from monitor.codec import changepacks
+    from monitor.model import EntryState
+
+    engine = db.make_engine(database_url)
+    try:
+        cfg = _alembic(engine)
+        command.upgrade(cfg, "0018")
+        t0 = datetime(2024, 5, 1, tzinfo=UTC)
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO targets (id, name, url, created_at) "
+                              "VALUES (1, 't', 'https://e.test/s.xml', :t)"), {"t": t0})
+            for sid in (1, 2):
+                conn.execute(text("INSERT INTO snapshots (id, target_id, started_at, "
+                                  "finished_at, outcome, issues, issue_counts, document_counts)"
+                                  " VALUES (:i, 1, :at, :at, 'ok', '[]', '{}', '{}')"),
+                             {"i": sid, "at": t0})
+            conn.execute(text("INSERT INTO documents (snapshot_id, url, outcome) "
+                              "VALUES (2, 'https://e.test/s.xml', 'ok')"))
+            conn.execute(text("INSERT INTO changes (snapshot_id, target_id, kind, loc, after) "
+                              "VALUES (2, 1, 'added', 'https://e.test/a', '{}')"))
+        command.upgrade(cfg, "head")
+        with engine.connect() as conn:
+            found = conn.execute(text("SELECT history_bytes FROM snapshots ORDER BY id")).all()
+        own = 48 + len("[]{}{}")
+        assert [row[0] for row in found] == [
+            own, own + 48 + len("https://e.test/s.xml") + 3 * 48 + 4 * len("https://e.test/a")
+            + len("{}")]
+        # Packs of a later check: two additions in the version it stored, one removal in the
+        # version it replaced.
+        locs = [f"https://e.test/{i}" for i in range(4)]
+        old = entryset.encode({loc: EntryState("2024-01-01", None, None, None, True)
+                               for loc in locs[:2]}, {})
+        new = entryset.encode({loc: EntryState("2024-02-02", None, None, None, True)
+                               for loc in locs[1:]}, {})
+        with engine.begin() as conn:
+            for set_id, data, removed in ((5, old, 3), (6, new, None)):
+                conn.execute(text("INSERT INTO entry_sets (id, target_id, document_url, "
+                                  "first_snapshot_id, removed_snapshot_id, data) VALUES (:i, 1,"
+                                  " 'https://e.test/s.xml', 1, :r, :d)"),
+                             {"i": set_id, "d": data, "r": removed})
+            conn.execute(text("INSERT INTO snapshots (id, target_id, started_at, finished_at, "
+                              "outcome) VALUES (3, 1, :at, :at, 'ok')"), {"at": t0})
+            for kind, set_id, members in (("added", 6, [(1, None), (2, None)]),
+                                          ("removed", 5, [(0, None)])):
+                conn.execute(text("INSERT INTO changes (snapshot_id, target_id, kind, loc, "
+                                  "entry_set_id, members, pack) VALUES (3, 1, :k, 'x', :s, :m,"
+                                  " :p)"), {"k": kind, "s": set_id, "m": len(members),
+                                            "p": changepacks.pack(members)})
+        command.downgrade(cfg, "0018")
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT kind, loc, before, after FROM changes "
+                                     "WHERE snapshot_id = 3 ORDER BY id")).all()
+            held = conn.execute(text("SELECT loc FROM change_locs ORDER BY loc")).scalars().all()
+            columns = {c["name"] for c in inspect(conn).get_columns("snapshots")}
+        assert [tuple(row) for row in rows] == [
+            ("added", locs[2], None, '{"lastmod":"2024-02-02"}'),
+            ("added", locs[3], None, '{"lastmod":"2024-02-02"}'),
+            ("removed", locs[0], '{"lastmod":"2024-01-01"}', None)]
+        assert held == sorted([locs[0], locs[2], locs[3]])
+        assert "history_bytes" not in columns
+        command.upgrade(cfg, "head")
+    finally:
+        engine.dispose()
+
+
 def test_0012_downgrade_writes_each_packed_change_back_as_a_row(database_url: str) -> None:
     """A pack's changes (codec.changepacks) become rows of their own again, each with the loc
     and state after of the entry-set version it points into: nothing is lost."""

@@ -58,11 +58,16 @@ class Version:
                           position not in self._invalid)
 
     def changes(self, members: Iterable[Member], before: Version | None = None,
-                ) -> list[tuple[str, str, str]]:
-        """(loc, before, after) of each member of a pack that points into this version; a
-        member without its state before takes it from ``before``, the version this one
-        replaced."""
-        out = []
+                kind: str = "changed") -> list[tuple[str, str | None, str | None]]:
+        """(loc, before, after) of each member of a pack of ``kind`` that points into this
+        version; a ``changed`` member without its state before takes it from ``before``, the
+        version this one replaced. An ``added`` member's state here is its after, a
+        ``removed`` one's (this version is the one its check replaced) its before."""
+        if kind == "added":
+            return [(self.locs[p], None, self.state(p)) for p, _was in members]
+        if kind == "removed":
+            return [(self.locs[p], self.state(p), None) for p, _was in members]
+        out: list[tuple[str, str | None, str | None]] = []
         for position, was in members:
             if was is None:
                 if before is None:

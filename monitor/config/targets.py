@@ -59,10 +59,13 @@ class UrlChecks(Frozen):
 
 class Retention(Frozen):
     """How much of a target's history is kept: every snapshot younger than
-    ``snapshots`` or among the last ``keep_last``, whichever keeps more."""
+    ``snapshots`` or among the last ``keep_last``, whichever keeps more, then the oldest of
+    those dropped until the target's history takes at most ``max_bytes`` (never the last
+    two)."""
 
     snapshots: Duration = Field(90 * 86400.0, gt=0)
     keep_last: int = Field(100, ge=1)
+    max_bytes: Size = 2**30
 
 
 INDEXNOW_ENDPOINT = "https://api.indexnow.org/indexnow"

@@ -154,7 +154,7 @@ def _digest(job: Job) -> Digest:
             del parser, reader
             return _digest_whole(job, stored)
     parsed = parser.close()
-    result = _document(parsed)
+    result = _document(parsed, job)
     if not _has_entries(result):
         return result
     found = reader.finish()
@@ -194,7 +194,7 @@ def base_value(job: Job) -> bytes:
 def _digest_whole(job: Job, stored: entryset.Columns) -> Digest:
     """A re-read document whose locs are not the stored ones: validated and diffed whole."""
     parsed = _parse(job)
-    result = _document(parsed)
+    result = _document(parsed, job)
     if not _has_entries(result):
         return result
     checked = validate.validate_document(parsed.entries, job.url, now=job.now)
@@ -223,7 +223,7 @@ def _digest_new(job: Job) -> Digest:
             checked = validate.validate_document(clean.release(), job.url, now=job.now)
     parsed = parser.close()
     del parser
-    result = _document(parsed)
+    result = _document(parsed, job)
     if not _has_entries(result):
         return result
     if checked is None:
@@ -296,11 +296,14 @@ def _batches(job: Job, parser: parse.DocumentParser,
     yield parser.take_batch()
 
 
-def _document(parsed: ParsedDocument) -> Digest:
-    """The digest of what the parse itself found: a failure, an index's children, issues."""
+def _document(parsed: ParsedDocument, job: Job) -> Digest:
+    """The digest of what the parse itself found: a failure, an index's children (and their
+    lastmods' issues), issues."""
     result = Digest(kind=parsed.kind, failure=parsed.failure)
     if parsed.failure is not None:
         return result
+    if parsed.child_lastmods:
+        parsed.issues += validate.index_issues(parsed.child_lastmods, job.url, job.now)
     result.issues = parsed.issues
     result.counts.update(i.rule for i in parsed.issues)
     result.counts.update(parsed.dropped_issues)

@@ -31,9 +31,10 @@ from monitor.read.langcodes import LANGUAGES, REGIONS, SCRIPTS
 __all__ = ["ENTRY_RULES", "Checker", "batch_ok", "message", "news_count", "news_language_ok"]
 
 ENTRY_RULES = ("news-too-old", "news-missing-field", "news-field-invalid", "video-missing-field",
-               "video-description-too-long", "video-field-invalid", "image-too-many",
-               "extension-deprecated", "hreflang-invalid-code", "hreflang-relative",
-               "hreflang-incomplete", "hreflang-no-self", "hreflang-conflict")
+               "video-description-too-long", "video-field-invalid", "video-expired",
+               "image-too-many", "image-missing-loc", "extension-deprecated",
+               "hreflang-invalid-code", "hreflang-relative", "hreflang-incomplete",
+               "hreflang-no-self", "hreflang-conflict")
 MAX_IMAGES = 1000  # per URL (Google's image sitemaps)
 MAX_NEWS = 1000  # news:news tags per document (Google's news sitemaps)
 MAX_DESCRIPTION = 2048  # characters of a video:description
@@ -132,7 +133,8 @@ class Checker:
             rest = ext[match.end():]
             if rest == "}":
                 return _ordered(found)
-        if len(rest) > MAX_IMAGES * 3 or any(key in rest for key in _LOOK):
+        if (len(rest) > MAX_IMAGES * 3 or any(key in rest for key in _LOOK)
+                or _image_unusual(ext)):
             self._others(loc, json.loads(ext), found)
         return _ordered(found)
 
@@ -174,6 +176,8 @@ class Checker:
         images = data.get("image") or []
         if len(images) > MAX_IMAGES:
             found.add("image-too-many")
+        if _images_without_loc(images):
+            found.add("image-missing-loc")
         if _deprecated(data):
             found.add("extension-deprecated")
         for video in data.get("video") or []:
@@ -183,6 +187,9 @@ class Checker:
                 found.add("video-description-too-long")
             if _video_invalid(loc, video):
                 found.add("video-field-invalid")
+            expires = _moment(_text(video, "expiration_date"))
+            if expires is not None and expires < self._now:
+                found.add("video-expired")
         items = data.get("news") or []
         if _news_invalid(items):
             found.add("news-field-invalid")
@@ -213,7 +220,9 @@ def batch_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str | None],
     joined = "\x00".join(texts)
     if _UNUSUAL.search(joined) is not None or max(map(len, texts)) > MAX_IMAGES * 3:
         return _each_ok(checker, locs, texts)
-    if '"alternates":' not in joined:  # images alone, each well under a thousand
+    if _image_unusual(joined, len(texts)):
+        return _each_ok(checker, locs, texts)  # an image that may lack its loc
+    if '"alternates":' not in joined:  # images alone, each well under a thousand, with a loc
         return True
     if (joined.count('{"alternates":[') != len(texts)  # the key is the first one
             or "\\" in joined  # a JSON escape: the splits below would misread it
@@ -232,6 +241,18 @@ def batch_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str | None],
     selves = map(str.__add__, map(str.__add__, repeat('{"href":'), map(_json_string, locs)),
                  repeat(","))
     return all(map(str.__contains__, texts, selves)) or _each_ok(checker, locs, texts)
+
+
+def _image_unusual(text: str, entries: int = 1) -> bool:
+    """Whether the extensions of ``entries`` entries (joined) may hold an image without a
+    loc: an empty item or loc, or a dict that is neither an entry, an alternate
+    (``{"href":``) nor an image that starts with its loc (``{"loc":``; the keys are sorted,
+    and the retired ones that sort first are looked at anyway). A ``{"`` or ``,""`` cannot be
+    inside a JSON string, whose quotes are escaped."""
+    if '"image":' not in text:
+        return False
+    return ('"loc":""' in text or '[""' in text or ',""' in text
+            or text.count('{"') != entries + text.count('{"loc":') + text.count('{"href":'))
 
 
 def _full_urls(joined: str) -> int:
@@ -299,6 +320,9 @@ def _video_invalid(loc: str, video: Any) -> list[str]:
     low, high = VIDEO_DURATION
     if duration and not (duration.isdigit() and low <= int(duration) <= high):
         wrong.append(f"duration {duration!r} is not {low} to {high:,} seconds")
+    expiration = _text(video, "expiration_date")
+    if expiration and _moment(expiration) is None:
+        wrong.append(f"expiration_date {expiration!r} is not a W3C Datetime")
     rating = _text(video, "rating")
     if rating and not _number_within(rating, *VIDEO_RATING):
         wrong.append(f"rating {rating!r} is not {VIDEO_RATING[0]} to {VIDEO_RATING[1]}")
@@ -314,6 +338,11 @@ def _number_within(text: str, low: float, high: float) -> bool:
     except ValueError:
         return False
     return low <= value <= high  # NaN is never within
+
+
+def _images_without_loc(images: list[Any]) -> int:
+    """How many image:image elements have no image:loc (or an empty one)."""
+    return sum(1 for image in images if not _text(image, "loc"))
 
 
 def _news_invalid(items: list[Any]) -> list[str]:
@@ -384,6 +413,14 @@ def message(rule: str, loc: str, ext: str | None) -> str:
     if rule == "news-field-invalid":
         wrong = _news_invalid(data.get("news") or [])
         return "; ".join(wrong or ["news is not as Google reads it"])
+    if rule == "image-missing-loc":
+        count = _images_without_loc(data.get("image") or [])
+        return f"{count} image:image without an image:loc (Google requires it)"
+    if rule == "video-expired":
+        dates = sorted({_text(v, "expiration_date") for v in data.get("video") or []
+                        if _text(v, "expiration_date")})
+        return (f"video:expiration_date {', '.join(dates)} has passed: Google no longer shows "
+                "the video")
     if rule == "image-too-many":
         return f"{len(data.get('image') or [])} images; the limit is {MAX_IMAGES} a URL"
     if rule == "extension-deprecated":

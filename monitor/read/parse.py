@@ -242,6 +242,7 @@ class DocumentParser:
         self._entries: list[Entry] = []
         self._links: Links | None = Links()  # of the entries; None: not all are (take_batch)
         self._children: list[str] = []
+        self._child_lastmods: list[tuple[str, str]] = []
         self._issues: list[Issue] = []
         self._items = 0  # occurrences, with or without loc
         self._unkeyed = 0
@@ -318,6 +319,7 @@ class DocumentParser:
             kind=self._kind,
             entries=self._entries,
             children=self._children,
+            child_lastmods=self._child_lastmods,
             issues=self._issues,
             unkeyed_invalid=self._unkeyed,
             dropped_issues=self._dropped,
@@ -333,6 +335,7 @@ class DocumentParser:
         self._head = None
         self._text_tail = None
         self._entries, self._children, self._issues = [], [], []
+        self._child_lastmods = []
         self._links = Links()
         self._unkeyed = 0
 
@@ -569,6 +572,10 @@ class DocumentParser:
         loc = (loc or "").strip()
         if loc:
             self._children.append(loc)
+            lastmod = next(((c.text or "").strip() for c in sitemap
+                            if _local(c.tag) == "lastmod"), "")
+            if lastmod:  # judged by validate.index_issues, as an entry's
+                self._child_lastmods.append((loc, lastmod))
             if others:
                 self._more_locs("sitemap", loc, others)
         else:
@@ -802,9 +809,10 @@ def _lone_image(element: etree._Element) -> str | None:
     ):
         return None
     loc = element[0]
-    if len(loc) or loc.keys() or _not_named(loc.tag, _IMAGE_LOC, "loc"):
-        return None
-    return '{"image":[{"loc":' + _json_string((loc.text or "").strip()) + "}]}"
+    text = (loc.text or "").strip()
+    if len(loc) or loc.keys() or _not_named(loc.tag, _IMAGE_LOC, "loc") or not text:
+        return None  # an empty loc goes the general way, to image-missing-loc
+    return '{"image":[{"loc":' + _json_string(text) + "}]}"
 
 
 def _not_named(tag: str, usual: str, local: str) -> bool:

@@ -37,7 +37,8 @@ from monitor.read import extensions as extension_rules
 from monitor.rules import RuleId, rule_id
 
 __all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ExtensionSink", "ValidatedDocument",
-           "child_issue", "child_scope", "issue", "lastmod_valid", "page", "same_host",
+           "child_issue", "child_scope", "index_issues", "issue", "lastmod_valid", "page",
+           "same_host",
            "validate_document"]
 
 CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
@@ -247,6 +248,20 @@ def _lastmod_rule(value: str, now: datetime, today: date) -> str | None:
         return "lastmod-future" if later else None
     except ValueError:
         return "lastmod-invalid"
+
+
+def index_issues(child_lastmods: Iterable[tuple[str, str]], index_url: str,
+                 now: datetime) -> list[Issue]:
+    """``lastmod-invalid`` and ``lastmod-future`` of a sitemap index's children, judged as an
+    entry's ``lastmod`` is (search engines read it to choose which sitemaps to fetch again)."""
+    today = _latest_day(now)
+    found = []
+    for child, lastmod in child_lastmods:
+        rule = _lastmod_rule(lastmod, now, today)
+        if rule is not None:
+            found.append(issue(rule_id(rule), Entry(child, lastmod, None, None, None),
+                               index_url))
+    return found
 
 
 def lastmod_valid(value: str) -> bool:

@@ -43,6 +43,7 @@ CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after", 
 # more reads the rows in order (many matching locs fill a page soon).
 SEARCH_LOCS = 10_000
 NEWEST_FIRST = Sort("at", descending=True)  # the stored order: no sort to name in a cursor
+_PACKED = ("added", "removed", "changed")  # the kinds a pack holds (store.movepacks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,10 +186,14 @@ def _statements(target: int, floor: int, group: _Group, at: tuple[int, int, int]
         kept += [c.rule.in_(rules)] if rules else []
         found = [read(c.loc.in_(locs), c.members.is_(None), *kept,
                       order=(c.snapshot_id + 0, c.id + 0))] if locs else []
-        if not (reasons or rules) and (not kinds or "changed" in kinds):
+        packed = [kind for kind in kinds or _PACKED if kind in _PACKED]
+        if not (reasons or rules) and packed:
             # A pack's members have locs of their own: they are searched once unpacked. The
-            # packs (of ``changed`` changes only) by their own index, few, then sorted.
-            found.append(read(c.members.is_not(None), order=(c.snapshot_id + 0, c.id + 0)))
+            # packs by their own index, few, then sorted.
+            # The kinds as an expression: the packs' own index, not the kinds' (every row).
+            by_kind = [c.kind.concat("").in_(packed)] if len(packed) < len(_PACKED) else []
+            found.append(read(c.members.is_not(None), *by_kind,
+                              order=(c.snapshot_id + 0, c.id + 0)))
         return found
     searched = ([c.members.is_not(None) | func.lower(c.loc).contains(q, autoescape=True)]
                 if q else [])
@@ -233,7 +238,7 @@ def _change_rows(engine: Engine, target: int, floor: int, group: _Group,
             elif q and not packs.holds(set_id, q):
                 continue
             else:
-                found = packs.members(change_id, set_id, before_id)
+                found = packs.members(change_id, set_id, before_id, q)
                 rest = left if (snapshot_id, change_id) == point else members
                 places = (range(members - rest, members) if ascending
                           else reversed(range(rest)))

@@ -27,6 +27,7 @@ from monitor.errors import LeaseLost
 from monitor.model import Change
 from monitor.robots import versions as robots_versions
 from monitor.store import checkwriter as writer
+from monitor.store import movepacks
 from monitor.store.checkwriter import EntrySetWrite, SnapshotWrite, StoredSet
 from monitor.store.schema import snapshots, targets
 
@@ -159,7 +160,7 @@ class CheckWrites:
     def changes(self, found: list[Change]) -> None:
         """Changes found across documents (true removals and additions, moves)."""
         def step(conn: Connection, plan: CheckWrites, ids: _Ids) -> None:
-            ids.changes_written += writer.write_changes(
+            ids.changes_written += movepacks.write_moves(
                 conn, plan.target_id, _snapshot(conn, plan, ids), found)
 
         self._steps.append(step)

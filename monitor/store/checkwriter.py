@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from monitor.codec import changepacks, changerows, entrydelta, entryset
 from monitor.errors import StoreError
 from monitor.model import Change, CheckResult, DocumentResult
-from monitor.store import changelocs
+from monitor.store import changelocs, historysize
 from monitor.store.db import redact
 from monitor.store.schema import (
     changes,
@@ -474,6 +474,16 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
         "error_message": r.error_message,
     }
     snapshot_id = w.snapshot_id
+    # The bytes of its rows (store.historysize), its change rows read back only when it wrote
+    # some: an unchanged re-check stays two reads and one short write.
+    own = [historysize.row_bytes(*(str(values[k]) for k in ("issues", "issue_counts",
+                                                             "document_counts")),
+                                 r.error_message)]
+    own += [historysize.row_bytes(d.url, d.parent, d.etag, d.last_modified, d.sha256, d.error)
+            for d in r.documents if d.outcome in ("ok", "failed")]
+    values["history_bytes"] = sum(own) + (
+        historysize.change_bytes(conn, snapshot_id)
+        if snapshot_id is not None and w.changes_written else 0)
     if snapshot_id is None:  # an unchanged re-check, a failed one: one statement
         snapshot_id = int(conn.execute(
             _NEW_SNAPSHOT, {"target_id": w.target_id, "started_at": w.started_at, **values}
@@ -482,6 +492,7 @@ def close_snapshot(conn: Connection, w: SnapshotWrite) -> int:
         conn.execute(_END_SNAPSHOT, {"snapshot": snapshot_id, **values})
     _write_documents(conn, snapshot_id, r.documents)
     _write_document_states(conn, snapshot_id, w)
+
     if w.changes_written:
         changelocs.note_snapshot(conn, w.target_id, snapshot_id)
     if r.outcome == "failed":  # lastmod-churn looks at the last re-check that compared any

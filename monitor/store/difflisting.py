@@ -163,7 +163,7 @@ def _diff_rows(engine: Engine, target_id: int, first: int, last: int, kinds: Seq
     window = (c.target_id == target_id, c.snapshot_id > first, c.snapshot_id <= last)
     packed = transaction(engine, lambda conn: conn.execute(
         select(c.id, c.entry_set_id, c.before_set_id)
-        .where(*window, c.kind == "changed", c.members.is_not(None)).order_by(c.id)).all())
+        .where(*window, c.members.is_not(None)).order_by(c.id)).all())
     beyond = ([] if not after_loc
               else [c.loc < after_loc] if descending else [c.loc > after_loc])
     rows = (*window, *beyond, c.kind.not_in(OTHER_CHANGE_KINDS))

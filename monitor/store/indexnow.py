@@ -118,8 +118,8 @@ def recorded(conn: Connection, target_id: int, snapshot_id: int,
         pack = read_sets(conn, select(c.id, c.pack).where(c.id == change_id), whole=False)
         for member_loc, was, now in versions[set_id].changes(
                 changepacks.unpack(pack[0][1]),
-                None if before_id is None else versions[before_id]):
-            yield "changed", member_loc, was, now
+                None if before_id is None else versions[before_id], kind):
+            yield kind, member_loc, was, now
 
 
 def _insert_ignoring_duplicates(conn: Connection) -> Any:

@@ -2,9 +2,11 @@
 they needed, deleted in small transactions.
 
 Kept: every snapshot younger than the retention's age or among the target's last ``keep_last``,
-and every snapshot after the last one its URL states have followed (monitor.store.urlstates reads
-the ``added`` and ``removed`` changes of those). A target's snapshots are ids in the order of
-their checks, so what goes is every snapshot below a boundary B, the oldest kept one.
+less the oldest of those while the target's history counts more than ``max_bytes``
+(monitor.store.historysize; never the last two), and every snapshot after the last one its URL
+states have followed (monitor.store.urlstates reads the ``added`` and ``removed`` changes of
+those). A target's snapshots are ids in the order of their checks, so what goes is every
+snapshot below a boundary B, the oldest kept one.
 
 With each snapshot go its changes, its documents' fingerprints and the counts of the target;
 an alert it raised stays in the outbox, no longer pointing at it. A robots.txt version goes once
@@ -14,7 +16,9 @@ once no kept snapshot has it current: one removed at B or before (every kept sna
 later, and one removed after B was current at B). Unless it is still read: as the base of a
 kept delta (monitor.codec.entrydelta), or as the version a kept pack's states before are in
 (``changes.before_set_id``: the version its check replaced, which may have been current only
-before B). So the URL set, the issues and the changes of every kept snapshot read as before.
+before B), or as the version a kept pack points into (``changes.entry_set_id``: a pack of
+removals at B points into the version B replaced, monitor.store.movepacks). So the URL set,
+the issues and the changes of every kept snapshot read as before.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from sqlalchemy import (
 )
 
 from monitor.errors import StoreError
-from monitor.store import changelocs
+from monitor.store import changelocs, historysize
 from monitor.store.checkwriter import transaction
 from monitor.store.schema import (
     change_locs,
@@ -112,16 +116,21 @@ def target_ids(engine: Engine) -> list[tuple[str, int]]:
 
 
 def boundary(conn: Connection, target_id: int, *, max_age: float, keep_last: int,
-             now: datetime) -> int | None:
+             now: datetime, max_bytes: int | None = None) -> int | None:
     """The oldest snapshot of the target that retention keeps, when older ones exist."""
     s = snapshots.c
     last = conn.execute(select(s.id).where(s.target_id == target_id).order_by(s.id.desc())
                         .offset(keep_last - 1).limit(1)).scalar()
-    if last is None:  # keep_last or fewer snapshots: all kept
-        return None
     young = conn.execute(select(func.min(s.id)).where(
         s.target_id == target_id, s.started_at >= now - timedelta(seconds=max_age))).scalar()
-    keep = last if young is None else min(last, young)
+    if last is None:  # keep_last or fewer snapshots: all kept by the count
+        keep = conn.execute(select(func.min(s.id)).where(s.target_id == target_id)).scalar()
+        if keep is None:
+            return None
+    else:
+        keep = last if young is None else min(last, young)
+    if max_bytes is not None:
+        keep = max(keep, _within_bytes(conn, target_id, keep, max_bytes))
     synced = conn.execute(select(url_checks.c.synced_snapshot_id).where(
         url_checks.c.target_id == target_id)).scalar()
     if synced is not None:  # the URL states have not yet followed what comes after
@@ -134,6 +143,38 @@ def boundary(conn: Connection, target_id: int, *, max_age: float, keep_last: int
     return keep if older else None
 
 
+def _within_bytes(conn: Connection, target_id: int, keep: int, max_bytes: int) -> int:
+    """The oldest snapshot from ``keep`` on from which the target's history counts at most
+    ``max_bytes`` (``historysize``): its snapshots' own counts, and its entry-set versions
+    that a snapshot kept reads (current then, or ended by it: its removals point into them);
+    the last but one when none does (the last two are always kept). Reads the target's
+    snapshot rows and its versions' lengths, never its change rows."""
+    s = snapshots.c
+    counted = conn.execute(select(s.id, s.history_bytes).where(
+        s.target_id == target_id, s.id >= keep).order_by(s.id)).all()
+    if len(counted) <= 2:
+        return keep
+    sizes = historysize.set_sizes(conn, target_id)
+    # From the newest candidate down: the snapshots' counts grow as the boundary goes back, and
+    # so do the versions kept, those ended at or after it.
+    ended = sorted((removed, size) for _first, removed, size in sizes if removed is not None)
+    current = sum(size for _first, removed, size in sizes if removed is None)
+    ids = [row[0] for row in counted]
+    own = [int(row[1]) for row in counted]
+    suffix, chosen = 0, int(ids[-2])
+    later = len(ended)  # ended[later:] are the versions ended at or after the candidate
+    for index in range(len(ids) - 1, -1, -1):
+        suffix += own[index]
+        while later and ended[later - 1][0] >= ids[index]:
+            later -= 1
+            current += ended[later][1]
+        if index <= len(ids) - 2:
+            if suffix + current > max_bytes:
+                break
+            chosen = int(ids[index])
+    return chosen
+
+
 def _unneeded_sets(target_id: int, keep: int) -> Any:
     """The entry-set versions of the target that no snapshot from ``keep`` on reads."""
     v, c = entry_sets.c, changes.c
@@ -141,11 +182,15 @@ def _unneeded_sets(target_id: int, keep: int) -> Any:
     return select(v.id).where(
         v.target_id == target_id, v.removed_snapshot_id.is_not(None),
         v.removed_snapshot_id <= keep,
+        # A version ended at ``keep`` may stay too, as one the packs of ``keep`` point into
+        # (its removals, the states before of its changes): its base stays with it.
         v.id.not_in(select(kept.c.base_id).where(
             kept.c.target_id == target_id, kept.c.base_id.is_not(None),
-            kept.c.removed_snapshot_id.is_(None) | (kept.c.removed_snapshot_id > keep))),
+            kept.c.removed_snapshot_id.is_(None) | (kept.c.removed_snapshot_id >= keep))),
         v.id.not_in(select(c.before_set_id).where(
             c.target_id == target_id, c.before_set_id.is_not(None), c.snapshot_id >= keep)),
+        v.id.not_in(select(c.entry_set_id).where(
+            c.target_id == target_id, c.entry_set_id.is_not(None), c.snapshot_id >= keep)),
     )
 
 
@@ -161,12 +206,12 @@ def _superseded_robots(target_id: int, keep: int) -> Any:
 
 
 def prune_target(engine: Engine, target_id: int, *, max_age: float, keep_last: int,
-                 now: datetime, dry_run: bool = False) -> Pruned:
+                 now: datetime, max_bytes: int | None = None, dry_run: bool = False) -> Pruned:
     """Delete the target's history that retention no longer keeps, ``BATCH`` snapshots (then
     ``BATCH`` entry-set versions) a transaction, their change rows first, ``CHANGE_BATCH`` a
     transaction; with ``dry_run``, count it only."""
     keep = transaction(engine, lambda conn: boundary(
-        conn, target_id, max_age=max_age, keep_last=keep_last, now=now))
+        conn, target_id, max_age=max_age, keep_last=keep_last, now=now, max_bytes=max_bytes))
     found = Pruned(boundary=keep)
     if keep is None:
         return found

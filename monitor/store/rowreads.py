@@ -125,9 +125,11 @@ class Packs:
             self._holding[set_id] = not rows or q in rows[0][1].loc_text().lower()
         return self._holding[set_id]
 
-    def members(self, pack_id: int, set_id: int, before_id: int | None,
-                ) -> list[tuple[str, str, str]]:
-        """(loc, before, after) of each member, in the order the check recorded them."""
+    def members(self, pack_id: int, set_id: int, before_id: int | None, q: str | None = None,
+                ) -> list[tuple[str, str | None, str | None]]:
+        """(loc, before, after) of each member, in the order the check recorded them (a pack
+        of ``added`` or ``removed`` changes: monitor.store.movepacks); with ``q`` (lower
+        case), a member whose loc does not hold it comes without its states."""
         c = changes.c
         wanted = [set_id] if before_id is None else [set_id, before_id]
         self._versions = {i: v for i, v in self._versions.items() if i in wanted}
@@ -139,7 +141,13 @@ class Packs:
                     raise StoreError(f"entry set {i}, which the changes of row {pack_id} "
                                      "point into, is missing")
                 self._versions[i] = changepacks.Version(rows[0][1])
-        data = read_sets(self._conn, select(c.id, c.pack).where(c.id == pack_id),
-                         whole=False)[0][1]
-        return self._versions[set_id].changes(
-            changepacks.unpack(data), None if before_id is None else self._versions[before_id])
+        kind, data = read_sets(self._conn, select(c.kind, c.pack).where(c.id == pack_id),
+                               whole=False)[0]
+        version, before = self._versions[set_id], (
+            None if before_id is None else self._versions[before_id])
+        members = changepacks.unpack(data)
+        if not q:
+            return version.changes(members, before, kind)
+        # A search lists few of a pack's members: the states of the others are not built.
+        return [version.changes([m], before, kind)[0] if q in version.locs[m[0]].lower()
+                else (version.locs[m[0]], None, None) for m in members]

@@ -96,6 +96,9 @@ snapshots = Table(
     # JSON object outcome -> how many of the check's documents had it: documents answered 304
     # or unchanged get no ``documents`` row (migration 0006).
     Column("document_counts", Text, nullable=False, server_default=text("'{}'")),
+    # The bytes this snapshot's rows take, its entry-set versions aside (store.historysize),
+    # written in its transaction: what retention's max_bytes sums (migration 0019).
+    Column("history_bytes", BigInteger, nullable=False, server_default=text("0")),
     Index("ix_snapshots_target_id_id", "target_id", "id"),
 )
 
@@ -352,4 +355,18 @@ indexnow_keys = Table(
     Column("checked_at", UTC, nullable=False),
     Column("ok", Boolean, nullable=False),
     Column("detail", Text, nullable=True),
+)
+
+# Each host's own not-found page, as the URL checks last asked for it (a path that cannot
+# exist there, once a day): when it answered 2xx, the fingerprint of its main content, which a
+# listed page's content matching makes a soft 404. Shared by every target on the host.
+host_not_found = Table(
+    "host_not_found",
+    metadata,
+    Column("origin", Text, primary_key=True),  # scheme://host[:port]
+    Column("probed_at", UTC, nullable=False),
+    Column("probe_url", Text, nullable=False),
+    Column("final_url", Text, nullable=True),  # where its redirects ended
+    Column("http_status", Integer, nullable=True),  # the final answer's, None when none came
+    Column("fingerprint", LargeBinary, nullable=True),  # ``page.fingerprint`` when 2xx
 )

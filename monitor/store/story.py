@@ -177,7 +177,7 @@ def _packed(engine: Engine, target_id: int, loc: str) -> list[tuple[Any, ...]]:
                 if member[1] is None and before_id is not None:
                     older = _version(engine, before_id)
                     before = None if older is None else changepacks.Version(older[1])
-                _loc, was, now = version.changes([member], before)[0]
+                _loc, was, now = version.changes([member], before, kind)[0]
                 out.append((snapshot_id, change_id, j + 1, kind, was, now, reason, rule))
     return out
 

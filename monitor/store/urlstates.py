@@ -23,8 +23,9 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, sele
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.model import URL_NOTES
-from monitor.store import changelocs
+from monitor.store import changelocs, historysize, movepacks
 from monitor.store.checkwriter import read_columns, transaction
+from monitor.store.rowreads import Packs
 from monitor.store.schema import (
     changes,
     entry_sets,
@@ -154,16 +155,22 @@ def _follow(engine: Engine, target_id: int, synced: int, last: int) -> None:
 
     def apply(conn: Connection) -> int:
         rows = conn.execute(
-            select(c.id, c.snapshot_id, c.kind, c.loc)
+            select(c.id, c.snapshot_id, c.kind, c.loc, c.entry_set_id, c.members)
             .where(c.target_id == target_id, c.snapshot_id > synced, c.snapshot_id <= last,
                    c.kind.in_(("added", "removed")), c.id > after)
             .order_by(c.id).limit(_BATCH)
         ).all()
-        final = {r.loc: r for r in rows if r.loc.startswith(_HTTP)}  # a loc's last change wins
-        added = [{"target_id": target_id, "loc": r.loc} for r in final.values()
-                 if r.kind == "added"]
-        removed = [{"b_t": target_id, "b_l": r.loc, "b_s": r.snapshot_id}
-                   for r in final.values() if r.kind == "removed"]
+        packs = Packs(conn)
+        final: dict[str, tuple[str, int]] = {}  # a loc's last change wins
+        for r in rows:
+            locs = ([r.loc] if r.members is None else
+                    [loc for loc, _b, _a in packs.members(r.id, r.entry_set_id, None)])
+            final.update((loc, (r.kind, r.snapshot_id)) for loc in locs)
+        added = [{"target_id": target_id, "loc": loc} for loc, (kind, _s) in final.items()
+                 if kind == "added" and loc.startswith(_HTTP)]
+        removed = [{"b_t": target_id, "b_l": loc, "b_s": snapshot}
+                   for loc, (kind, snapshot) in final.items()
+                   if kind == "removed" and loc.startswith(_HTTP)]
         if added:
             conn.execute(_insert_ignore(conn), added)
             conn.execute(relist, [{"b_t": target_id, "b_l": a["loc"]} for a in added])
@@ -333,10 +340,13 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
                 u.listed.is_(False)), gone)
         if transitions:
             conn.execute(insert(changes), transitions)
+            historysize.add(conn, snapshot_id, sum(historysize.change_row_bytes(
+                t["loc"], t["before"], t["after"]) for t in transitions))
             changelocs.note_locs(conn, target_id, [t["loc"] for t in transitions])
             conn.execute(update(targets).where(targets.c.id == target_id).values(
                 change_count=targets.c.change_count + len(transitions)))
         if reasons:
+            movepacks.take_out(conn, target_id, [(r["b_s"], r["b_l"]) for r in reasons])
             conn.execute(update(changes).where(
                 c.target_id == bindparam("b_t"), c.kind == "removed",
                 c.snapshot_id == bindparam("b_s"), c.loc == bindparam("b_l"),

@@ -14,10 +14,11 @@ small transactions, with a removed URL's reason.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,15 +36,18 @@ from monitor.robots import judge as robots_judge
 from monitor.robots import reader as robotsread
 from monitor.robots import versions as robots_store
 from monitor.robots.matcher import GOOGLEBOT, RobotsRules, agent_token, robots_url
+from monitor.store import notfoundpages as not_found_store
 from monitor.store import outbox, urlqueue
 from monitor.store import urlstates as store
 from monitor.store.checkwriter import transaction
+from monitor.urlhealth import page as pages
 from monitor.urlhealth import rejudge
 from monitor.urlhealth import verdict as health
 
 __all__ = ["Budget", "Checker", "Round", "check_all", "run_round"]
 
 DISALLOWS_MONITOR = "robots.txt disallows this monitor"
+PROBE_EVERY = timedelta(days=1)  # how often a host's own not-found page is asked for
 SLOWEST = 16  # a host answering 429 is slowed down to 1/16 of the rate at most
 WORKERS = 32
 
@@ -102,7 +106,8 @@ class Checker:
 
     def __init__(self, target: Target, fetcher: Fetcher, budget: Budget,
                  robots: robotsread.RobotsCache | None = None,
-                 now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 now: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 engine: Engine | None = None) -> None:
         self._target = target
         self._fetcher = fetcher
         self._budget = budget
@@ -111,9 +116,66 @@ class Checker:
         # robots.txt is asked as the product token of the user agent, as its groups name it
         self._agent = agent_token(target.settings.user_agent)
         self.allow_private = target.settings.allow_private  # or the target's URL is private
+        # canonical target -> its own check, once per checker (a round) however many name it
+        self._canonicals: dict[str, asyncio.Future[Checked]] = {}
+        # origin -> its own not-found page (fingerprint, final URL), asked once a day
+        self._engine = engine
+        self._not_found: dict[str, asyncio.Future[tuple[bytes, str | None]]] = {}
 
     async def check(self, url: str, *, server_errors: int = 0) -> Checked:
-        """One URL's verdict; ``server_errors``: its 5xx answers in a row before this one."""
+        """One URL's verdict; ``server_errors``: its 5xx answers in a row before this one.
+        A canonicalized page's canonical is checked too (once per round per distinct URL)."""
+        checked, last = await self._follow(url, server_errors=server_errors)
+        verdict = checked.verdict
+        if verdict.state in ("ok", "redirect") and last is not None and last.page is not None:
+            host_page, host_url = await self._host_not_found(last.url)
+            return replace(checked, verdict=health.host_not_found(verdict, last, host_page,
+                                                                  host_url))
+        if verdict.state != "canonicalized" or verdict.final_url is None:
+            return checked
+        target = self._canonicals.get(verdict.final_url)
+        if target is None:
+            target = asyncio.ensure_future(self._canonical(verdict.final_url))
+            self._canonicals[verdict.final_url] = target
+        judged = await asyncio.shield(target)
+        return replace(checked, verdict=health.canonical_broken(verdict, judged.verdict))
+
+    async def _canonical(self, url: str) -> Checked:
+        return (await self._follow(url))[0]
+
+    async def _host_not_found(self, url: str) -> tuple[bytes, str | None]:
+        """The fingerprint of ``url``'s host's own not-found page and where it ended (empty
+        when the host answers a missing path with no 2xx page), asked at most once a day."""
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        task = self._not_found.get(origin)
+        if task is None:
+            task = asyncio.ensure_future(self._probe(origin))
+            self._not_found[origin] = task
+        return await asyncio.shield(task)
+
+    async def _probe(self, origin: str) -> tuple[bytes, str | None]:
+        if self._engine is not None:
+            last = await asyncio.to_thread(not_found_store.load, self._engine, origin)
+            if last is not None and self._now() - last.probed_at < PROBE_EVERY:
+                return last.fingerprint, last.final_url
+        probe_url = f"{origin}/sitemap-monitor-{secrets.token_hex(12)}"
+        checked, answer = await self._follow(probe_url)
+        status = checked.verdict.status
+        found = b""
+        if (answer is not None and answer.page is not None and status is not None
+                and 200 <= status < 300):
+            found = pages.fingerprint(pages.main_text(answer.head))
+        final = None if answer is None else answer.url
+        if self._engine is not None and not checked.verdict.transient:
+            await asyncio.to_thread(not_found_store.save, self._engine, not_found_store.Probe(
+                origin, self._now(), probe_url, final, status, found))
+        return found, final
+
+    async def _follow(self, url: str, *, server_errors: int = 0,
+                      ) -> tuple[Checked, health.Answered | None]:
+        """One URL's verdict, its redirects (3xx and meta refresh) followed hop by hop, and
+        the last answer (None when none came)."""
         answers: list[health.Answered] = []
         seen = {url}
         current = url
@@ -121,22 +183,24 @@ class Checker:
             # Each hop is asked of its host's robots.txt first, as Googlebot asks it.
             barred = await self._barred(current, len(answers))
             if barred is not None:
-                return Checked(url, barred)
+                return Checked(url, barred), None
             try:
                 answer = await self._get(current, self._target.settings.url_checks.body_limit)
             except FetchError as exc:
                 return Checked(url, health.failed(current, exc.kind, str(exc),
-                                                  hops=len(answers)))
-            answers.append(_answered(answer))
+                                                  hops=len(answers))), None
+            answered = _answered(answer)
+            answers.append(answered)
             retry_after = self._pushed_back(answer)
-            nxt = answer.location
+            refresh = None if answer.location else health.refresh_of(answered)
+            nxt = answer.location if refresh is None else refresh.url
             if nxt is None:
                 errors = server_errors + 1 if answer.status >= 500 else 0
                 verdict = health.judge(answers, listed_url=url, server_errors=errors,
                                        now=self._now())
-                return Checked(url, verdict, retry_after)
+                return Checked(url, verdict, retry_after), answered
             if nxt in seen or len(answers) > health.MAX_HOPS:
-                return Checked(url, health.judge(answers, listed_url=url, loop=True))
+                return Checked(url, health.judge(answers, listed_url=url, loop=True)), None
             seen.add(nxt)
             current = nxt
 
@@ -209,8 +273,10 @@ def _done_reading(pending: dict[str, Any], robots: str, task: asyncio.Task[Any])
 
 
 def _answered(answer: Answer) -> health.Answered:
-    return health.Answered(answer.url, answer.status, answer.headers, answer.head,
-                           answer.truncated)
+    answered = health.Answered(answer.url, answer.status, answer.headers, answer.head,
+                               answer.truncated)
+    # parsed once here: for a meta refresh to follow, and for the verdict
+    return replace(answered, page=health.read_page(answered))
 
 
 async def check_all(checker: Checker, urls: Iterable[tuple[str, int]],
@@ -397,7 +463,7 @@ async def run_round(
     watched = await asyncio.to_thread(robots_store.in_force, engine, target_id)
     for url, (text, read_at) in watched.items():
         cache.offer(url, text, read_at)
-    checker = Checker(target, fetcher, budget, cache, now)
+    checker = Checker(target, fetcher, budget, cache, now, engine)
     checker.allow_private = checker.allow_private or await is_private_target(target.url)
     recheck = target.settings.url_checks.recheck
     saver = _Saver(engine, target_id, snapshot_id, recheck, now, result, final=limit is None,

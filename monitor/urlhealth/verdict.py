@@ -17,26 +17,27 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from html import unescape as html_unescape
 from typing import Literal
 from urllib.parse import urljoin, urlsplit
 
-from lxml import etree
-
 from monitor.model import (
     REMOVAL_REASONS,
+    URL_CANONICAL_BROKEN,
     URL_CANONICAL_CONFLICT,
     URL_REDIRECT_LOOP,
     URL_STATES,
     Severity,
 )
 from monitor.robots.matcher import RobotsRules, robots_url
+from monitor.urlhealth import page as pages
+from monitor.urlhealth.notfound import says_not_found
 
 __all__ = [
     "GOOGLEBOT_BYTES", "MAX_HOPS", "REASONS", "SERVER_ERROR_ATTEMPTS", "STATES", "Answered",
     "RobotsRules", "Verdict",
-    "canonical_of", "failed", "judge", "noindex_of", "removal_reason", "robots_rules",
-    "robots_url",
+    "canonical_broken", "canonical_of", "failed", "host_not_found", "judge", "noindex_of",
+    "read_page",
+    "refresh_of", "removal_reason", "robots_rules", "robots_url",
 ]
 
 State = Literal[
@@ -53,30 +54,10 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _LINK = re.compile(r'<\s*([^>]*)>\s*((?:;\s*[^,;]*)*)')
 _REL = re.compile(r';\s*rel\s*=\s*"?([^";,]*)"?', re.IGNORECASE)
-# The elements a <head> may hold; any other element ends the head, as Google reads it.
-_HEAD_TAGS = frozenset({"html", "head", "title", "meta", "link", "script", "style", "base",
-                        "noscript", "template"})
-_RAW_TEXT = {name: re.compile(rb"</" + name.encode() + rb"\s*>", re.IGNORECASE)
-             for name in ("script", "style", "noscript", "template", "title")}
-# Starts with a literal (a fast scan to the next "<"); a tag stops at the next "<" and is
-# possessive, so that a tag that never closes costs one scan, not one per character.
-_TAG = re.compile(rb"<(?:(!--)|(/?)([A-Za-z][A-Za-z0-9-]*+)[^<>]*+>)")
 _AGENTS = (None, "googlebot")  # the directives that bind Googlebot: for all crawlers, or its own
 _VALUED = frozenset({"unavailable_after", "max-snippet", "max-image-preview",
                      "max-video-preview"})
 _UNAVAILABLE = re.compile(r"unavailable_after\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
-_NOT_FOUND = re.compile(
-    r"\bnot\s+found\b|^\W*404\b|\berror\s*404\b|\b404\s*error\b|\bpage\s+(?:does\s+not|doesn't)"
-    r"\s+exist|\bno\s+longer\s+(?:exists|available)\b", re.IGNORECASE)
-# A body with one of these is not empty (a script may write the page, as Google renders it).
-_MEDIA = re.compile(rb"<(?:img|video|audio|iframe|object|embed|canvas|svg|picture|script|input|"
-                    rb"form)\b", re.IGNORECASE)
-_TEXT = re.compile(rb"(?:^|>)[^<\S]*[^<\s]")  # some text outside the tags
-_TAGS = re.compile(rb"<[^>]*>")
-_H1_START = re.compile(rb"<[hH]1\b")  # a literal first: the fast scan to the next "<"
-_H1 = re.compile(rb"<h1\b[^<>]*+>(.*?)</h1\s*>", re.IGNORECASE | re.DOTALL)
-_META = re.compile(rb"<meta\b([^<>]*+)>", re.IGNORECASE)
-_ATTRIBUTE = re.compile(rb"""([A-Za-z_:][-\w:.]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +69,7 @@ class Answered:
     headers: Sequence[tuple[str, str]]  # lower-case names, in order, repeats kept
     head: bytes = b""  # the first bytes of a 2xx body
     truncated: bool = False  # the body went on past ``head``
+    page: pages.Page | None = None  # ``head`` as parsed, when it is HTML (``read_page``)
 
     def header(self, name: str) -> list[str]:
         return [value for key, value in self.headers if key == name]
@@ -107,6 +89,8 @@ class Verdict:
     # An info finding of a state without a rule of its own (model.URL_NOTES): why an ok page
     # is ok, such as canonicals that disagree and are ignored
     note: str | None = None
+    # a canonicalized page whose canonical is not ok itself (``canonical_broken``)
+    broken_canonical: bool = False
 
     @property
     def rule(self) -> str | None:
@@ -114,6 +98,8 @@ class Verdict:
         None."""
         if self.loop:
             return URL_REDIRECT_LOOP
+        if self.broken_canonical:
+            return URL_CANONICAL_BROKEN
         known = STATES.get(self.state)
         return self.note if known is None else known[0]
 
@@ -145,9 +131,10 @@ def judge(answers: Sequence[Answered], *, listed_url: str, loop: bool = False,
     ``loop``: the last answer redirects to a URL already visited, or past ``MAX_HOPS``.
     ``server_errors``: how many checks in a row (this one included) answered 5xx.
     ``now``: the time an ``unavailable_after`` date is compared with (default: the clock).
-    A chain of redirects is judged by where it ends, as Search Console reports it: ending in
-    an ``ok`` page it is a ``redirect``, ending anywhere else it takes that state, the hops
-    and the final URL kept either way.
+    A chain of redirects (3xx, or a ``<meta http-equiv="refresh">`` that names a URL) is
+    judged by where it ends, as Search Console reports it: ending in an ``ok`` page it is a
+    ``redirect``, ending anywhere else it takes that state, the hops and the final URL kept
+    either way.
     """
     last = answers[-1]
     hops = len(answers) - 1
@@ -158,12 +145,41 @@ def judge(answers: Sequence[Answered], *, listed_url: str, loop: bool = False,
                       server_errors=server_errors, now=now or datetime.now(UTC))
     if not hops:
         return end
-    via = f"redirects ({hops} hop{'' if hops == 1 else 's'}) to {last.url}"
+    refreshes = [_refresh_kind(a) for a in answers[:-1] if 200 <= a.status < 300]
+    kinds = f", {len(refreshes)} by meta refresh ({', '.join(refreshes)})" if refreshes else ""
+    via = f"redirects ({hops} hop{'' if hops == 1 else 's'}{kinds}) to {last.url}"
     if end.state == "ok":
         detail = f"{via} ({last.status})" + (f"; {end.detail}" if end.detail else "")
         return Verdict("redirect", last.status, last.url, hops, detail=detail)
     final = end.final_url if end.state == "canonicalized" else last.url
     return replace(end, final_url=final, hops=hops, detail=f"{via}: {end.detail}")
+
+
+def read_page(answer: Answered) -> pages.Page | None:
+    """The parsed HTML of a 2xx answer (``answer.page`` when it was read already), or None
+    when it is not HTML or has no body."""
+    if answer.page is not None:
+        return answer.page
+    if not 200 <= answer.status < 300 or not answer.head or not _is_html(answer):
+        return None
+    return pages.read(answer.head, answer.url)
+
+
+def refresh_of(answer: Answered) -> pages.Refresh | None:
+    """The meta refresh a 2xx HTML answer redirects by, or None: one that names a URL other
+    than the page itself (a page that reloads itself is no redirect)."""
+    page = read_page(answer)
+    refresh = None if page is None else page.refresh
+    if refresh is None or _same_page(refresh.url) == _same_page(answer.url):
+        return None
+    return refresh
+
+
+def _refresh_kind(answer: Answered) -> str:
+    refresh = refresh_of(answer)
+    if refresh is None or refresh.permanent:
+        return "instant: permanent"
+    return f"after {refresh.delay:g} s: temporary"
 
 
 def _judge_page(last: Answered, *, listed_url: str, server_errors: int,
@@ -194,13 +210,11 @@ def _judge_page(last: Answered, *, listed_url: str, server_errors: int,
         return Verdict("unknown", status, detail=f"HTTP {status}", transient=True)
     if status == 204:
         return Verdict("soft-404", status, detail="HTTP 204 No Content: a page without content")
-    html = last.head if _is_html(last) and last.head else None
-    head_part = None if html is None else _head_part(html)
-    head = None if head_part is None else _parse(head_part)
+    page = read_page(last)
     cut = ""
     if last.truncated:
         cut = f"cut at body_limit ({len(last.head):,} bytes)"
-    robots = noindex_of(last.header("x-robots-tag"), html, now)
+    robots = noindex_of(last.header("x-robots-tag"), page, now)
     if robots:
         return Verdict("noindex", status, detail=robots + (f"; {cut}" if cut else ""))
     if last.truncated and len(last.head) < GOOGLEBOT_BYTES:
@@ -208,11 +222,16 @@ def _judge_page(last: Answered, *, listed_url: str, server_errors: int,
         return Verdict("unknown", status, detail=f"{cut}, before its end: a noindex in the "
                        f"rest, which Googlebot reads up to {GOOGLEBOT_BYTES:,} bytes, cannot be "
                        "ruled out (raise url_checks.body_limit)")
-    soft = _soft_404(last.head, html, head, b"" if head_part is None else head_part)
+    refresh = refresh_of(last)
+    if refresh is not None:  # the caller follows it; a chain that ended here did not
+        return Verdict("redirect", status, final_url=refresh.url,
+                       detail=f"meta refresh to {refresh.url} not followed")
+    soft = _soft_404(last.head, page)
     if soft:
         return Verdict("soft-404", status, detail=soft)
     notes = [f"{cut} (as Googlebot stops there)"] if cut else []
-    canonical, ignored = canonical_of(last.header("link"), head, last.url)
+    canonical, ignored = canonical_of(last.header("link"),
+                                      () if page is None else page.canonicals, last.url)
     if ignored:
         notes.append(ignored)
     if canonical is not None and _same_page(canonical) != _same_page(listed_url):
@@ -222,52 +241,57 @@ def _judge_page(last: Answered, *, listed_url: str, server_errors: int,
                    note=URL_CANONICAL_CONFLICT if ignored else None)
 
 
+def canonical_broken(verdict: Verdict, target: Verdict) -> Verdict:
+    """A ``canonicalized`` verdict given what its canonical target's own check found: when
+    the target is not ``ok`` (a 404, a redirect, noindex, disallowed), the rule
+    ``url-canonical-broken`` names it and its state. A target that could not be judged yet
+    (``transient``) leaves the verdict as it is."""
+    if verdict.state != "canonicalized" or target.state == "ok" or target.transient:
+        return verdict
+    if target.state == "unknown":
+        return verdict
+    why = target.state if target.status is None else f"{target.state}, HTTP {target.status}"
+    return replace(verdict, broken_canonical=True,
+                   detail=f"{verdict.detail}; the canonical {verdict.final_url} is not ok "
+                          f"({why}: {target.detail})")
+
+
+def host_not_found(verdict: Verdict, last: Answered | None, host_page: bytes,
+                   host_url: str | None) -> Verdict:
+    """An ``ok`` page (or a redirect to one) whose main content matches ``host_page``, the
+    fingerprint of what its host answers for a path that cannot exist there (``host_url``,
+    where that answer ended), is that host's not-found page: a soft 404. The page at
+    ``host_url`` itself, listed as it is, stays what it is (a missing path that redirects to
+    the home page does not make the home page a soft 404), and so does a site's root (a site
+    that answers every path with its home page)."""
+    if verdict.state not in ("ok", "redirect") or verdict.loop or last is None:
+        return verdict
+    if not verdict.hops and urlsplit(last.url).path in ("", "/") and not urlsplit(last.url).query:
+        return verdict
+    if not host_page or read_page(last) is None:
+        return verdict
+    if host_url is not None and not verdict.hops and _same_page(last.url) == _same_page(host_url):
+        return verdict
+    if not pages.similar(pages.fingerprint(pages.main_text(last.head)), host_page):
+        return verdict
+    return replace(verdict, state="soft-404",
+                   detail="its content is the host's own not-found page (the answer to a path "
+                          f"that cannot exist, {host_url})"
+                          + (f"; {verdict.detail}" if verdict.detail else ""))
+
+
 def _is_html(answer: Answered) -> bool:
     content_type = ",".join(answer.header("content-type")).lower()
     return not content_type or any(t in content_type for t in _HTML_TYPES)
 
 
-def _parse(head: bytes) -> etree._Element | None:
-    """A page's ``<head>`` parsed by lxml's HTML parser, or None. Only the head is parsed: the
-    body is scanned as bytes (parsing 2 MiB pages whole cost 40 times the CPU)."""
-    try:
-        parser = etree.HTMLParser(recover=True, no_network=True, remove_comments=True,
-                                  remove_pis=True)
-        return etree.fromstring(head, parser)
-    except (etree.LxmlError, ValueError):
-        return None
-
-
-def _head_part(data: bytes) -> bytes:
-    """The start of an HTML page up to the end of its head: ``</head>``, ``<body>`` or the
-    first element a head cannot hold (an ``<img>``, a ``<div>``), where Google stops reading
-    head-only tags such as ``rel=canonical``."""
-    pos = 0
-    while (match := _TAG.search(data, pos)) is not None:
-        pos = match.end()
-        if match.group(1):  # a comment, to its end
-            end = data.find(b"-->", pos)
-            pos = len(data) if end < 0 else end + 3
-            continue
-        name = match.group(3).decode("ascii").lower()
-        if match.group(2):  # an end tag
-            if name in ("head", "body", "html"):
-                return data[:match.start()]
-            continue
-        if name not in _HEAD_TAGS:
-            return data[:match.start()]
-        if name in _RAW_TEXT:  # its content is text, not tags
-            end_tag = _RAW_TEXT[name].search(data, pos)
-            pos = len(data) if end_tag is None else end_tag.end()
-    return data
-
-
-def noindex_of(robots_headers: Iterable[str], page: bytes | None,
+def noindex_of(robots_headers: Iterable[str], page: pages.Page | None,
                now: datetime | None = None) -> str | None:
     """Why the page says ``noindex`` to Googlebot, or None: ``noindex`` or ``none``, or an
     ``unavailable_after`` date before ``now``, in an ``X-Robots-Tag`` header or in a robots or
-    googlebot ``<meta>`` anywhere in the HTML ``page`` (head or body: Google reads both; one
-    inside a comment does not count).
+    googlebot ``<meta>`` element anywhere in the parsed HTML ``page`` (head or body: Google
+    reads both; text that only looks like one, in a script, a textarea or a comment, is not
+    an element).
 
     A header's directives may name a user agent (``googlebot: noindex``); those that name
     another crawler do not count."""
@@ -286,13 +310,7 @@ def noindex_of(robots_headers: Iterable[str], page: bytes | None,
             return f"X-Robots-Tag: {value.strip()} ({expired})"
     if page is None:
         return None
-    for match in _META.finditer(page):
-        attributes = {key.lower(): html_unescape((a or b or c).decode("utf-8", "replace"))
-                      for key, a, b, c in _ATTRIBUTE.findall(match.group(1))}
-        name = attributes.get(b"name", "").strip().lower()
-        if name not in ("robots", "googlebot") or _in_comment(page, match.start()):
-            continue
-        content = attributes.get(b"content", "")
+    for name, content in page.robots:
         found = f'<meta name="{name}" content="{content}">'
         if any(word.strip().lower() in ("noindex", "none") for word in content.split(",")):
             return found
@@ -300,11 +318,6 @@ def noindex_of(robots_headers: Iterable[str], page: bytes | None,
         if expired:
             return f"{found} ({expired})"
     return None
-
-
-def _in_comment(page: bytes, at: int) -> bool:
-    start = page.rfind(b"<!--", 0, at)
-    return start >= 0 and page.find(b"-->", start, at) < 0
 
 
 def _agent_of(value: str) -> str | None:
@@ -341,46 +354,26 @@ def _date(text: str) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _soft_404(page: bytes, html: bytes | None, head: etree._Element | None,
-              head_part: bytes) -> str | None:
-    """Why a 2xx page is a soft 404 (no content, or a title or heading that says the page is
-    not found), or None. ``html``: the page when it is HTML; ``head``: its parsed head, the
-    first ``head_part`` bytes."""
-    if not page.strip():
+def _soft_404(body: bytes, page: pages.Page | None) -> str | None:
+    """Why a 2xx page is a soft 404 (no content, or a title or heading that is a whole
+    not-found phrase), or None. ``page``: the body parsed, when it is HTML."""
+    if not body.strip():
         return "an empty page (HTTP 200 without content)"
-    if html is None:
+    if page is None:
         return None
-    title = "" if head is None else " ".join(_text(t) for t in head.iter("title")).strip()
-    heading = _first_h1(html)
-    for where, text in (("title", title), ("heading", heading)):
-        if text and _NOT_FOUND.search(text):
+    for where, text in (("title", page.title), ("heading", page.heading)):
+        phrase = says_not_found(text)
+        if phrase is not None:
             return f"its {where} says it is not found: {text[:120]!r}"
-    if len(head_part) == len(html):
-        return None  # a head that never ends: no body to judge
-    body = html[len(head_part):]
-    # Text anywhere (a comment's too) or media: not empty. Most pages answer at their first tag.
-    if _TEXT.search(body) or _MEDIA.search(body):
-        return None
-    return "a page whose body has no content"
+    if page.empty:
+        return "a page whose body has no content"
+    return None
 
 
-def _first_h1(html: bytes) -> str:
-    """The text of the first ``<h1>``: one scan for its start, then its end from there."""
-    start = _H1_START.search(html)
-    match = None if start is None else _H1.match(html, start.start())
-    if match is None:
-        return ""
-    return html_unescape(_TAGS.sub(b" ", match.group(1)).decode("utf-8", "replace")).strip()
-
-
-def _text(element: etree._Element) -> str:
-    return "".join(str(t) for t in element.itertext())
-
-
-def canonical_of(link_headers: Iterable[str], html: etree._Element | None,
+def canonical_of(link_headers: Iterable[str], canonicals: Iterable[str],
                  base: str) -> tuple[str | None, str | None]:
-    """The canonical URL a page names (``Link: <...>; rel=canonical`` first, then
-    ``<link rel="canonical">`` in ``html``, its head), absolute, or None; and, when several
+    """The canonical URL a page names (``Link: <...>; rel=canonical`` first, then the
+    ``canonicals`` of its ``<head>``, already absolute), or None; and, when several
     disagree, why none counts (Google ignores them all)."""
     named: dict[str, None] = {}
     for value in link_headers:
@@ -388,14 +381,10 @@ def canonical_of(link_headers: Iterable[str], html: etree._Element | None,
             rels = _REL.findall(match.group(2))
             if any("canonical" in rel.lower().split() for rel in rels):
                 named[urljoin(base, str(match.group(1)).strip())] = None
-    if html is not None:
-        for link in html.iter("link"):
-            rel = (link.get("rel") or "").lower().split()
-            href = (link.get("href") or "").strip()
-            if "canonical" in rel and href:
-                named[urljoin(base, href)] = None
-    pages = {_same_page(url) for url in named}
-    if len(pages) > 1:
+    for url in canonicals:
+        named[url] = None
+    pages_named = {_same_page(url) for url in named}
+    if len(pages_named) > 1:
         return None, (f"{len(named)} rel=canonical that disagree ({', '.join(named)}): "
                       "ignored, as Google ignores them")
     return next(iter(named), None), None

@@ -138,3 +138,46 @@ def test_replicas_share_the_url_checks_without_checking_a_url_twice(
     times = sorted(r.time for r in s.requests if r.route in paths)
     for i in range(len(times) - 6):
         assert times[i + 6] - times[i] >= 1.0 - 0.05, "more than 5 requests in a second"
+
+
+def test_the_daemon_reads_pages_as_a_browser_and_asks_each_host_once_a_day(
+    http_server: TestServer, tmp_path: Path, engine: Engine, daemons: list[Daemon],
+) -> None:
+    """A meta refresh followed as a redirect, a canonical to a 404 named, and a page that is
+    the host's own not-found page a soft 404: the host is asked for a missing path once,
+    however many rounds check its pages (recheck 2s)."""
+    database_url = engine.url.render_as_string(hide_password=False).replace(
+        "postgresql+psycopg://", "postgresql://")
+    s = http_server
+    sorry = (b"<!doctype html><html><head><title>Shop</title></head><body><nav>Home Shop"
+             b"</nav><main><p>Nothing lives at this address any more: the item may have "
+             b"sold out, or the link you followed was mistyped.</p></main></body></html>")
+    s.missing = Reply(200, sorry, headers={"Content-Type": "text/html"})
+    s.route("/p1", page())
+    s.route("/old", page(b'<meta http-equiv="refresh" content="0; url=/p1">'))
+    s.route("/c", page(b'<link rel="canonical" href="/dead">'))
+    s.route("/dead", page(status=404))
+    s.route("/sold-out", Reply(200, sorry, headers={"Content-Type": "text/html"}))
+    urls: dict[str, str | None] = {s.url(p): None for p in ("/p1", "/old", "/c", "/sold-out")}
+    s.route("/s.xml", Reply(body=sitemap(urls)))
+    daemon = Daemon(config(tmp_path, database_url, s.url("/s.xml"), rate=50, recheck="2s"))
+    daemons.append(daemon)
+    daemon.started()
+
+    def metric(state: str) -> float | None:
+        return daemon.metric("sitemap_monitor_url_health", target="shop", state=state)
+
+    daemon._until(lambda: (metric("redirect") == 1 and metric("canonicalized") == 1
+                           and metric("soft-404") == 1 and metric("ok") == 1) or None, 30,
+                  "the URL states in the metrics")
+    listed = daemon.get("/api/v1/targets/shop/urls?status=canonicalized").json()
+    assert [(u["loc"], u["rule"]) for u in listed["urls"]] == [(s.url("/c"),
+                                                                "url-canonical-broken")]
+    # more rounds check the pages again; none asks the host for a missing path again
+    def rounds() -> int:
+        return sum(1 for line in daemon.lines
+                   if line.get("event") == "url checks" and line.get("checked"))
+
+    daemon._until(lambda: rounds() >= 3 or None, 60, "three rounds that checked pages")
+    probes = [r for r in s.requests if r.route.startswith("/sitemap-monitor-")]
+    assert len(probes) == 1

@@ -20,6 +20,7 @@ from sqlalchemy import Engine, event, func, select
 
 from monitor.cli import main
 from monitor.errors import StoreError
+from monitor.store import movepacks
 from monitor.store.db import make_engine
 from monitor.store.retention import VACUUM_WAIT, give_back, prune_target, vacuum
 from monitor.store.schema import changes, robots_files, snapshots, targets
@@ -107,7 +108,11 @@ def _file_bytes(path: Path) -> int:
 
 def test_the_sqlite_file_shrinks_after_a_prune_and_an_older_file_after_db_vacuum(
     site: Site, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A row per addition and removal, as a release before their packs stored them: most of
+    # the file (packed, the latest version is).
+    monkeypatch.setattr(movepacks, "PACK_MIN", 10**9)
     path = tmp_path / "monitor.db"
     db = f"sqlite:///{path}"
     config = tmp_path / "monitor.yaml"
@@ -180,7 +185,11 @@ def test_a_vacuum_that_cannot_get_the_file_says_so(tmp_path: Path,
 
 def test_a_prune_beside_checks_never_holds_them_up_for_a_second(
     site: Site, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Rows, as a release before the packs of additions and removals stored them: many to
+    # delete.
+    monkeypatch.setattr(movepacks, "PACK_MIN", 10**9)
     db = f"sqlite:///{tmp_path}/monitor.db"
     # A long history: 12 checks, each 8,000 URLs added and 8,000 removed (~180,000 rows).
     big = _churning_history(site, capsys, db, "/big.xml", checks=12, urls=8000)

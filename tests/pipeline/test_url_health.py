@@ -471,3 +471,121 @@ def test_changes_by_rule(
     code, _, err = run(capsys, "changes", "t", "--rule", "url-nope", "--database-url", db)
     assert code == 2
     assert "--rule: 'url-nope' matches no rule id" in err
+
+
+def test_html_is_read_as_a_browser_builds_it(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Meta refresh followed as a redirect hop, a robots meta only as an element, a canonical
+    resolved against ``<base href>`` and its target checked once a round, not-found phrases
+    whole: through ``check --urls`` against a real local site."""
+    s = http_server
+    body = b"<p>" + b"words of a real page " * 50 + b"</p>"
+    html = {"Content-Type": "text/html; charset=utf-8"}
+
+    def doc(head: bytes, rest: bytes = body) -> Reply:
+        return Reply(200, b"<!doctype html><html><head>" + head + b"</head><body>" + rest
+                     + b"</body></html>", headers=html)
+
+    s.route("/ok", page())
+    s.route("/b/page", page())
+    s.route("/dead", page(status=404))
+    s.route("/refresh-now", doc(b'<meta http-equiv="refresh" content="0; url=/ok">', b""))
+    s.route("/refresh-later", doc(b"<meta http-equiv=refresh content=\"5;URL='/ok'\">"))
+    s.route("/refresh-to-404", doc(b'<meta http-equiv="refresh" content="0;url=/dead">'))
+    s.route("/reloads-itself", doc(b'<meta http-equiv="refresh" content="30">'))
+    s.route("/script-noindex", doc(
+        b"<script>var tag = '<meta name=\"robots\" content=\"noindex\">';</script>"))
+    s.route("/textarea-noindex", doc(
+        b"<title>How to hide a page</title>",
+        b'<textarea><meta name="robots" content="noindex"></textarea>' + body))
+    s.route("/body-noindex", doc(b"", body + b'<meta name="robots" content="noindex">'))
+    s.route("/a/page", doc(b'<base href="/b/"><link rel="canonical" href="page">'))
+    s.route("/to-dead-1", doc(b'<link rel="canonical" href="/dead">'))
+    s.route("/to-dead-2", doc(b'<link rel="canonical" href="/dead">'))
+    s.route("/vinyl", doc(b"<title>Rare vinyl not found in stores</title>"))
+    s.route("/coupe", doc(b"<title>Classic cars</title>", b"<h1>404 Coup\xc3\xa9</h1>" + body))
+    s.route("/seite", doc(b"<title>Seite nicht gefunden \xe2\x80\x93 Shop</title>"))
+    expected = {
+        "/refresh-now": ("redirect", "url-redirect"),
+        "/refresh-later": ("redirect", "url-redirect"),
+        "/refresh-to-404": ("not-found", "url-not-found"),
+        "/reloads-itself": ("ok", None),
+        "/script-noindex": ("ok", None),
+        "/textarea-noindex": ("ok", None),
+        "/body-noindex": ("noindex", "url-noindex"),
+        "/a/page": ("canonicalized", "url-canonicalized"),
+        "/to-dead-1": ("canonicalized", "url-canonical-broken"),
+        "/to-dead-2": ("canonicalized", "url-canonical-broken"),
+        "/vinyl": ("ok", None),
+        "/coupe": ("ok", None),
+        "/seite": ("soft-404", "url-soft-404"),
+    }
+    site.set("/sitemap.xml", urlset({site.url(p): None for p in expected}))
+    code, _ = check_urls(capsys, config(tmp_path, site), db,
+                         "--fail-on", "url-canonical-broken")
+    assert code == 3
+    found = {loc.removeprefix(site.url("")): v for loc, v in states(db).items()}
+    assert found == expected
+    engine = make_engine(db)
+    try:
+        with engine.connect() as conn:
+            u = url_states.c
+            rows = {r.loc.removeprefix(site.url("")): r for r in conn.execute(
+                select(u.loc, u.final_url, u.hops, u.detail))}
+    finally:
+        engine.dispose()
+    assert rows["/a/page"].final_url == site.url("/b/page")
+    assert rows["/refresh-now"].final_url == site.url("/ok")
+    assert "instant: permanent" in rows["/refresh-now"].detail
+    assert "after 5 s: temporary" in rows["/refresh-later"].detail
+    assert site.url("/dead") in rows["/to-dead-1"].detail
+    assert "not-found" in rows["/to-dead-1"].detail
+    # The canonical target is checked once in the round, however many pages name it; the
+    # refresh that leads there is a request of its own.
+    assert len(by_url_checks(s, "/dead")) == 2
+
+
+def test_a_page_that_is_the_hosts_own_not_found_page_is_a_soft_404(
+    site: Site, http_server: TestServer, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A host that answers a missing path with a 200 page: the URL checks ask it for a path
+    that cannot exist, once a day, and a listed page with that page's content is a soft 404,
+    in words no phrase list holds; the pages around the same navigation are not."""
+    s = http_server
+    html = {"Content-Type": "text/html; charset=utf-8"}
+    chrome = (b"<header><nav><a href=/>Trattoria</a> <a href=/menu>Menu</a> <a href=/shop>"
+              b"Negozio</a> <a href=/contatti>Contatti</a></nav></header>")
+    footer = b"<footer>Trattoria da Gino, via Roma 1, Bologna. P.IVA 01234567890</footer>"
+
+    def shop(title: str, main: str) -> Reply:
+        return Reply(200, b"<!doctype html><html lang=it><head><title>" + title.encode()
+                     + b"</title></head><body>" + chrome + b"<main>" + main.encode()
+                     + b"</main>" + footer + b"</body></html>", headers=html)
+
+    def missing(request: Any) -> Reply:
+        return shop("Trattoria da Gino", "<h2>Ci dispiace</h2><p>Qui non c'è niente: forse "
+                    "il piatto che cercavi è uscito dal menu. Torna alla pagina iniziale, "
+                    "guarda il menu del giorno o scrivici per una prenotazione.</p>")
+
+    s.missing = missing
+    s.route("/", shop("Trattoria da Gino", "<h1>Benvenuti</h1><p>Cucina bolognese dal 1962, "
+                      "tortellini fatti a mano ogni mattina.</p>"))
+    s.route("/shop/tortellini", shop("Tortellini 500 g", "<h1>Tortellini 500 g</h1><p>Pasta "
+                                     "all'uovo ripiena di carne, 12 euro.</p>"))
+    s.route("/shop/ragu", missing)  # a product taken down: the same 200 page
+    site.set("/sitemap.xml", urlset({s.url(p): None for p in ("/", "/shop/tortellini",
+                                                              "/shop/ragu")}))
+    cfg = config(tmp_path, site)
+    check_urls(capsys, cfg, db)
+    found = {loc.removeprefix(site.url("")): v for loc, v in states(db).items()}
+    assert found == {"/": ("ok", None), "/shop/tortellini": ("ok", None),
+                     "/shop/ragu": ("soft-404", "url-soft-404")}
+    probes = [r for r in by_url_checks(s) if r.route.startswith("/sitemap-monitor-")]
+    assert len(probes) == 1
+    # Asked once a day per host: a second round reads the stored fingerprint.
+    check_urls(capsys, cfg, db)
+    assert [r for r in by_url_checks(s) if r.route.startswith("/sitemap-monitor-")] == probes
+    assert states(db)[s.url("/shop/ragu")] == ("soft-404", "url-soft-404")

@@ -110,3 +110,14 @@ def test_validate_file_says_what_check_says(name: str, site: Site, db: str, tmp_
     path.write_bytes(body)
     _, validated = run(capsys, str(path))
     assert _said(validated, host) == _said(checked, host)
+
+
+def test_an_index_entrys_lastmod_is_validated(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "index.xml"
+    path.write_bytes(index(["https://e.test/a.xml"]).replace(
+        b"</loc></sitemap>", b"</loc><lastmod>yesterday</lastmod></sitemap>"))
+    code, r = run(capsys, str(path))
+    assert code == 3
+    assert [(i["rule"], i["loc"]) for i in r["issues"]] == [
+        ("lastmod-invalid", "https://e.test/a.xml")]
