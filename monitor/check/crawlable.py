@@ -18,11 +18,11 @@ from typing import Any
 from monitor.check.context import Context
 from monitor.check.tally import INDEX_KINDS, Marked
 from monitor.codec import entryset
+from monitor.codec.states import DocumentState
 from monitor.model import Entry
 from monitor.read import validate
 from monitor.robots import agents
 from monitor.robots.matcher import RobotsRules
-from monitor.store.checkwriter import DocumentState
 
 __all__ = ["mark_disallowed"]
 

@@ -32,6 +32,7 @@ from monitor.check.context import Context, Loaded, Reads, load
 from monitor.check.entries import Entries
 from monitor.check.tally import INDEX_KINDS, Found, Tally, failure
 from monitor.check.walk import Walk
+from monitor.codec.states import DocumentState
 from monitor.config import Alerts, Target
 from monitor.indexnow import submissions
 from monitor.model import CheckResult, DocumentResult, Issue, utcnow
@@ -43,7 +44,7 @@ from monitor.robots import watch as robots_watch
 from monitor.store import checkplan
 from monitor.store import targets as leases
 from monitor.store.checkplan import CheckWrites
-from monitor.store.checkwriter import DocumentState, SnapshotWrite
+from monitor.store.checkwriter import SnapshotWrite
 
 __all__ = ["run_check", "utcnow"]
 

@@ -19,11 +19,11 @@ from typing import Any
 from monitor.check.context import Context
 from monitor.check.tally import INDEX_KINDS, Marked
 from monitor.codec import entryset
+from monitor.codec.states import DocumentState
 from monitor.model import RULES_VERSION, Entry
 from monitor.read import alternates, validate
 from monitor.rules import RuleId
-from monitor.store import checkwriter as store
-from monitor.store.checkwriter import DocumentState
+from monitor.store import checkreads as store
 
 __all__ = ["NOT_RECIPROCAL", "mark_unanswered"]
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from monitor.check.targetwide import Moves
+from monitor.codec.states import DocumentState
 from monitor.model import (
     Change,
     CheckOutcome,
@@ -26,7 +27,6 @@ from monitor.model import (
     EntryState,
     Issue,
 )
-from monitor.store.checkwriter import DocumentState
 
 __all__ = [
     "INDEX_KINDS",

@@ -28,6 +28,7 @@ from monitor.check.tally import (
     failure,
     touched,
 )
+from monitor.codec.states import DocumentState, StoredSet
 from monitor.errors import FetchError, WorkerDied
 from monitor.model import RULES, DocumentResult, Issue
 from monitor.read import digest as digesting
@@ -37,7 +38,6 @@ from monitor.robots import judge as robots
 from monitor.robots import reader as robots_reader
 from monitor.robots.sitemaps import parse_robots
 from monitor.rules import RuleId, rule_id
-from monitor.store.checkwriter import DocumentState, StoredSet
 
 __all__ = ["Walk"]
 

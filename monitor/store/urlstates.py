@@ -24,7 +24,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.model import URL_NOTES
 from monitor.store import changelocs, historysize, movepacks
-from monitor.store.checkwriter import read_columns, transaction
+from monitor.store.checkreads import read_columns
+from monitor.store.retry import transaction
 from monitor.store.rowreads import Packs
 from monitor.store.schema import (
     changes,
