@@ -29,9 +29,13 @@ from prometheus_client import (
 )
 from prometheus_client.metrics_core import Metric
 
-from monitor import __version__
+from monitor import __version__, sampling
 from monitor.metrics_targets import Targets, TargetSeries
 from monitor.model import URL_STATES, CheckResult
+
+# What a URL check may find: a state, or (a conditional re-check answered 304) that the page
+# did not change, its state standing.
+URL_CHECK_OUTCOMES: tuple[str, ...] = (*URL_STATES, "not_modified")
 
 __all__ = ["ALERT_OUTCOMES", "HTTP_LANES", "INDEXNOW_OUTCOMES", "PREFIX", "Metrics"]
 
@@ -117,6 +121,15 @@ class Metrics:
             f"{p}_url_check_coverage_ratio",
             "Share of the listed URLs checked within url_checks.recheck.", ["target"],
             registry=r)
+        self.url_estimate = Gauge(
+            f"{p}_url_health_estimate",
+            "Estimated share of the listed URLs in each health state, from a random sample "
+            "until every URL was checked, then the count's share.", ["target", "state"],
+            registry=r)
+        self.url_estimate_margin = Gauge(
+            f"{p}_url_health_estimate_margin",
+            "Margin of url_health_estimate: its 95% interval lies within estimate +/- margin "
+            "(0 once every listed URL was checked).", ["target", "state"], registry=r)
         # IndexNow (opt-in): URLs by what became of their submission, for the targets that
         # submit only.
         self.indexnow_urls = Counter(
@@ -130,7 +143,8 @@ class Metrics:
         self._plain = (self.leases_lost, self.claims, self.alerts, self.alerts_pending,
                        self.database_bytes,
                        self.build_info, self.reload_ok, self.reload_time, self.http_refused,
-                       self.url_health, self.url_checks, self.url_coverage, self.indexnow_urls)
+                       self.url_health, self.url_checks, self.url_coverage, self.indexnow_urls,
+                       self.url_estimate, self.url_estimate_margin)
         registry.register(self.targets)
         self.build_info.labels(__version__).set(1)
         for lane in HTTP_LANES:
@@ -247,19 +261,25 @@ class Metrics:
         for name in self._url_targets - wanted:
             for state in URL_STATES:
                 self.url_health.remove(name, state)
-                self.url_checks.remove(name, state)
+                self.url_estimate.remove(name, state)
+                self.url_estimate_margin.remove(name, state)
+            for outcome in URL_CHECK_OUTCOMES:
+                self.url_checks.remove(name, outcome)
             self.url_coverage.remove(name)
         for name in wanted - self._url_targets:
             for state in URL_STATES:
                 self.url_health.labels(name, state)
-                self.url_checks.labels(name, state)
+                self.url_estimate.labels(name, state)
+                self.url_estimate_margin.labels(name, state)
+            for outcome in URL_CHECK_OUTCOMES:
+                self.url_checks.labels(name, outcome)
             self.url_coverage.labels(name)
         self._url_targets = wanted
 
     def observe_urls(self, name: str, outcomes: Mapping[str, int], states: Mapping[str, int],
-                     listed: int, covered: int) -> None:
+                     listed: int, covered: int, strata: sampling.Strata | None = None) -> None:
         """Record a round of URL checks: the states each check found, and the target's
-        listed URLs per state and coverage after it."""
+        listed URLs per state, coverage and estimate (from ``strata``) after it."""
         if name not in self._url_targets:
             return
         for state, count in outcomes.items():
@@ -267,6 +287,10 @@ class Metrics:
         for state in URL_STATES:
             self.url_health.labels(name, state).set(states.get(state, 0))
         self.url_coverage.labels(name).set(covered / listed if listed else 0.0)
+        if strata is not None:
+            for state, found in sampling.estimate(strata, URL_STATES).items():
+                self.url_estimate.labels(name, state).set(found.share)
+                self.url_estimate_margin.labels(name, state).set(found.margin)
 
     def set_indexnow_targets(self, names: Iterable[str]) -> None:
         """The targets that submit to IndexNow: their label sets at zero; others' dropped."""

@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any
 
+from monitor import sampling
 from monitor.alerts import details
 from monitor.alerts.payload import (
     PAYLOAD_VERSION,
@@ -343,6 +344,8 @@ class UrlRound:
     complete: bool = True
     unchecked: int = 0  # listed URLs not checked yet
     current: Mapping[str, list[str]] = field(default_factory=dict)  # URLs in each state now
+    # what the estimate of each state's share is made of (a ``ratio`` is judged on its low end)
+    strata: sampling.Strata | None = None
 
 
 def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
@@ -352,7 +355,11 @@ def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
     ``url_health`` is a state that gets worse: it fires to every channel once the target's
     first complete round finds its states, then tells every channel again for each round
     that finds newly broken URLs (those URLs as examples, the total beside), re-sends to
-    Alertmanager while firing, and resolves once the count is below the rule's. A ``removed``
+    Alertmanager while firing, and resolves once the count is below the rule's. A rule with
+    ``ratio`` is judged before that too, on the lower end of the estimate's 95% interval (a
+    sample of a large site says "at least this share", never a share that is only noise); until
+    the round is complete, the broken URLs a round finds are not news (they were found, not
+    newly broken). A ``removed``
     rule with ``reason`` is an event of the removals the round gave those reasons.
     """
     channels = {c.name: c for c in alerts_cfg.channels}
@@ -368,19 +375,28 @@ def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
         counts: dict[str, Any] = {"urls": found.listed, "url_health": dict(found.states),
                                   "reasons": dict(found.reasons)}
         if rule.when == "url_health":
-            if not found.complete and started is None:
-                continue  # a count before every URL was checked once would be wrong
             states: list[str] = list(rule.state or BROKEN_STATES)
+            sampled = (None if found.strata is None or found.strata.complete
+                       else sampling.combined(found.strata, states))
+            if not found.complete and started is None and (rule.ratio is None or sampled is None):
+                continue  # a count before every URL was checked once would be wrong
             count = sum(found.states.get(s, 0) for s in states)
             new = sum(found.new.get(s, 0) for s in states)
             holds = count >= (rule.threshold or 1)
             if rule.ratio is not None:
-                holds = holds and found.listed > 0 and count / found.listed >= rule.ratio
+                low = (sampled.low if sampled is not None
+                       else count / found.listed if found.listed else 0.0)
+                holds = holds and found.listed > 0 and low >= rule.ratio
             share = f" ({count / found.listed:.1%} of {found.listed})" if found.listed else ""
+            if sampled is not None:
+                assert found.strata is not None
+                share = (f" (about {sampled.share:.1%} +/- {sampled.margin:.1%} of "
+                         f"{found.listed}, from {found.strata.checked} checked)")
+                counts.update(estimate=sampled.as_json())
             by_state = ", ".join(f"{s} {found.states[s]}" for s in states if found.states.get(s))
             total = f"{count} listed URLs {'/'.join(states)}{share}"
             detail = f"{total}: {by_state}" if by_state else total
-            news = holds and started is not None and new > 0
+            news = holds and started is not None and new > 0 and found.complete
             if news:
                 new_by_state = ", ".join(f"{s} {found.new[s]}" for s in states
                                          if found.new.get(s))

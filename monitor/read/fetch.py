@@ -235,15 +235,18 @@ class Fetcher:
                 await response.aclose()
 
     async def probe(self, url: str, settings: config.Defaults, *, body_limit: int,
-                    allow_private: bool = False) -> Answer:
+                    allow_private: bool = False,
+                    validators: tuple[str | None, str | None] = (None, None)) -> Answer:
         """GET ``url`` once, in one of its host's slots: the status, the headers and the first
         ``body_limit`` bytes of a 2xx body (``monitor.net.pageclient``: kept-alive connections, no
         httpx). Redirects are the caller's to follow (each hop is judged by the address
-        policy here). Raises ``FetchError`` when no answer came."""
+        policy here). ``validators`` (ETag, Last-Modified of an earlier answer) make it a
+        conditional GET, which a server may answer 304. Raises ``FetchError`` when no answer
+        came."""
         parsed = _parse_url(url, url)
         port = parsed.port or _default_port(parsed)
         host = parsed.host
-        headers = self._headers(settings, None, None)
+        headers = self._headers(settings, *validators)
         headers["Accept"] = _ACCEPT_PAGE
         headers.update(_credentials(settings, url))
         default = (parsed.scheme, port) in (("http", 80), ("https", 443))

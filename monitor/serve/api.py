@@ -50,12 +50,13 @@ from monitor.serve.listings import error
 from monitor.store import db
 from monitor.store import listings as store_listing
 from monitor.store import targets as store
+from monitor.store import urlstates as health_store
 
 __all__ = ["Admission", "ApiReads", "create_app"]
 
 # /readyz answers within this, database or not: under the chart's probe timeout (3 s).
 READY_TIMEOUT = 2.0
-_SUFFIXES = ("snapshots", "url", *api_listings.ROUTES)
+_SUFFIXES = ("snapshots", "url", "url-health", *api_listings.ROUTES)
 # Requests in progress at once on /metrics and on /readyz: a scrape and a probe or two.
 _SMALL_LANE = 2
 # A refused client is asked to come back after at least this many seconds, and its connection
@@ -297,6 +298,11 @@ def create_app(
                 return await _snapshots(request, name)
             if suffix == "url":
                 return JSONResponse(await api_listings.story(request, name, read))
+            if suffix == "url-health":
+                found = await read(health_store.health, name)
+                if found is None:
+                    return error(404, f"no target named {name!r}")
+                return JSONResponse(found)
             return await api_listings.respond(request, name, suffix, read, clock())
         except listing.BadParameter as exc:
             return error(400, str(exc))

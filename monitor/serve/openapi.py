@@ -17,7 +17,7 @@ from typing import Any
 
 from monitor import __version__, sorting
 from monitor import listings as listing
-from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES
+from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
 from monitor.serve import listings as api_listings
 
 __all__ = ["body", "document"]
@@ -150,6 +150,38 @@ _SCHEMAS: dict[str, Any] = {
                            {"type": "string", "enum": list(CHANGE_RULES)}],
                            "description": "The rule id the change is about: an entry that "
                                           "became invalid, a URL whose health broke."}},
+    },
+    "UrlHealth": {
+        "type": "object",
+        "description": "A target's URL health. Until every listed URL was checked, the URLs "
+                       "checked so far are a random sample of the listing (URLs listed since "
+                       "are checked ahead of it and counted as they are), and each state's "
+                       "share of the listing is estimated with a 95% interval (Wilson's); "
+                       "once every URL was checked, the share is the count's and the margin 0.",
+        "required": ["target", "listed", "checked", "unchecked", "complete", "url_health",
+                     "estimate"],
+        "properties": {
+            "target": {"type": "string"},
+            "listed": {"type": "integer", "description": "URLs the target lists now."},
+            "checked": {"type": "integer", "description": "Listed URLs checked at least once."},
+            "unchecked": {"type": "integer", "description": "Listed URLs never checked."},
+            "complete": {"type": "boolean", "description": "Every listed URL was checked."},
+            "url_health": {"type": "object", "additionalProperties": {"type": "integer"},
+                           "description": "Listed URLs per state now (never checked: "
+                                          "unknown)."},
+            "estimate": {"type": "object", "propertyNames": {"enum": list(URL_STATES)},
+                         "additionalProperties": {
+                "type": "object", "required": ["share", "margin", "low", "high", "exact"],
+                "properties": {
+                    "share": {"type": "number", "description": "Estimated share of the listed "
+                                                               "URLs in the state (0..1)."},
+                    "margin": {"type": "number", "description": "The 95% interval lies within "
+                                                                "share +/- margin."},
+                    "low": {"type": "number", "description": "Lower end of the 95% interval."},
+                    "high": {"type": "number", "description": "Upper end of the 95% interval."},
+                    "exact": {"type": "boolean", "description": "Every listed URL was checked: "
+                                                                "the share is a count's."}}}},
+        },
     },
     "Story": {
         "type": "object",
@@ -407,6 +439,10 @@ def document() -> dict[str, Any]:
             params=[_NAME, {**_query("loc", "The URL, as the sitemap lists it.",
                                      {"type": "string", "minLength": 1}), "required": True}],
             errors=("400", "404")),
+        f"{_TARGET}/url-health": _json_get(
+            "The health of the listed URLs: counts, and each state's estimated share of the "
+            "listing until every URL was checked.", _ref("UrlHealth"), params=[_NAME],
+            errors=("404",)),
     }
     for path, item in paths.items():
         item["get"]["operationId"] = _operation_id(path)

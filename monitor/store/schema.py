@@ -261,7 +261,14 @@ url_states = Table(
     # when to check it next; NULL first (never checked, or dropped and awaiting its reason)
     Column("due_at", UTC, nullable=True),
     Column("removed_snapshot_id", Id, nullable=True),
-    Index("ix_url_states_target_id_due_at", "target_id", "due_at"),
+    # The URL's place in the check order: a keyed hash of the loc (monitor.sampling), so the
+    # URLs checked first are a random sample of the listing; below 0 for one checked ahead
+    # of it (listed since), which stays out of the sample. NULL: not placed yet.
+    Column("turn", BigInteger, nullable=True),
+    # The validators of the URL's last answer, sent back on its re-check (a 304 keeps its state)
+    Column("etag", Text, nullable=True),
+    Column("last_modified", Text, nullable=True),
+    Index("ix_url_states_target_id_due_at_turn", "target_id", "due_at", "turn"),
 )
 
 # The URL checks of each target across replicas: how far the URL states follow the target's
@@ -276,6 +283,8 @@ url_checks = Table(
     # When every URL the target listed had been checked once: before, the URL-health alerts
     # tell no count (migration 0016).
     Column("first_round_at", UTC, nullable=True),
+    # The key of the check order's hash (monitor.sampling.turn), drawn at random once
+    Column("sample_key", String(32), nullable=True),
 )
 
 # The durable outbox: written in the snapshot's transaction, delivered later.

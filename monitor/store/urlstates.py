@@ -1,13 +1,15 @@
-"""The URL checks' rows: each listed URL's current state, its transitions and the
-leases of the replicas that check them.
+"""The URL checks' rows: each listed URL's current state, its transitions and the leases of the
+replicas that check them.
 
-``sync`` makes ``url_states`` follow the target's snapshots: the first time from the URL set
-of the latest snapshot (one entry set at a time), then from the ``added`` and ``removed``
-changes recorded since. ``due`` picks what to check next (never checked first, then the oldest
-due), ``save`` writes a batch of verdicts: the row of each URL, a ``health`` change where its
-state moved, the ``reason`` of a removal once its URL was checked. ``claim`` and ``release``
-hold a target's URL checks for one replica at a time, so two replicas never check the same URL
-in one period and a host's ``rate`` holds across them.
+``sync`` makes ``url_states`` follow the target's snapshots: the first time from the URL set of
+the latest snapshot (one entry set at a time), then from the ``added`` and ``removed`` changes
+recorded since, each URL placed in the check order (``turn``, ``monitor.sampling``). ``due``
+picks what to check next (never checked first, in that order, then the oldest due), ``save``
+writes a batch of verdicts: the row of each URL, a ``health`` change where its state moved, the
+``reason`` of a removal once its URL was checked, the validators of its answer. ``health``
+tells the counts and each state's estimate (``urlsample``). ``claim`` and
+``release`` hold a target's URL checks for one replica at a time, so two replicas never check
+the same URL in one period and a host's ``rate`` holds across them.
 """
 
 from __future__ import annotations
@@ -19,11 +21,22 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monitor.model import URL_NOTES
-from monitor.store import changelocs, historysize, movepacks
+from monitor import sampling
+from monitor.model import URL_NOTES, URL_STATES
+from monitor.store import changelocs, historysize, movepacks, urlsample
 from monitor.store.checkreads import read_columns
 from monitor.store.retry import transaction
 from monitor.store.rowreads import Packs
@@ -38,8 +51,8 @@ from monitor.store.schema import (
 from monitor.store.targets import target_id_of
 
 __all__ = [
-    "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "listed",
-    "release", "save", "sync", "target_id",
+    "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "health",
+    "listed", "release", "save", "sync", "target_id",
 ]
 
 _BATCH = 5000
@@ -59,6 +72,9 @@ class Due:
     attempts: int
     checked: bool  # it has a state from an answer (not only "never checked")
     removed_snapshot_id: int | None
+    # the validators of its last answer, for a conditional re-check (None: none kept)
+    etag: str | None = None
+    last_modified: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +91,9 @@ class Saved:
     transient: bool
     retry_after: float | None = None
     reason: str | None = None  # a removed URL's, once known
+    not_modified: bool = False  # a 304 to its validators: the state stands, checked now
+    etag: str | None = None  # the validators of this answer, for the next re-check
+    last_modified: str | None = None
 
 
 def target_id(engine: Engine, name: str) -> int | None:
@@ -92,7 +111,7 @@ def sync(engine: Engine, name: str) -> tuple[int, int] | None:
     """Bring the target's URL states up to its latest snapshot; return (target id, that
     snapshot's id), or None when the target has no snapshot yet."""
 
-    def latest(conn: Connection) -> tuple[int, int, int | None] | None:
+    def latest(conn: Connection) -> tuple[int, int, int | None, str | None] | None:
         target_id = target_id_of(conn, name)
         if target_id is None:
             return None
@@ -100,26 +119,30 @@ def sync(engine: Engine, name: str) -> tuple[int, int] | None:
             snapshots.c.target_id == target_id)).scalar()
         if last is None:
             return None
-        row = conn.execute(select(url_checks.c.synced_snapshot_id).where(
-            url_checks.c.target_id == target_id)).first()
+        k = url_checks.c
+        row = conn.execute(select(k.synced_snapshot_id, k.sample_key).where(
+            k.target_id == target_id)).first()
         if row is None:
             conn.execute(_insert_ignore(conn, url_checks).values(target_id=target_id))
-        return target_id, last, None if row is None else row[0]
+            return target_id, last, None, None
+        return target_id, last, row[0], row[1]
 
     found = transaction(engine, latest)
     if found is None:
         return None
-    target_id, last, synced = found
+    target_id, last, synced, key = found
+    if key is None:
+        key = urlsample.place(engine, target_id)
     if synced == last:
         return target_id, last
     if synced is None:
-        _load(engine, target_id, last)
+        _load(engine, target_id, last, key)
     else:
-        _follow(engine, target_id, synced, last)
+        _follow(engine, target_id, synced, last, key)
     return target_id, last
 
 
-def _load(engine: Engine, target_id: int, last: int) -> None:
+def _load(engine: Engine, target_id: int, last: int, key: str) -> None:
     """The first sync: every URL of the latest snapshot, one entry set a transaction."""
     v = entry_sets.c
     live = ((v.target_id == target_id) & (v.first_snapshot_id <= last)
@@ -132,18 +155,21 @@ def _load(engine: Engine, target_id: int, last: int) -> None:
             locs = [loc for loc in rows[0][0].locs() if loc.startswith(_HTTP)]
             statement = _insert_ignore(conn)
             for start in range(0, len(locs), _BATCH):
-                conn.execute(statement, [{"target_id": target_id, "loc": loc}
-                                         for loc in locs[start:start + _BATCH]])
+                conn.execute(statement, [
+                    {"target_id": target_id, "loc": loc, "turn": sampling.turn(key, loc)}
+                    for loc in locs[start:start + _BATCH]])
         transaction(engine, load)
     transaction(engine, lambda conn: conn.execute(
         update(url_checks).where(url_checks.c.target_id == target_id)
         .values(synced_snapshot_id=last)))
 
 
-def _follow(engine: Engine, target_id: int, synced: int, last: int) -> None:
+def _follow(engine: Engine, target_id: int, synced: int, last: int, key: str) -> None:
     """Apply the ``added`` and ``removed`` changes of the snapshots after ``synced``, ``_BATCH``
     at a time, each batch in a transaction of its own (applying one twice changes nothing, so
-    a sync cut short is taken up again), then mark the URL states as of ``last``."""
+    a sync cut short is taken up again), then mark the URL states as of ``last``. A URL added
+    or dropped is checked ahead of the random order (a ``turn`` below 0), outside the
+    sample."""
     c, u = changes.c, url_states.c
     relist = (update(url_states)
               .where(u.target_id == bindparam("b_t"), u.loc == bindparam("b_l"),
@@ -151,7 +177,8 @@ def _follow(engine: Engine, target_id: int, synced: int, last: int) -> None:
               .values(listed=True, removed_snapshot_id=None))
     drop = (update(url_states)
             .where(u.target_id == bindparam("b_t"), u.loc == bindparam("b_l"))
-            .values(listed=False, removed_snapshot_id=bindparam("b_s"), due_at=None))
+            .values(listed=False, removed_snapshot_id=bindparam("b_s"), due_at=None,
+                    turn=case((u.turn >= 0, -u.turn - 1), else_=u.turn)))
     after = 0
 
     def apply(conn: Connection) -> int:
@@ -167,7 +194,9 @@ def _follow(engine: Engine, target_id: int, synced: int, last: int) -> None:
             locs = ([r.loc] if r.members is None else
                     [loc for loc, _b, _a in packs.members(r.id, r.entry_set_id, None)])
             final.update((loc, (r.kind, r.snapshot_id)) for loc in locs)
-        added = [{"target_id": target_id, "loc": loc} for loc, (kind, _s) in final.items()
+        added = [{"target_id": target_id, "loc": loc,
+                  "turn": sampling.turn(key, loc, first=True)}
+                 for loc, (kind, _s) in final.items()
                  if kind == "added" and loc.startswith(_HTTP)]
         removed = [{"b_t": target_id, "b_l": loc, "b_s": snapshot}
                    for loc, (kind, snapshot) in final.items()
@@ -188,11 +217,12 @@ def _follow(engine: Engine, target_id: int, synced: int, last: int) -> None:
 
 def _due_row(row: Any) -> Due:
     return Due(row.loc, bool(row.listed), row.state, row.attempts, row.checked_at is not None,
-               row.removed_snapshot_id)
+               row.removed_snapshot_id, row.etag, row.last_modified)
 
 
 _DUE_COLUMNS = (url_states.c.loc, url_states.c.listed, url_states.c.state,
-                url_states.c.attempts, url_states.c.checked_at, url_states.c.removed_snapshot_id)
+                url_states.c.attempts, url_states.c.checked_at, url_states.c.removed_snapshot_id,
+                url_states.c.etag, url_states.c.last_modified)
 
 
 def _due_rows(conn: Connection, *, query: Any) -> list[Due]:
@@ -200,13 +230,23 @@ def _due_rows(conn: Connection, *, query: Any) -> list[Due]:
 
 
 def due(engine: Engine, target_id: int, now: datetime, limit: int) -> list[Due]:
-    """The next URLs to check: never checked (or dropped, for their reason) first, then those
-    whose time came, oldest first."""
+    """The next URLs to check: never checked (or dropped, for their reason) first, in the
+    check order (those listed since the first round ahead, then the random order, whose
+    prefix is a uniform sample of the listing), then those whose time came, oldest first.
+    Two reads, each in the order of the ``(target_id, due_at, turn)`` index."""
     u = url_states.c
-    query = (select(*_DUE_COLUMNS)
-             .where(u.target_id == target_id, u.due_at.is_(None) | (u.due_at <= now))
-             .order_by(u.due_at.asc().nulls_first(), u.loc).limit(limit))
-    return transaction(engine, partial(_due_rows, query=query))
+    fresh = (select(*_DUE_COLUMNS).where(u.target_id == target_id, u.due_at.is_(None))
+             .order_by(u.turn).limit(limit))
+    later = (select(*_DUE_COLUMNS).where(u.target_id == target_id, u.due_at <= now)
+             .order_by(u.due_at, u.turn))
+
+    def read(conn: Connection) -> list[Due]:
+        found = _due_rows(conn, query=fresh)
+        if len(found) < limit:
+            found += _due_rows(conn, query=later.limit(limit - len(found)))
+        return found
+
+    return transaction(engine, read)
 
 
 def every(engine: Engine, target_id: int) -> Iterator[list[Due]]:
@@ -251,7 +291,7 @@ def _state_json(state: str, status: int | None, final_url: str | None, hops: int
 
 
 _ANSWERED = ("state", "rule", "http_status", "final_url", "hops", "detail", "attempts",
-             "checked_at", "due_at")
+             "checked_at", "due_at", "etag", "last_modified")
 
 
 def _by_loc(*columns: str) -> Any:
@@ -267,8 +307,12 @@ _STATEMENTS = {
     "retry": _by_loc("attempts", "due_at", "detail"),
     "answered": _by_loc(*_ANSWERED),
     "moved": _by_loc(*_ANSWERED, "since"),
-    "unknown": _by_loc("state", "rule", "attempts", "due_at", "detail"),
-    "to-unknown": _by_loc("state", "rule", "attempts", "due_at", "detail", "since"),
+    # the validators go with an answer's state: a 304 must not stand for "unknown"
+    "unknown": _by_loc("state", "rule", "attempts", "due_at", "detail", "etag",
+                       "last_modified"),
+    "to-unknown": _by_loc("state", "rule", "attempts", "due_at", "detail", "since", "etag",
+                          "last_modified"),
+    "kept": _by_loc("attempts", "checked_at", "due_at"),
 }
 
 
@@ -296,6 +340,10 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
                                 "b_l": s.due.loc, "b_reason": s.reason})
             gone.append(key)
             continue
+        if s.not_modified:  # unchanged since the answer its state came from
+            rows["kept"].append({**key, "b_attempts": 0, "b_checked_at": now,
+                                 "b_due_at": due_next})
+            continue
         if s.transient and s.due.attempts + 1 < UNKNOWN_AFTER:
             rows["retry"].append({**key, "b_attempts": s.due.attempts + 1,
                                   "b_due_at": _retry_at(now, s, recheck),
@@ -306,7 +354,7 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
             moved = s.due.state != state
             values = {**key, "b_state": state, "b_rule": None,
                       "b_attempts": s.due.attempts + 1, "b_due_at": _retry_at(now, s, recheck),
-                      "b_detail": s.detail or None}
+                      "b_detail": s.detail or None, "b_etag": None, "b_last_modified": None}
             if moved:
                 values["b_since"] = now
             rows["to-unknown" if moved else "unknown"].append(values)
@@ -315,7 +363,8 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
             moved = s.due.state != state
             values = {**key, "b_state": state, "b_rule": s.rule, "b_http_status": s.http_status,
                       "b_final_url": s.final_url, "b_hops": s.hops, "b_detail": s.detail or None,
-                      "b_attempts": 0, "b_checked_at": now, "b_due_at": due_next}
+                      "b_attempts": 0, "b_checked_at": now, "b_due_at": due_next,
+                      "b_etag": s.etag, "b_last_modified": s.last_modified}
             if moved:
                 values["b_since"] = now
             rows["moved" if moved else "answered"].append(values)
@@ -389,6 +438,24 @@ def counts(engine: Engine, target_id: int, now: datetime, recheck: float,
         return by_state, by_rule, sum(by_state.values()), int(covered)
 
     return transaction(engine, read)
+
+
+def health(engine: Engine, name: str) -> dict[str, Any] | None:
+    """The target's URL health as the API tells it: the listed URLs per state now, how many
+    were checked, and each state's estimated share of the listing with its 95% interval
+    (exact once every listed URL was checked); None when no target has that name."""
+    found = target_id(engine, name)
+    if found is None:
+        return None
+    states, _rules, listed, _covered = counts(engine, found, datetime.now(UTC), 1.0)
+    parts = urlsample.strata(engine, found)
+    return {
+        "target": name, "listed": listed, "checked": parts.checked,
+        "unchecked": parts.listed - parts.checked if parts.unchecked is None else parts.unchecked,
+        "complete": parts.complete, "url_health": states,
+        "estimate": {state: e.as_json()
+                     for state, e in sampling.estimate(parts, URL_STATES).items()},
+    }
 
 
 def first_round(engine: Engine, target_id: int, now: datetime) -> tuple[bool, int]:

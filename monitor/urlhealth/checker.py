@@ -8,7 +8,9 @@ the answers, robots.txt's rules). ``Budget`` spaces requests to each host ``rate
 comes, so memory holds the workers' pages, never the URL list's results. ``run_round`` is one
 round for one target: bring its URL states up to its latest snapshot (``store.health.sync``),
 check the URLs that are due (or, for ``check --urls``, every one), and save the verdicts in
-small transactions, with a removed URL's reason.
+small transactions, with a removed URL's reason. A round's re-check of a URL is conditional:
+it sends the validators of the URL's last answer back, and a 304 keeps the URL's state (as a
+search engine's re-crawl does), at the cost of a status line.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -25,6 +27,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Engine
 
+from monitor import sampling
 from monitor.alerts import rules
 from monitor.config import Alerts, Target
 from monitor.errors import FetchError
@@ -37,7 +40,7 @@ from monitor.robots import reader as robotsread
 from monitor.robots import versions as robots_store
 from monitor.robots.matcher import GOOGLEBOT, RobotsRules, agent_token, robots_url
 from monitor.store import notfoundpages as not_found_store
-from monitor.store import outbox, urlqueue
+from monitor.store import outbox, urlqueue, urlsample
 from monitor.store import urlstates as store
 from monitor.store.retry import transaction
 from monitor.urlhealth import page as pages
@@ -48,6 +51,9 @@ __all__ = ["Budget", "Checker", "Round", "check_all", "run_round"]
 
 DISALLOWS_MONITOR = "robots.txt disallows this monitor"
 PROBE_EVERY = timedelta(days=1)  # how often a host's own not-found page is asked for
+NOT_MODIFIED = "not_modified"  # the outcome of a re-check answered 304
+Validators = tuple[str | None, str | None]  # an answer's ETag and Last-Modified
+_NONE: Validators = (None, None)
 SLOWEST = 16  # a host answering 429 is slowed down to 1/16 of the rate at most
 WORKERS = 32
 
@@ -93,11 +99,16 @@ class Budget:
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """A URL and its verdict; ``retry_after``: the server asked to wait that long."""
+    """A URL and its verdict; ``retry_after``: the server asked to wait that long;
+    ``not_modified``: a 304 to the validators sent, the URL's state stands (``verdict`` says
+    nothing then); ``validators``: those of the answer the verdict came from, when it was
+    the listed URL's own (no redirect)."""
 
     loc: str
     verdict: health.Verdict
     retry_after: float | None = None
+    not_modified: bool = False
+    validators: Validators = _NONE
 
 
 class Checker:
@@ -122,10 +133,16 @@ class Checker:
         self._engine = engine
         self._not_found: dict[str, asyncio.Future[tuple[bytes, str | None]]] = {}
 
-    async def check(self, url: str, *, server_errors: int = 0) -> Checked:
-        """One URL's verdict; ``server_errors``: its 5xx answers in a row before this one.
-        A canonicalized page's canonical is checked too (once per round per distinct URL)."""
-        checked, last = await self._follow(url, server_errors=server_errors)
+    async def check(self, url: str, *, server_errors: int = 0,
+                    validators: Validators = _NONE) -> Checked:
+        """One URL's verdict; ``server_errors``: its 5xx answers in a row before this one;
+        ``validators``: those of its last answer, sent with the first hop's GET (a 304 keeps
+        the URL's state). A canonicalized page's canonical is checked too (once per round per
+        distinct URL)."""
+        checked, last = await self._follow(url, server_errors=server_errors,
+                                           validators=validators)
+        if checked.not_modified:
+            return checked
         verdict = checked.verdict
         if verdict.state in ("ok", "redirect") and last is not None and last.page is not None:
             host_page, host_url = await self._host_not_found(last.url)
@@ -173,6 +190,7 @@ class Checker:
         return found, final
 
     async def _follow(self, url: str, *, server_errors: int = 0,
+                      validators: Validators = _NONE,
                       ) -> tuple[Checked, health.Answered | None]:
         """One URL's verdict, its redirects (3xx and meta refresh) followed hop by hop, and
         the last answer (None when none came)."""
@@ -184,11 +202,17 @@ class Checker:
             barred = await self._barred(current, len(answers))
             if barred is not None:
                 return Checked(url, barred), None
+            sent = validators if not answers else _NONE
             try:
-                answer = await self._get(current, self._target.settings.url_checks.body_limit)
+                answer = await self._get(current, self._target.settings.url_checks.body_limit,
+                                         sent)
             except FetchError as exc:
                 return Checked(url, health.failed(current, exc.kind, str(exc),
                                                   hops=len(answers))), None
+            if answer.status == 304 and sent != _NONE:
+                return Checked(url, health.Verdict("unknown", status=304,
+                                                   detail="not modified"),
+                               not_modified=True), None
             answered = _answered(answer)
             answers.append(answered)
             retry_after = self._pushed_back(answer)
@@ -198,7 +222,10 @@ class Checker:
                 errors = server_errors + 1 if answer.status >= 500 else 0
                 verdict = health.judge(answers, listed_url=url, server_errors=errors,
                                        now=self._now())
-                return Checked(url, verdict, retry_after), answered
+                kept = _NONE
+                if len(answers) == 1 and not verdict.transient:
+                    kept = (answer.header("etag"), answer.header("last-modified"))
+                return Checked(url, verdict, retry_after, validators=kept), answered
             if nxt in seen or len(answers) > health.MAX_HOPS:
                 return Checked(url, health.judge(answers, listed_url=url, loop=True)), None
             seen.add(nxt)
@@ -221,11 +248,12 @@ class Checker:
                                   detail=via + DISALLOWS_MONITOR)
         return None
 
-    async def _get(self, url: str, body_limit: int) -> Answer:
+    async def _get(self, url: str, body_limit: int, validators: Validators) -> Answer:
         host = urlsplit(url).netloc
         await self._budget.take(host, self._target.settings.url_checks.rate)
         return await self._fetcher.probe(url, self._target.settings, body_limit=body_limit,
-                                         allow_private=self.allow_private)
+                                         allow_private=self.allow_private,
+                                         validators=validators)
 
     def _pushed_back(self, answer: Answer) -> float | None:
         """A 429 slows the whole host down and holds it for its ``Retry-After`` (at most
@@ -281,16 +309,20 @@ def _answered(answer: Answer) -> health.Answered:
 
 async def check_all(checker: Checker, urls: Iterable[tuple[str, int]],
                     done: Callable[[Checked], Awaitable[None]], *,
-                    workers: int = WORKERS) -> int:
+                    workers: int = WORKERS,
+                    validators: Mapping[str, Validators] | None = None) -> int:
     """Check each ``(url, 5xx answers in a row before)`` and await ``done`` with its verdict,
-    ``workers`` at a time; return how many were checked."""
+    ``workers`` at a time (a URL in ``validators`` conditionally); return how many were
+    checked."""
+    kept = validators or {}
     queue: asyncio.Queue[tuple[str, int] | None] = asyncio.Queue(maxsize=workers * 2)
     count = 0
 
     async def work() -> None:
         nonlocal count
         while (item := await queue.get()) is not None:
-            result = await checker.check(item[0], server_errors=item[1])
+            result = await checker.check(item[0], server_errors=item[1],
+                                         validators=kept.get(item[0], _NONE))
             count += 1
             await done(result)
 
@@ -326,6 +358,8 @@ class Round:
     rules: dict[str, int] = field(default_factory=dict)  # listed URLs per rule id, after
     listed: int = 0
     covered: int = 0  # listed URLs checked within ``recheck``
+    # what the estimate of the listed URLs' health is made of, after the round
+    strata: sampling.Strata | None = None
     broken: list[dict[str, Any]] = field(default_factory=list)  # the first problems found
     # the first info findings (``Verdict.note``): never problems, said all the same
     notes: list[dict[str, Any]] = field(default_factory=list)
@@ -361,7 +395,13 @@ class _Saver:
         verdict = checked.verdict
         r = self._round
         r.checked += 1
-        r.outcomes[verdict.state] = r.outcomes.get(verdict.state, 0) + 1
+        outcome = NOT_MODIFIED if checked.not_modified else verdict.state
+        r.outcomes[outcome] = r.outcomes.get(outcome, 0) + 1
+        if checked.not_modified:  # the state stands: nothing newly found
+            self._pending.append((due, checked))
+            if len(self._pending) >= SAVE_BATCH:
+                await self.flush()
+            return
         if due.listed and verdict.broken and len(r.broken) < EXAMPLES:
             r.broken.append(_example(due.loc, verdict))
         elif due.listed and verdict.note is not None and len(r.notes) < EXAMPLES:
@@ -425,7 +465,8 @@ def _saved(due: store.Due, checked: Checked, now_listed: set[str], final: bool,
     if not due.listed and (final or not v.transient or due.attempts + 1 >= store.UNKNOWN_AFTER):
         reason = health.removal_reason(v, now_listed.__contains__)
     return store.Saved(due, v.state, v.rule, v.status, v.final_url, v.hops, v.detail, v.transient,
-                       checked.retry_after, reason)
+                       checked.retry_after, reason, checked.not_modified and due.listed,
+                       *checked.validators)
 
 
 def _next_batch(batches: Iterator[list[store.Due]]) -> list[store.Due]:
@@ -479,7 +520,11 @@ async def run_round(
         async def done(checked: Checked) -> None:
             await saver.add(by_loc[checked.loc], checked)
 
-        await check_all(checker, [(d.loc, d.attempts) for d in batch], done)
+        # A re-check of a listed URL whose state came from an answer is conditional.
+        conditional = {d.loc: (d.etag, d.last_modified) for d in batch
+                       if d.listed and d.checked and (d.etag or d.last_modified)}
+        await check_all(checker, [(d.loc, d.attempts) for d in batch], done,
+                        validators=conditional)
     else:
         pending: dict[str, tuple[store.Due, int]] = {}  # loc -> (row, 5xx answers in a row)
         retry: dict[str, tuple[store.Due, int]] = {}
@@ -505,6 +550,7 @@ async def run_round(
     await saver.flush()
     result.states, result.rules, result.listed, result.covered = await asyncio.to_thread(
         store.counts, engine, target_id, now(), recheck)
+    result.strata = await asyncio.to_thread(urlsample.strata, engine, target_id)
     result.seconds = time.monotonic() - started
     if alerts is not None and any(rules.for_url_checks(r) and rules.matches(r, target.name)
                                   for r in alerts.rules):
@@ -544,7 +590,8 @@ def _raise_alerts(engine: Engine, alerts: Alerts, target: Target, ids: tuple[int
                              alerts.delivery.examples)
     summary = rules.UrlRound(target.url, snapshot_id, found.listed, found.states,
                              found.reasons, found.examples, now, new=found.new,
-                             complete=complete, unchecked=unchecked, current=current)
+                             complete=complete, unchecked=unchecked, current=current,
+                             strata=found.strata)
 
     def write(conn: Connection) -> None:
         notifications = rules.evaluate_urls(alerts, target.name, summary,

@@ -3,11 +3,12 @@
 For each target whose ``url_checks.enabled`` is set, the daemon runs one round at a time: it
 takes the target's URL-check lease in the database (``store.health.claim``: one replica at a
 time, so no URL is checked twice in a period and a host's ``rate`` holds across replicas),
-checks the next due URLs (``urlcheck.run_round``: new URLs first, then the oldest), gives the
-lease back and reports to the metrics and the alert rules. A round is sized to last about a
-quarter of a lease at the target's rate. A target with nothing due is looked at again after
-``IDLE`` seconds (``FIRST`` before its first snapshot); a round that raises is logged and tried
-again after ``IDLE``; it never stops the others.
+checks the next due URLs (``urlcheck.run_round``: new URLs first, then the rest in a random
+order until each was checked once, then the oldest), gives the lease back and reports to the
+metrics (the counts, and the estimate of each state's share) and the alert rules. A round is
+sized to last about a quarter of a lease at the target's rate. A target with nothing due is
+looked at again after ``IDLE`` seconds (``FIRST`` before its first snapshot); a round that
+raises is logged and tried again after ``IDLE``; it never stops the others.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from monitor.metrics import Metrics
 from monitor.model import utcnow
 from monitor.read.fetch import Fetcher
 from monitor.robots import reader as robotsread
+from monitor.store import urlsample
 from monitor.store import urlstates as store
 from monitor.urlhealth import checker as urlcheck
 
@@ -143,7 +145,8 @@ class UrlChecks:
             states, _rules, listed, covered = await asyncio.to_thread(
                 store.counts, self._engine, target_id, now,
                 target.settings.url_checks.recheck)
-            self._metrics.observe_urls(name, {}, states, listed, covered)
+            strata = await asyncio.to_thread(urlsample.strata, self._engine, target_id)
+            self._metrics.observe_urls(name, {}, states, listed, covered, strata)
             return IDLE / 3
         try:
             with structlog.contextvars.bound_contextvars(target=name):
@@ -158,7 +161,7 @@ class UrlChecks:
         if found is None:
             return FIRST  # no snapshot yet: no URL set
         self._metrics.observe_urls(name, found.outcomes, found.states, found.listed,
-                                   found.covered)
+                                   found.covered, found.strata)
         if found.checked:
             log.info("url checks", checked=found.checked, transitions=found.transitions,
                      seconds=round(found.seconds, 2))

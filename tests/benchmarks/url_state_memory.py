@@ -102,7 +102,7 @@ def url_state_bytes(db: harness.Database) -> int:
         with sqlite3.connect(path) as conn:
             row = conn.execute(
                 "SELECT sum(pgsize) FROM dbstat WHERE name IN ('url_states',"
-                " 'sqlite_autoindex_url_states_1', 'ix_url_states_target_id_due_at')"
+                " 'sqlite_autoindex_url_states_1', 'ix_url_states_target_id_due_at_turn')"
             ).fetchone()
         return int(row[0])
     return db.count("SELECT pg_total_relation_size('url_states')")

@@ -116,6 +116,8 @@ def _calls(first: dict[str, Any], last: dict[str, Any],
         (f"{TARGET}/url", shop, {"loc": "https://not.listed.example/x"}, 200),
         (f"{TARGET}/url", shop, {}, 400),
         (f"{TARGET}/url", {"name": "nope"}, {"loc": "https://x.example/"}, 404),
+        (f"{TARGET}/url-health", shop, {}, 200),
+        (f"{TARGET}/url-health", {"name": "nope"}, {}, 404),
     ]
 
 
@@ -169,7 +171,7 @@ def test_schemathesis_finds_no_server_error(daemon: Daemon, tmp_path: Path) -> N
     assert run.returncode == 0, run.stdout[-4000:]
     assert report["failures"] == []
     assert report["errors"] == []
-    assert counts["operations"] == report["operations"]["total"] == 11
+    assert counts["operations"] == report["operations"]["total"] == 12
     assert counts["generated"] >= 500
     assert all(p["status"] == "success" for p in report["phases"].values()), report["phases"]
     assert daemon.proc.poll() is None  # and the daemon is still up

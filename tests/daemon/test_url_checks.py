@@ -74,6 +74,14 @@ def test_the_daemon_finds_broken_urls_alerts_and_triages_removals(
                   "the URL states in the metrics")
     assert metric("ok") == 1
     assert daemon.metric("sitemap_monitor_url_check_coverage_ratio", target="shop") == 1.0
+    # every URL checked: the estimate is the count's share, with no margin
+    assert daemon.metric("sitemap_monitor_url_health_estimate", target="shop",
+                         state="not-found") == 1 / 3
+    assert daemon.metric("sitemap_monitor_url_health_estimate_margin", target="shop",
+                         state="not-found") == 0
+    told = daemon.get("/api/v1/targets/shop/url-health").json()
+    assert (told["listed"], told["checked"], told["complete"]) == (3, 3, True)
+    assert told["estimate"]["noindex"]["exact"] is True
     assert daemon.metric("sitemap_monitor_url_checks_total", target="shop",
                          outcome="not-found") >= 1
     listed = daemon.get("/api/v1/targets/shop/urls?status=not-found").json()
