@@ -8,10 +8,10 @@
 - uvicorn: ``serve.server`` subclasses ``H11Protocol`` (its connection, admission control and
   timeouts) and calls the methods it overrides.
 
-Each library is pinned to its minor version in pyproject.toml; these tests fail loudly, naming
-what moved, when an upgrade changes a part an override relies on, instead of the override
-silently doing the old work or none. The behaviour itself is tested where it is used
-(tests/serve, tests/net).
+Each library's versions are bounded in pyproject.toml; these tests fail loudly, naming what
+moved, when an upgrade changes a part an override relies on, instead of the override silently
+doing the old work or none. The behaviour itself is tested where it is used
+(tests/test_connections.py, tests/daemon/test_port_requests.py).
 """
 
 from __future__ import annotations
