@@ -85,28 +85,48 @@ def _sqlite_single_replica(engine: Engine) -> Iterator[None]:
         yield
         return
     path = f"{database}.lock"
+    handle = _locked(path, database)
     try:
-        handle: IO[str] = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
-    except OSError as exc:  # a read-only folder, say: the database could not be written either
-        raise ConfigError(
-            f"database_url: cannot write {path} beside the SQLite database ({exc.strerror}): "
-            "the database's folder must be writable by this user") from None
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise ConfigError(
-                f"database {database} is in use by another 'sitemap-monitor run' "
-                f"(pid {holder}); SQLite supports one replica, use PostgreSQL for more"
-            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))
         handle.flush()
         yield
     finally:
+        # Gone while still held: a run that opened it meanwhile finds it unlinked (below)
+        # and takes a new one, so no lock file is left beside the database.
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        handle.close()
+
+
+def _locked(path: str, database: str) -> IO[str]:
+    """The lock file at ``path``, opened and locked; one a stopping run unlinked after this
+    run opened it is let go and ``path`` opened again."""
+    while True:
+        try:
+            handle: IO[str] = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held)
+        except OSError as exc:  # a read-only folder, say: the database could not be written
+            raise ConfigError(
+                f"database_url: cannot write {path} beside the SQLite database "
+                f"({exc.strerror}): the database's folder must be writable by this user"
+            ) from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise ConfigError(
+                f"database {database} is in use by another 'sitemap-monitor run' "
+                f"(pid {holder}); SQLite supports one replica, use PostgreSQL for more"
+            ) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return handle
         handle.close()
 
 
@@ -171,12 +191,9 @@ def run(config_path: str | None, database_url: str | None) -> int:
     except SchemaError as exc:
         logger.error("database schema is behind", error=str(exc))
         return 2
-    except ConfigError as exc:
+    except MonitorError as exc:  # the configuration, the database, the port: exit code 2
         logger.error("cannot start", error=str(exc))
         return 2
-    except MonitorError as exc:
-        logger.error("cannot start", error=str(exc))
-        return 1
 
 
 async def _main(state: _State, url: str) -> int:

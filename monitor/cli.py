@@ -1,7 +1,9 @@
 """The command line: parses arguments, calls the pipeline or the daemon, prints.
 
-Exit codes: 0 done; 1 the check failed; 2 usage or configuration error; 3 a ``--fail-on``
-condition held (or, for ``validate``, an error-level issue was found).
+Exit codes: 0 done; 1 the check failed (its target's top document could not be fetched or
+parsed); 2 usage, configuration or environment error (a bad option or file, a database that
+cannot be reached or is behind, a port in use); 3 a ``--fail-on`` condition held (or, for
+``validate``, an error-level issue was found).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from monitor import cli_args, cli_output, failon, sorting
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.config import warnings as config_warnings
-from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound
+from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound, StoreError
 from monitor.model import CHANGE_RULES, CheckResult
 
 if TYPE_CHECKING:  # validate is imported by the commands that use it (start-up time)
@@ -40,7 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = cli_args.parser().parse_args(given)
         args.argv = given
         return _dispatch(args)
-    except (ConfigError, BadParameter, NotFound) as exc:
+    except (ConfigError, BadParameter, NotFound, StoreError) as exc:
+        # a database that cannot be reached is the environment's, never a failed check
         print(f"sitemap-monitor: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except MonitorError as exc:
@@ -391,6 +394,15 @@ async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int,
         budget = urlcheck.Budget()
         found = await urlcheck.run_round(target, engine=engine, fetcher=fetcher, budget=budget,
                                          now=utcnow, progress=progress)
+        removed = [c.loc for c in result.changes if c.kind == "removed"]
+        if found is not None and removed and result.snapshot_id is not None:
+            from monitor.store import urlstates
+
+            # triaged as the daemon triages them: the output says what became of each
+            target_id = await asyncio.to_thread(urlstates.target_id, engine, target.name)
+            if target_id is not None:
+                found.removals = await asyncio.to_thread(
+                    urlstates.removals, engine, target_id, result.snapshot_id, removed)
         if progress is not None:
             sys.stderr.write("\r\033[K")  # the progress line goes: the summary says it all
         return result, found
@@ -521,7 +533,7 @@ def _list(args: argparse.Namespace) -> int:
 def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: Any) -> Any:
     now = datetime.now(UTC)
     if args.command == "urls":
-        health = args.status in listing.HEALTH
+        health = args.status in listing.HEALTH_FILTERS
         sort = sorting.parse(args.sort, "health" if health else "urls", "--sort")
         return store.open_urls(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
                                args.status, args.cursor, _search(args.loc), sort)
@@ -542,12 +554,13 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
         return store.open_diff(engine, args.target, start,
                                listing.parse_snapshot(args.end, "--to", now), kinds, args.cursor,
                                sort)
-    since = None if not args.since else listing.parse_time(args.since, "--since", now)
+    since = listing.parse_snapshot(args.since, "--since", now)
     return store.open_changes(engine, args.target, since, kinds, args.cursor,
                               (args.since or "").strip(),
                               listing.parse_reasons(args.reason, "--reason"),
                               listing.rule_ids(args.rule, CHANGE_RULES, "--rule"),
-                              _search(args.loc), sort)
+                              _search(args.loc), sort,
+                              until=listing.parse_snapshot(args.until, "--until", now))
 
 
 def _search(raw: str | None) -> str | None:

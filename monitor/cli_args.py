@@ -12,6 +12,9 @@ from monitor.errors import ConfigError
 
 __all__ = ["parser"]
 
+_CONFIG_HELP = "configuration file (default: $SITEMAP_MONITOR_CONFIG)"
+_DATABASE_HELP = "overrides $SITEMAP_MONITOR_DATABASE_URL and the config's database_url"
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse that exits with code 2 and one line, as every usage error here does."""
@@ -24,14 +27,17 @@ def parser() -> argparse.ArgumentParser:
     """The command line's parser: every command, its options and their bounds."""
     root = _Parser(prog="sitemap-monitor", description="Watch XML sitemaps and report changes.")
     root.add_argument("--version", action="version", version=f"sitemap-monitor {__version__}")
+    # The global options, before the command or after it (after wins): a command's own
+    # copy sets nothing unless given, so it never hides the one given before.
+    root.add_argument("--config", help=_CONFIG_HELP)
+    root.add_argument("--database-url", help=_DATABASE_HELP)
     commands = root.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def with_config(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", help="configuration file (default: $SITEMAP_MONITOR_CONFIG)")
+        p.add_argument("--config", default=argparse.SUPPRESS, help=_CONFIG_HELP)
 
     def with_db(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--database-url", help="overrides $SITEMAP_MONITOR_DATABASE_URL and "
-                       "the config's database_url")
+        p.add_argument("--database-url", default=argparse.SUPPRESS, help=_DATABASE_HELP)
 
     run = commands.add_parser("run", help="the daemon")
     with_config(run)
@@ -176,7 +182,10 @@ def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None])
     diff.add_argument("--to", dest="end", metavar="TIME|SNAPSHOT", help="default: the latest")
     diff.add_argument("--kind", action="append", default=[], metavar="KINDS")
     changes = listing("changes", "every recorded change, newest first")
-    changes.add_argument("--since", help="ISO time or a duration back from now, e.g. 24h")
+    changes.add_argument("--since", help="a snapshot id (its changes and later ones), an ISO "
+                                         "time or a duration back from now, e.g. 24h")
+    changes.add_argument("--until", help="a snapshot id (its changes and earlier ones), an ISO "
+                                         "time or a duration back from now")
     changes.add_argument("--reason", action="append", default=[], metavar="REASONS",
                          help="removals the URL checks found moved, gone, live or unknown")
     changes.add_argument("--rule", action="append", default=[], metavar="RULES",

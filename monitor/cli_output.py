@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import UTC
 from typing import Any
 
+from monitor.listings import answer_text
 from monitor.model import CheckResult
 
 __all__ = ["Out", "hints", "print_result", "table"]
@@ -22,15 +23,18 @@ def print_result(write: Out, result: CheckResult, urls: Any = None, *, as_json: 
     if as_json:
         found = result.as_json()
         if urls is not None:
+            for change in found["changes"]:
+                if change["kind"] == "removed" and change["loc"] in urls.removals:
+                    change["reason"], change["answer"] = urls.removals[change["loc"]]
             found["url_health"] = urls.states
             found["url_checks"] = urls.as_json()
             found["url_problems"] = urls.broken
             found["url_notes"] = urls.notes
         write(json.dumps(found, ensure_ascii=False))
         return
-    if not stored:  # ``validate``: nothing was compared nor kept
-        write(f"{result.target}: {result.outcome}  urls={result.urls} invalid={result.invalid}"
-             f"  ({result.duration_seconds:.2f}s)")
+    if not stored:  # ``validate``: nothing was compared nor kept; its head says what it found
+        write(f"{result.target}: {_verdict(result)}  urls={result.urls} "
+              f"invalid={result.invalid}  ({result.duration_seconds:.2f}s)")
     elif result.baseline:
         write(f"{result.target}: {result.outcome}  first check: urls={result.urls} "
              f"invalid={result.invalid}  ({result.duration_seconds:.2f}s, snapshot "
@@ -57,7 +61,12 @@ def print_result(write: Out, result: CheckResult, urls: Any = None, *, as_json: 
                [[i.severity, i.rule, i.loc or i.document or "", i.message]
                 for i in result.issues])
     # A first check's changes are its whole URL set: a summary and the command that lists it.
-    if result.changes and stored and not result.baseline:
+    if result.changes and stored and not result.baseline and urls is not None:
+        triaged = urls.removals  # their reasons, as the daemon gives them
+        rows = [[c.kind, c.loc, *_triage(triaged.get(c.loc) if c.kind == "removed" else None)]
+                for c in result.changes]
+        table(write, ["CHANGE", "LOC", "REASON", "DETAIL"], rows)
+    elif result.changes and stored and not result.baseline:
         table(write, ["CHANGE", "LOC"], [[c.kind, c.loc] for c in result.changes])
     for hint in hints(result) if stored else []:
         write(f"  ({hint})")
@@ -74,6 +83,27 @@ def print_result(write: Out, result: CheckResult, urls: Any = None, *, as_json: 
         if urls.notes:
             table(write, ["SEVERITY", "RULE", "LOC", "DETAIL"],
                    [[n["severity"], n["rule"], n["loc"], n["detail"]] for n in urls.notes])
+
+
+def _verdict(result: CheckResult) -> str:
+    """What ``validate`` found, in the words its exit code means: ``valid``, ``valid, 1
+    warning``, ``not valid: 3 errors, 1 warning`` (exit code 3), or ``failed``."""
+    if result.outcome == "failed":
+        return "failed"
+    errors = sum(i.severity == "error" for i in result.issues)
+    warnings = sum(i.severity == "warning" for i in result.issues)
+    told = ", ".join(f"{n} {word}{'' if n == 1 else 's'}"
+                     for n, word in ((errors, "error"), (warnings, "warning")) if n)
+    if errors:
+        return f"not valid: {told}"
+    return f"valid, {told}" if told else "valid"
+
+
+def _triage(found: tuple[str, dict[str, Any]] | None) -> list[str]:
+    """A removal's REASON and DETAIL cells: what its URL answered."""
+    if found is None:
+        return ["", ""]
+    return [found[0], f"answered {answer_text(found[1])}"]
 
 
 def hints(result: CheckResult) -> list[str]:

@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # the reading modules are imported by the command that uses t
 
 __all__ = ["validate_file"]
 
+IN_THIS_FILE = "loc is listed more than once in this file"
+
 
 def validate_file(path: Path, cfg: Config) -> CheckResult:
     """``validate FILE``: one sitemap file read, inflated and digested as a check would; nothing
@@ -58,6 +60,9 @@ def validate_file(path: Path, cfg: Config) -> CheckResult:
     issues = [*found.issues,
               *filter(None, (validate.child_issue(c, url) for c in found.children)),
               *found.entry_issues, *_not_reciprocal(found, url)]
+    # one file, not a target of several documents
+    issues = [replace(i, message=IN_THIS_FILE) if i.rule == "loc-duplicate" else i
+              for i in issues]
     doc = DocumentResult(url=url, outcome="ok", kind=found.kind, bytes=size, urls=found.urls,
                          invalid=found.invalid, duplicates=found.duplicates)
     return CheckResult(target=str(path), url=url, outcome="ok", documents=[doc], issues=issues,

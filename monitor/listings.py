@@ -25,12 +25,20 @@ from typing import Any
 from monitor import times
 from monitor.config import parse_duration
 from monitor.errors import BadParameter, NotFound
-from monitor.model import CHANGE_KINDS, OTHER_CHANGE_KINDS, REMOVAL_REASONS, URL_STATES
+from monitor.model import (
+    BROKEN_STATES,
+    CHANGE_KINDS,
+    OTHER_CHANGE_KINDS,
+    REMOVAL_REASONS,
+    URL_STATES,
+)
 
 __all__ = [
+    "BROKEN",
     "DIFF_KINDS",
     "FORMATS",
     "HEALTH",
+    "HEALTH_FILTERS",
     "KINDS",
     "MAX_ID",
     "MAX_SEARCH",
@@ -40,6 +48,7 @@ __all__ = [
     "Listing",
     "NotFound",
     "SnapshotRef",
+    "answer_text",
     "change_detail",
     "close",
     "csv_cell",
@@ -54,6 +63,7 @@ __all__ = [
     "read_cursor",
     "render",
     "rule_ids",
+    "states_of",
     "take",
 ]
 
@@ -61,7 +71,11 @@ FORMATS = ("table", "json", "ndjson", "csv")
 # An entry's validity, or a URL's health, which is current only.
 VALIDITY = ("valid", "invalid")
 HEALTH = tuple(URL_STATES)
-STATUSES = VALIDITY + HEALTH
+# Every URL in an error state at once: the pages' "N broken" (a redirect or a canonical
+# elsewhere is a warning, and not in it).
+BROKEN = "broken"
+HEALTH_FILTERS = (*HEALTH, BROKEN)
+STATUSES = VALIDITY + HEALTH_FILTERS
 # The kinds a check records, and the URL checks' transitions (``changes`` lists them; a diff
 # compares URL sets, which they are not part of).
 DIFF_KINDS = CHANGE_KINDS
@@ -71,6 +85,12 @@ MAX_ID = 2**62  # ids and positions past this are no one's: a 400, not a databas
 # allows, so any valid loc can be searched whole. The databases are asked with LIKE, and
 # SQLite refuses a pattern over 50,000 bytes: that was an error of the database, not a 400.
 MAX_SEARCH = 2_048
+
+
+def states_of(status: str) -> tuple[str, ...]:
+    """The health states a ``status`` of the URL listing stands for: ``broken`` every error
+    state, a state itself."""
+    return BROKEN_STATES if status == BROKEN else (status,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,9 +267,25 @@ def _lines(text: str | None) -> str:
     return "none" if text is None else f"{len(text.splitlines())} lines"
 
 
+def answer_text(answer: Mapping[str, Any]) -> str:
+    """A URL check's answer in one phrase, its state first: ``not-found (HTTP 404)``,
+    ``server-error (HTTP 500 on 3 checks in a row)``, ``redirect: redirects (1 hop) to ...``."""
+    state, status = answer.get("state") or "unknown", answer.get("http_status")
+    detail = answer.get("detail") or ""
+    if answer.get("final_url"):
+        return f"{state}: {detail or 'ends at ' + str(answer['final_url'])}"
+    if status and detail.startswith(f"HTTP {status}"):
+        return f"{state} ({detail})"
+    head = f"{state} (HTTP {status})" if status else state
+    return head + (f": {detail}" if detail else "")
+
+
 def change_detail(row: Mapping[str, Any]) -> str:
-    """One line that says what a change moved: ``ok -> not-found (404)``, ``lastmod: a -> b``."""
+    """One line that says what a change moved: ``ok -> not-found (404)``, ``lastmod: a -> b``;
+    a removal, what its URL answered once the URL checks looked."""
     before, after = row.get("before") or {}, row.get("after") or {}
+    if row.get("kind") == "removed" and row.get("answer"):
+        return f"answered {answer_text(row['answer'])}"
     if row.get("kind") == "robots":
         diff = row.get("diff")
         counts = (f", {diff.get('added', 0)} added, {diff.get('removed', 0)} removed"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 from monitor.serve import charts
 
@@ -54,3 +55,53 @@ def test_no_chart_carries_a_style_attribute_the_pages_policy_would_refuse() -> N
                          axis="snapshot", title="URLs per snapshot")
     assert "style=" not in drawn
     assert 'fill="' in drawn
+
+
+def _drawings(html: str) -> dict[str, str]:
+    """A chart's drawings by their class: ``chart`` (wide) and ``chart narrow``."""
+    return dict(re.findall(r'<svg class="(chart[^"]*)"(.*?)</svg>', html, re.S))
+
+
+def test_each_chart_is_drawn_for_a_wide_screen_and_for_a_phone() -> None:
+    """A phone shows a drawing of its own, 360 wide at 12 (its text about 13 px on a 420 px
+    screen), not the wide one scaled down to 7 px text."""
+    for drawn in (charts.lines({"valid": [150, 2]}, ["#1", "#2"], label="URLs", axis="URLs",
+                               title="snapshots"),
+                  charts.bars([{"added": 3}], ["#1"], ("added",), label="changes",
+                              axis="changes", title="checks")):
+        found = _drawings(drawn)
+        assert set(found) == {"chart", "chart narrow"}
+        assert 'viewBox="0 0 640 220" font-size="11"' in found["chart"]
+        assert 'viewBox="0 0 360 250" font-size="12"' in found["chart narrow"]
+        assert drawn.count('<p class="legend">') == 1  # one legend, in the page's own text
+    # drawn 400 px wide (a 420 px screen's page) and 640 px (the stylesheet's least for the
+    # wide one), their text is 11 px or more
+    assert charts.NARROW.font * 400 / charts.NARROW.width >= 11
+    assert charts.WIDE.font * 640 / charts.WIDE.width >= 11
+
+
+def test_each_lines_last_value_says_whose_it_is() -> None:
+    states = {"ok": [0, 5, 120], "not-found": [0, 3, 19], "noindex": [0, 0, 2],
+              "unknown": [150, 142, 9]}
+    svg = charts.lines(states, ["#1", "#2", "#3"], label="health", axis="URLs", title="t")
+    for drawing in _drawings(svg).values():
+        ends = re.findall(r'y="([\d.-]+)" text-anchor="end" class="value" fill="[^"]+">([^<]+)<',
+                          drawing)
+        assert sorted(text for _, text in ends) == sorted(
+            ["ok 120", "not-found 19", "noindex 2", "unknown 9"])
+        heights = sorted(float(y) for y, _ in ends)
+        # a line of text apart, and none above the drawing
+        assert all(b - a >= 12 for a, b in pairwise(heights))
+        assert heights[0] >= 11
+
+
+def test_end_labels_stay_in_the_drawing_when_many_lines_end_together() -> None:
+    """Eleven states ending near the top: stacked upwards they would leave the drawing; they
+    are moved down together instead."""
+    many = {f"state-{i}": [100, 100 - i] for i in range(11)}
+    svg = charts.lines(many, ["#1", "#2"], label="health", axis="URLs", title="t")
+    for drawing in _drawings(svg).values():
+        heights = [float(y) for y in re.findall(
+            r'y="([\d.-]+)" text-anchor="end" class="value"', drawing)]
+        assert len(heights) == 11
+        assert min(heights) >= 11

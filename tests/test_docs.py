@@ -322,3 +322,9 @@ def test_a_link_to_a_missing_file_or_heading_is_named(tmp_path: Path) -> None:
     assert [found.split(": ", 1)[1] for found in _broken_links(page, tmp_path)] == [
         "gone.md (no such file)", "there.md#nowhere (no such heading)"]
 
+
+
+def test_the_readme_stays_a_short_tour() -> None:
+    """The README is a tour a newcomer reads in minutes; the reference is docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 131, f"README.md has {len(lines)} lines; move detail to docs/"

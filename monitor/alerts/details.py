@@ -19,7 +19,8 @@ from monitor.config import Rule
 from monitor.model import CheckResult
 from monitor.robots import diff as robotsdiff
 
-__all__ = ["check_links", "documents", "dropped_text", "issues", "robots", "state_links"]
+__all__ = ["check_links", "documents", "dropped_text", "issues", "news_links", "removal_links",
+           "robots", "state_links"]
 
 _CHANGE_KINDS = ("added", "removed", "changed", "invalid")
 
@@ -30,23 +31,34 @@ def _both(base: str | None, target: str, listing: str, query: dict[str, str],
             target_link(base, target, listing, query, page=True))
 
 
-def check_links(base: str | None, target: str, rule: Rule, since: datetime,
-                ) -> tuple[str | None, str | None]:
-    """(API link, page link) of the listing that shows what a check's rule fired on."""
-    when = since.replace(microsecond=0)
+def _bounded(first: int, last: int, query: dict[str, str]) -> dict[str, str]:
+    """A changes query bounded on both sides by snapshots: it lists the same rows later."""
+    return {**query, "since": str(first), "until": str(last)}
+
+
+def check_links(base: str | None, target: str, rule: Rule, snapshot_id: int | None,
+                since: datetime) -> tuple[str | None, str | None]:
+    """(API link, page link) of the listing that shows what a check's rule fired on: the
+    check's own snapshot's changes, issues or URLs (``since``, the check's start, only when it
+    wrote no snapshot)."""
+    if snapshot_id is None:
+        return _both(base, target, "changes", {"since": iso(since.replace(microsecond=0))})
+    at = str(snapshot_id)
     if rule.when in _CHANGE_KINDS:
-        return _both(base, target, "changes", {"since": iso(when), "kind": rule.when})
+        return _both(base, target, "changes", _bounded(snapshot_id, snapshot_id,
+                                                       {"kind": rule.when}))
     if rule.when == "robots_changed":
-        return _both(base, target, "changes", {"since": iso(when), "kind": "robots"})
+        return _both(base, target, "changes", _bounded(snapshot_id, snapshot_id,
+                                                       {"kind": "robots"}))
     if rule.when == "issues":
-        return _both(base, target, "issues", {"rule": ",".join(rule.rule or [])})
+        return _both(base, target, "issues", {"rule": ",".join(rule.rule or []), "at": at})
     if rule.when == "partial":
-        return _both(base, target, "issues", {"rule": "child-fetch-failed"})
+        return _both(base, target, "issues", {"rule": "child-fetch-failed", "at": at})
     if rule.when in ("check_failed", "recovered"):
         return _both(base, target, "snapshots", {})
     if rule.when == "url_count_below":
-        return _both(base, target, "urls", {})
-    return _both(base, target, "changes", {"since": iso(when)})
+        return _both(base, target, "urls", {"at": at})
+    return _both(base, target, "changes", _bounded(snapshot_id, snapshot_id, {}))
 
 
 def state_links(base: str | None, target: str, states: Sequence[str],
@@ -56,10 +68,22 @@ def state_links(base: str | None, target: str, states: Sequence[str],
             for state in states}
 
 
+def news_links(base: str | None, target: str, rules: Sequence[str], snapshot_id: int,
+               ) -> tuple[str | None, str | None]:
+    """(API link, page link) of the health transitions a round of URL checks wrote into
+    these rules' states (its news), bounded by the snapshot the round checked."""
+    return _both(base, target, "changes", _bounded(snapshot_id, snapshot_id, {
+        "kind": "health", "rule": ",".join(rules)}))
+
+
 def removal_links(base: str | None, target: str, reasons: Sequence[str],
-                  ) -> tuple[str | None, str | None]:
-    """(API link, page link) of the removals the URL checks gave these reasons."""
-    return _both(base, target, "changes", {"kind": "removed", "reason": ",".join(reasons)})
+                  snapshots: tuple[int, int] | None = None) -> tuple[str | None, str | None]:
+    """(API link, page link) of the removals the URL checks gave these reasons, bounded by
+    the snapshots that removed them (``snapshots``: the first and the last)."""
+    query = {"kind": "removed", "reason": ",".join(reasons)}
+    if snapshots is not None:
+        query = _bounded(*snapshots, query)
+    return _both(base, target, "changes", query)
 
 
 def issues(rule: Rule, result: CheckResult, limit: int) -> list[dict[str, Any]]:

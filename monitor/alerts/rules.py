@@ -40,11 +40,13 @@ from monitor.alerts.payload import (
     describe_duration,
     idempotency_key,
     iso,
+    target_link,
 )
 from monitor.config import Alerts, Channel, Delivery, Rule
 from monitor.model import (
     BROKEN_STATES,
     CHANGE_KINDS,
+    URL_STATES,
     CheckResult,
     Notification,
     NotificationState,
@@ -239,9 +241,10 @@ def _payload(delivery: Delivery, rule: Rule, target_name: str, result: CheckResu
     if state == "resolved":
         summary = f"{target_name}: {rule.name} resolved: {verdict.detail}"
     started = now - timedelta(seconds=result.duration_seconds)
-    link, page = details.check_links(delivery.api_base_url, target_name, rule, started)
-    examples, truncated = ({}, False) if state == "resolved" else _examples(result,
-                                                                           delivery.examples)
+    link, page = details.check_links(delivery.api_base_url, target_name, rule,
+                                     result.snapshot_id, started)
+    examples, truncated = ({}, False) if state == "resolved" else _examples(
+        result, delivery.examples, rule.when if rule.when in CHANGE_KINDS else None)
     extra: dict[str, Any] = {}
     if rule.when == "robots_changed":  # the diff says it all; URL changes are another matter
         examples, truncated = {}, False
@@ -305,20 +308,31 @@ def _robots_change(found: dict[str, Any]) -> dict[str, Any]:
             "after": None if after is None else after[:ROBOTS_TEXT_MAX], "truncated": cut}
 
 
-def _examples(result: CheckResult, limit: int) -> tuple[dict[str, list[str]], bool]:
-    """Up to ``limit`` example URLs of each change kind, and whether any kind has more."""
+def _examples(result: CheckResult, limit: int, kind: str | None = None,
+              ) -> tuple[dict[str, list[str]], bool]:
+    """Up to ``limit`` example URLs of each change kind (of ``kind`` only, for a rule of a
+    change kind: a removal's message lists no added URL), and whether any kind has more."""
+    kinds = CHANGE_KINDS if kind is None else (kind,)
     examples: dict[str, list[str]] = {}
     for change in result.changes:
+        if change.kind not in kinds:
+            continue
         urls = examples.setdefault(change.kind, [])
         if len(urls) < limit:
             urls.append(change.loc)
     totals = result.change_counts()
-    truncated = any(totals[k] > len(examples.get(k, [])) for k in CHANGE_KINDS)
-    return {k: examples[k] for k in CHANGE_KINDS if examples.get(k)}, truncated
+    truncated = any(totals[k] > len(examples.get(k, [])) for k in kinds)
+    return {k: examples[k] for k in kinds if examples.get(k)}, truncated
 
 
 # ---- the URL checks' rules ---------------------------------------------------------
 
+
+
+def _state_rule(state: str) -> str | None:
+    """The rule id of a URL health state (None for ``ok`` and ``unknown``)."""
+    found = URL_STATES.get(state)
+    return None if found is None else found[0]
 
 
 def for_url_checks(rule: Rule) -> bool:
@@ -344,6 +358,8 @@ class UrlRound:
     complete: bool = True
     unchecked: int = 0  # listed URLs not checked yet
     current: Mapping[str, list[str]] = field(default_factory=dict)  # URLs in each state now
+    # the first and the last snapshot whose removals this round gave their reasons
+    removed_snapshots: tuple[int, int] | None = None
     # what the estimate of each state's share is made of (a ``ratio`` is judged on its low end)
     strata: sampling.Strata | None = None
 
@@ -420,7 +436,14 @@ def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
             shown = [s for s in states if examples.get(s)] or [
                 s for s in states if found.states.get(s)] or states[:1]
             pages = details.state_links(base, target_name, shown)
-            link, page = None, pages[shown[0]]
+            if news:  # the transitions of this round into the states that are news
+                told = [s for s in states if found.new.get(s)]
+                link, page = details.news_links(base, target_name, [
+                    rule_id for s in told if (rule_id := _state_rule(s))], found.snapshot_id)
+            else:  # the URLs of the state that holds most of them
+                most = max(shown, key=lambda s: found.states.get(s, 0))
+                link = target_link(base, target_name, "urls", {"status": most})
+                page = pages[most]
         else:
             reasons = rule.reason or []
             count = sum(found.reasons.get(r, 0) for r in reasons)
@@ -430,7 +453,8 @@ def evaluate_urls(alerts_cfg: Alerts, target_name: str, found: UrlRound,
             examples = {f"removed:{r}": list(found.examples.get(f"removed:{r}", []))[:limit]
                         for r in reasons if found.examples.get(f"removed:{r}")}
             state, since, to = "firing", now, targets
-            link, page = details.removal_links(base, target_name, reasons)
+            link, page = details.removal_links(base, target_name, reasons,
+                                               found.removed_snapshots)
             pages, truncated = {}, False
         payload = {
             "version": PAYLOAD_VERSION, "target": target_name, "url": found.url,

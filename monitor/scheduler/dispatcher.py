@@ -25,7 +25,7 @@ from monitor.model import CheckResult, utcnow
 from monitor.scheduler import report
 from monitor.scheduler.claims import Claims
 from monitor.scheduler.runs import Runs
-from monitor.scheduler.timing import GATHER, Clock, Wakes, after, first_due
+from monitor.scheduler.timing import GATHER, Clock, Wakes, after
 from monitor.store import targets as store
 
 __all__ = ["CheckFn", "Scheduler"]
@@ -97,14 +97,16 @@ class Scheduler:
     async def update(self, targets: Iterable[config.Target]) -> None:
         """Apply a (re)loaded target list: the targets this replica claims from now on.
 
-        A new target is due within its jitter from now; a known one keeps the due time in the
-        database. The metric series are made in slices of ``_SLICE`` targets with a pass of the
-        event loop between them: a reload to 10,000 targets costs seconds of CPU and must not
+        A new target is due now; a known one keeps the due time in the database. The metric
+        series are made in slices of ``_SLICE`` targets with a pass of the event loop between
+        them: a reload to 10,000 targets costs seconds of CPU and must not
         hold the loop, which also answers /healthz, that long.
         """
         new = {t.name: t for t in targets}
         now = self._clock()
-        rows = [(t.name, t.url, first_due(t, now)) for t in new.values()]
+        # due now: whoever starts the daemon sees its first checks at once (a replica still
+        # claims each); the jitter spreads the checks after the first
+        rows = [(t.name, t.url, now) for t in new.values()]
         configured = await asyncio.to_thread(store.configured, new)
         await self._claims.register(rows, now)
         self._removed = set(self._targets) - set(new)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from monitor import config
 
 __all__ = [
-    "BATCH", "GATHER", "POLL", "SPREAD", "WAITED", "Clock", "Wakes", "after", "first_due",
+    "BATCH", "GATHER", "POLL", "SPREAD", "WAITED", "Clock", "Wakes", "after",
 ]
 
 # What the scheduler reads the time from: ``model.utcnow``, or a test's.
@@ -41,11 +41,6 @@ WAITED = timedelta(seconds=0.25)
 
 def _jitter(target: config.Target) -> float:
     return target.settings.interval * target.settings.jitter
-
-
-def first_due(target: config.Target, now: datetime) -> datetime:
-    """When a target new to the database is first due: within its jitter from ``now``."""
-    return now + timedelta(seconds=random.uniform(0, _jitter(target)))  # noqa: S311
 
 
 def after(moment: datetime, target: config.Target, *, jittered: bool = True) -> datetime:

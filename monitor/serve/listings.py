@@ -120,18 +120,20 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
         end = listing.parse_snapshot(_text(request, "to"), "to", now)
         return lambda engine: store.open_diff(engine, name, start, end, kinds, after, sort)
     raw_since = _text(request, "since")
-    since = None if raw_since is None else listing.parse_time(raw_since, "since", now)
+    since = listing.parse_snapshot(raw_since, "since", now)
+    until = listing.parse_snapshot(_text(request, "until"), "until", now)
     reasons = listing.parse_reasons(params.getlist("reason"))
     rules = listing.rule_ids(params.getlist("rule"), CHANGE_RULES)
     q = listing.parse_search(one(request, "q"))
     return lambda engine: store.open_changes(engine, name, since, kinds, after,
-                                             (raw_since or "").strip(), reasons, rules, q, sort)
+                                             (raw_since or "").strip(), reasons, rules, q, sort,
+                                             until=until)
 
 
 def sorts_of(suffix: str, status: str | None) -> str:
     """The name of a listing's sortable columns (``sorting.SORTS``): the URLs in a health
-    state sort as the URL states do, the URL set as its entries."""
-    return "health" if suffix == "urls" and status in listing.HEALTH else suffix
+    state (or broken) sort as the URL states do, the URL set as its entries."""
+    return "health" if suffix == "urls" and status in listing.HEALTH_FILTERS else suffix
 
 
 async def story(request: Request, name: str, read: Read) -> dict[str, Any]:

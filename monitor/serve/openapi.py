@@ -107,7 +107,7 @@ _SCHEMAS: dict[str, Any] = {
         "properties": {
             "loc": {"type": "string"},
             "document": {"type": "string"},
-            "status": {"type": "string", "enum": list(listing.STATUSES)},
+            "status": {"type": "string", "enum": [*listing.VALIDITY, *listing.HEALTH]},
             "lastmod": _ANY, "changefreq": _ANY, "priority": _ANY, "extensions": _ANY,
             "rule": _nullable("string"), "http_status": _nullable("integer"),
             "final_url": _nullable("string"), "hops": {"type": "integer"},
@@ -145,6 +145,10 @@ _SCHEMAS: dict[str, Any] = {
                            {"type": "null"},
                            {"type": "string", "enum": list(REMOVAL_REASONS)}],
                            "description": "A removed URL's fate once checked."},
+                       "answer": {"type": "object",
+                                  "description": "A removal the URL checks looked at: what "
+                                                 "its URL answered (state, http_status, "
+                                                 "final_url, hops, detail, checked_at)."},
                        "rule": {"oneOf": [
                            {"type": "null"},
                            {"type": "string", "enum": list(CHANGE_RULES)}],
@@ -209,7 +213,23 @@ _SCHEMAS: dict[str, Any] = {
                                "http_status": _nullable("integer"),
                                "final_url": _nullable("string"), "hops": {"type": "integer"},
                                "detail": _nullable("string"), "since": _TIME_OR_NULL,
-                               "checked_at": _TIME_OR_NULL, "listed": {"type": "boolean"}}}]},
+                               "checked_at": _TIME_OR_NULL, "listed": {"type": "boolean"},
+                               "attempts": {"type": "integer"}, "due_at": _TIME_OR_NULL}}],
+                       "description": "Its state now; once the sitemap dropped it, the last "
+                                      "state its checks found while it was listed (listed "
+                                      "false)."},
+            "removal": {"oneOf": [{"type": "null"}, {
+                "type": "object",
+                "description": "Not listed now: the removal, its reason and what the URL "
+                               "answered when the URL checks looked (null: not yet).",
+                "properties": {"snapshot_id": {"type": "integer"}, "at": _TIME_OR_NULL,
+                               "reason": _nullable("string"), "answer": _ANY}}]},
+            "first_listed": {"oneOf": [{"type": "null"}, {
+                "type": "object",
+                "description": "The snapshot that first listed it: its added change, or the "
+                               "first check kept (first_check), whose baseline writes none.",
+                "properties": {"snapshot_id": {"type": "integer"}, "at": _TIME_OR_NULL,
+                               "first_check": {"type": "boolean"}}}]},
             "changes": {"type": "array", "items": _ref("Change")},
             "changes_left": {"type": "integer",
                              "description": "Older changes not in this answer."},
@@ -224,8 +244,6 @@ _TIME_PATTERN = (r"[0-9]+(\.[0-9]+)?[smhd]|[0-9]{4}-[0-9]{2}-[0-9]{2}"
                  r"([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?")
 _WHEN_SCHEMA = {"type": "string", "examples": ["1", "24h", "2026-05-01T12:00:00Z"],
                 "pattern": f"^(|[1-9][0-9]{{0,17}}|{_TIME_PATTERN})$"}
-_SINCE_SCHEMA = {"type": "string", "examples": ["24h", "2026-05-01T12:00:00Z"],
-                 "pattern": f"^(|{_TIME_PATTERN})$"}
 _WHEN = ("a snapshot id, an ISO 8601 time (the last snapshot at or before it) or a duration "
          "back from now such as 90m, 6h, 2d")
 
@@ -400,7 +418,8 @@ def document() -> dict[str, Any]:
         f"{_TARGET}/urls": _listing(
             "urls", {**_HEAD, "snapshot_id": _SNAPSHOT}, "Url",
             [_query("at", f"The snapshot: {_WHEN}; the latest by default.", _WHEN_SCHEMA),
-             _query("status", "Only valid or only invalid entries.",
+             _query("status", "valid or invalid: those entries; a health state: the URLs in "
+                    "it now; broken: the URLs in any error state now (the pages' N broken).",
                     {"type": "string", "enum": [*listing.STATUSES, ""]}), _SEARCH,
              {**_sort("urls", "health"),
               "description": "Sort the whole listing by a column, page after page (-COLUMN: "
@@ -425,8 +444,11 @@ def document() -> dict[str, Any]:
             "The net difference between two snapshots."),
         f"{_TARGET}/changes": _listing(
             "changes", _HEAD, "Change",
-            [_query("since", "Changes recorded at or after this time: an ISO 8601 time or a "
-                    "duration back from now (90m, 6h, 2d).", _SINCE_SCHEMA), _KIND,
+            [_query("since", "Changes of this snapshot and later ones: a snapshot id, or the "
+                    "changes recorded at or after an ISO 8601 time or a duration back from "
+                    "now (90m, 6h, 2d).", _WHEN_SCHEMA),
+             _query("until", f"Changes of this snapshot and earlier ones: {_WHEN}.",
+                    _WHEN_SCHEMA), _KIND,
              _query("reason", "Removals the URL checks gave one of these reasons (repeated, "
                     "or comma-separated): moved, gone, live, unknown.",
                     {"type": "string", "enum": [*REMOVAL_REASONS, ""]}, many=True),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Collection, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from monitor import listings as listing
-from monitor import sorting, times
+from monitor import sorting, story, times
 from monitor.model import (
     BROKEN_STATES,
     CHANGE_RULES,
@@ -140,6 +140,38 @@ def _charts(found: dict[str, Any] | None) -> dict[str, str]:
             label="Listed URLs by health state", axis="URLs",
             title="after each snapshot (of the URLs listed now)")
     return drawn
+
+# A URL's health as the exports have it: since when it is in its state, when last checked.
+_HEALTH_COLUMNS = ["status", "http_status", "loc", "detail", "since", "checked_at"]
+_LASTMOD = ("lastmod before", "lastmod after")
+# Columns of short values read whole, never broken at a hyphen (a date, a state, a kind).
+_NOWRAP = frozenset({"kind", "status", "http_status", "lastmod", *_LASTMOD})
+
+
+def _page_columns(suffix: str, found: listing.Listing, rows: list[dict[str, Any]],
+                  status: str | None) -> list[str]:
+    """The columns a listing page shows, as many as its export's (nested values made into
+    columns of their own: a diff's lastmod before and after); each row gets what they need."""
+    if suffix == "changes":
+        for row in rows:
+            row["detail"] = listing.change_detail(row)
+        return ["at", "kind", "rule", "loc", "reason", "detail"]
+    if suffix == "diff":
+        for row in rows:
+            before, after = row.get("before") or {}, row.get("after") or {}
+            row[_LASTMOD[0]], row[_LASTMOD[1]] = before.get("lastmod"), after.get("lastmod")
+            # what else moved; the lastmods have their columns
+            row["detail"] = listing.change_detail({
+                "kind": row.get("kind"),
+                "before": {k: v for k, v in before.items() if k != "lastmod"},
+                "after": {k: v for k, v in after.items() if k != "lastmod"}})
+        return ["kind", "loc", *_LASTMOD, "detail"]
+    if api_listings.sorts_of(suffix, status) == "health":
+        redirects = any(row.get("final_url") for row in rows)
+        return [*_HEALTH_COLUMNS[:3], *(["final_url"] if redirects else []),
+                *_HEALTH_COLUMNS[3:]]
+    return list(found.table or found.columns)
+
 
 def _target_path(name: str) -> str:
     return f"/targets/{quote(name, safe='')}"
@@ -265,6 +297,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             return not_found(request, str(exc))
         for event in found["changes"]:
             event["detail"] = listing.change_detail(event)
+        found["told"] = story.told(found, datetime.now(UTC))  # in the CLI's words
         return render(request, "story.html", title=loc, name=name, story=found, loc=loc,
                       errors=_ERRORS, notes=URL_NOTES,
                       api=f"/api/v1/targets/{quote(name, safe='')}/url?{urlencode({'loc': loc})}")
@@ -314,6 +347,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
                       snapshots=snapshots, more_snapshots=more, charts=drawn, health=health,
                       estimate=estimate,
                       states=list(URL_STATES), broken=_BROKEN, issues=issues,
+                      broken_count=sum(health.get(s, 0) for s in _BROKEN),
                       health_errors=[(s, URL_STATES[s], health[s]) for s in _ERRORS
                                      if health.get(s)],
                       severity=RULES, kinds=listing.KINDS)
@@ -363,7 +397,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         here = f"{_target_path(name)}/{suffix}"
         choices: dict[str, Any] = {"kinds": listing.KINDS, "diff_kinds": listing.DIFF_KINDS,
                    "statuses": listing.STATUSES, "reasons": REMOVAL_REASONS,
-                   "change_rules": CHANGE_RULES}
+                   "change_rules": CHANGE_RULES, "broken": _BROKEN}
         if suffix == "diff" and "from" not in params:  # the form to fill in, not an error
             exists = await read(store.get_target, name)
             if exists is None:
@@ -392,11 +426,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             return not_found(request, str(exc))
         except listing.BadParameter as exc:
             return bad(request, exc)
-        columns = list(found.table or found.columns)
-        if suffix == "changes":
-            columns = ["at", "kind", "rule", "loc", "reason", "detail"]
-            for row in rows:
-                row["detail"] = listing.change_detail(row)
+        columns = _page_columns(suffix, found, rows, params.get("status"))
         query = {k: v for k, v in params.items() if k not in ("cursor", "format", "limit")}
         api = f"/api/v1/targets/{quote(name, safe='')}/{suffix}"
         exports = {fmt: f"{api}?{urlencode({**query, 'format': fmt})}"
@@ -411,7 +441,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
                       first_page=f"{here}?{urlencode(query)}" if "cursor" in params else None,
                       empty_form=False, here=here, sort=_shown(sort), sorting=unsorted,
                       sortable=sorting.SORTS[api_listings.sorts_of(suffix, params.get("status"))],
-                      time_columns=listing.TIME_COLUMNS, **choices)
+                      time_columns=listing.TIME_COLUMNS, nowrap=_NOWRAP, **choices)
 
     async def stylesheet(_request: Request) -> Response:
         # Its address changes with its content, so a browser may keep it for a day.

@@ -25,14 +25,14 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select, tuple_
 
-from monitor.listings import KINDS, Listing, read_cursor
+from monitor.listings import KINDS, Listing, SnapshotRef, read_cursor
 from monitor.model import CHANGE_RULES, REMOVAL_REASONS
 from monitor.robots import diff as robotsdiff
 from monitor.sorting import Sort, offered
 from monitor.store import changelocs
 from monitor.store.retry import transaction
 from monitor.store.rowreads import Packs, Rows, pinned, streaming, target_id
-from monitor.store.schema import changes, snapshots
+from monitor.store.schema import changes, removal_answers, snapshots
 from monitor.store.targets import iso_time
 
 __all__ = ["CHANGES_COLUMNS", "SEARCH_LOCS", "open_changes"]
@@ -56,15 +56,22 @@ class _Group:
     none_of: str | None = None  # a column NULL in every row of the group: reason, rule
 
 
-def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Sequence[str],
-                 after: str | None, since_text: str = "",
+def open_changes(engine: Engine, name: str, since: datetime | SnapshotRef | None,
+                 kinds: Sequence[str], after: str | None, since_text: str = "",
                  reasons: Sequence[str] = (), rules: Sequence[str] = (),
-                 q: str | None = None, sort: Sort | None = None) -> Listing:
+                 q: str | None = None, sort: Sort | None = None, *,
+                 until: SnapshotRef | None = None) -> Listing:
     """Every change recorded for a target, newest first unless ``sort`` says otherwise
-    (``q``: of the locs that hold it). ``since_text`` is ``since`` as given: a cursor holds it,
-    and the snapshot it resolved to. ``reasons`` keeps the removals the URL checks gave one of
+    (``q``: of the locs that hold it). ``since`` is a time or a snapshot (its changes and
+    later ones), ``until`` a snapshot or a time (its changes and earlier ones: a link that lists
+    the same rows a month later). ``since_text`` is ``since`` as given: a cursor holds it, and
+    the snapshot it resolved to. ``reasons`` keeps the removals the URL checks gave one of
     those reasons; ``rules`` the changes about those rule ids."""
-    query = [since_text or ("" if since is None else since.isoformat()), list(kinds)]
+    if isinstance(since, SnapshotRef):
+        since_text = since_text or since.text
+    query = [since_text or ("" if since is None else str(since)), list(kinds)]
+    if until is not None:
+        query.append(["until", until.text])
     if reasons:
         query.append(list(reasons))
         kinds = ["removed"]
@@ -80,31 +87,74 @@ def open_changes(engine: Engine, name: str, since: datetime | None, kinds: Seque
     shape = (int,) * (4 if sort is None else 5)
     found = None if after is None else read_cursor(after, "changes", query, shape)
 
-    def resolve(conn: Connection) -> tuple[int, int]:
+    def resolve(conn: Connection) -> tuple[int, int, int | None]:
         target = target_id(conn, name)
+        s = snapshots.c
+        ceiling = None
+        if until is not None and until.id is not None:
+            ceiling = until.id
+        elif until is not None:  # the newest snapshot that started by then (0: none)
+            ceiling = conn.execute(select(s.id).where(
+                s.target_id == target, s.started_at <= until.time)
+                .order_by(s.id.desc()).limit(1)).scalar() or 0
         if found is not None:
-            return target, found[0]
+            return target, found[0], ceiling
         if since is None:
-            return target, 0
+            return target, 0, ceiling
+        if isinstance(since, SnapshotRef) and since.id is not None:
+            return target, since.id, ceiling
+        moment = since.time if isinstance(since, SnapshotRef) else since
         # The newest snapshot that started before ``since``, read from the newest down: the
         # target's snapshots start in the order of their ids.
-        s = snapshots.c
         before = conn.execute(
-            select(s.id).where(s.target_id == target, s.started_at < since)
+            select(s.id).where(s.target_id == target, s.started_at < moment)
             .order_by(s.id.desc()).limit(1)
         ).scalar()
-        return target, 0 if before is None else before + 1
+        return target, 0 if before is None else before + 1, ceiling
 
-    target, floor = transaction(engine, resolve)
+    target, floor, ceiling = transaction(engine, resolve)
     position = (0, 0, 0, 0) if found is None else (0, *found[1:]) if sort is None else found[1:]
     groups = _groups(sort, kinds, reasons, rules)
     ascending = sort is not None and sort.column == "at"
-    rows = _grouped(engine, target, floor, groups, tuple(position), q, ascending,
+    rows = _grouped(engine, (target, ceiling), floor, groups, tuple(position), q, ascending,
                     grouped=sort is not None)
+    rows = _with_answers(engine, target, rows)
     return Listing({"target": name}, "changes", CHANGES_COLUMNS, pinned(rows, floor),
                    ("changes", query),
                    table=("snapshot_id", "at", "kind", "loc", "reason", "rule", "detail"),
                    below="diff")
+
+
+ANSWERS_AT_ONCE = 500  # rows a read of their removals' answers covers
+
+
+def _with_answers(engine: Engine, target: int, rows: Rows) -> Rows:
+    """The rows, each triaged removal with ``answer``: what its URL answered when the URL
+    checks looked (a moved URL's final URL), read for ``ANSWERS_AT_ONCE`` rows at a time."""
+    batch: list[tuple[dict[str, Any], tuple[Any, ...]]] = []
+    for item in rows:
+        batch.append(item)
+        if len(batch) >= ANSWERS_AT_ONCE:
+            yield from _answered(engine, target, batch)
+            batch = []
+    yield from _answered(engine, target, batch)
+
+
+def _answered(engine: Engine, target: int, batch: list[tuple[dict[str, Any], tuple[Any, ...]]],
+              ) -> Rows:
+    wanted = {(row["snapshot_id"], row["loc"]) for row, _ in batch
+              if row["kind"] == "removed" and row["reason"] is not None}
+    if wanted:
+        a = removal_answers.c
+        found = transaction(engine, lambda conn: {
+            (r.snapshot_id, r.loc): r.answer for r in conn.execute(
+                select(a.snapshot_id, a.loc, a.answer).where(
+                    a.target_id == target, a.loc.in_(sorted({loc for _, loc in wanted}))))})
+        for row, _ in batch:
+            answer = found.get((row["snapshot_id"], row["loc"]))
+            if answer is not None:
+                row["answer"] = json.loads(answer)
+    yield from batch
 
 
 def _groups(sort: Sort | None, kinds: Sequence[str], reasons: Sequence[str],
@@ -131,15 +181,17 @@ def _groups(sort: Sort | None, kinds: Sequence[str], reasons: Sequence[str],
     return groups
 
 
-def _grouped(engine: Engine, target: int, floor: int, groups: list[_Group],
-             position: tuple[int, int, int, int], q: str | None, ascending: bool, *,
-             grouped: bool) -> Rows:
+def _grouped(engine: Engine, bounded: tuple[int, int | None], floor: int,
+             groups: list[_Group], position: tuple[int, int, int, int], q: str | None,
+             ascending: bool, *, grouped: bool) -> Rows:
     """Each group's rows from ``position`` on: (group, snapshot id, row id, a pack's members
-    still to list); a cursor of a listing not sorted by groups has no group."""
+    still to list); a cursor of a listing not sorted by groups has no group. ``bounded``: the
+    target and the last snapshot listed (None: no end)."""
+    target = bounded[0]
     locs = _searched(engine, target, q)
     first, at = position[0], position[1:]
     for index in range(first, len(groups)):
-        rows = _change_rows(engine, target, floor, groups[index],
+        rows = _change_rows(engine, bounded, floor, groups[index],
                             at if index == first else (0, 0, 0), q, locs, ascending)
         for row, place in rows:
             yield row, ((index, *place) if grouped else place)
@@ -155,10 +207,12 @@ def _searched(engine: Engine, target: int, q: str | None) -> list[str] | None:
     return found if len(found) <= SEARCH_LOCS else None
 
 
-def _statements(target: int, floor: int, group: _Group, at: tuple[int, int, int],
-                q: str | None, locs: list[str] | None, ascending: bool) -> list[Any]:
+def _statements(bounded: tuple[int, int | None], floor: int, group: _Group,
+                at: tuple[int, int, int], q: str | None, locs: list[str] | None,
+                ascending: bool) -> list[Any]:
     """The ordered reads whose rows, merged, are the group's from ``at`` on."""
     c = changes.c
+    target, ceiling = bounded
     point, left = at[:2], at[2]
 
     def read(*where: Any, order: Any = (c.snapshot_id, c.id)) -> Any:
@@ -167,6 +221,8 @@ def _statements(target: int, floor: int, group: _Group, at: tuple[int, int, int]
                        ).where(c.target_id == target, *where)
         if floor:
             query = query.where(c.snapshot_id >= floor)
+        if ceiling is not None:
+            query = query.where(c.snapshot_id <= ceiling)
         if group.none_of is not None:
             query = query.where(c[group.none_of].is_(None))
         if point != (0, 0):
@@ -209,7 +265,7 @@ def _statements(target: int, floor: int, group: _Group, at: tuple[int, int, int]
     return [read(*searched)]
 
 
-def _change_rows(engine: Engine, target: int, floor: int, group: _Group,
+def _change_rows(engine: Engine, bounded: tuple[int, int | None], floor: int, group: _Group,
                  at: tuple[int, int, int], q: str | None, locs: list[str] | None,
                  ascending: bool) -> Rows:
     """The group's changes newest first (oldest with ``ascending``) from ``at``: (snapshot
@@ -218,7 +274,7 @@ def _change_rows(engine: Engine, target: int, floor: int, group: _Group,
     would have been; they share its id."""
     s = snapshots.c
     point, left = at[:2], at[2]
-    statements = _statements(target, floor, group, at, q, locs, ascending)
+    statements = _statements(bounded, floor, group, at, q, locs, ascending)
     if not statements:
         return
     loads = json.loads

@@ -36,12 +36,13 @@ from sqlalchemy import (
 from monitor import sorting
 from monitor.codec import entryset
 from monitor.listings import (
-    HEALTH,
+    HEALTH_FILTERS,
     BadParameter,
     Listing,
     SnapshotRef,
     matches,
     read_cursor,
+    states_of,
 )
 from monitor.model import RULES, Entry
 from monitor.sorting import Key, Sort
@@ -76,11 +77,11 @@ URL_COLUMNS = ("loc", "document", "status", "lastmod", "changefreq", "priority",
 def open_urls(engine: Engine, name: str, at: SnapshotRef | None, status: str | None,
               after: str | None, q: str | None = None, sort: Sort | None = None) -> Listing:
     """The URL set at a snapshot (the latest by default), valid and invalid entries alike
-    unless ``status`` says which; a health state lists the URLs in it now; ``q``
-    keeps the locs that hold it (case aside). In document order, or ``sort``ed (``sorting.SORTS``:
-    ``urls`` for the URL set, ``health`` for a health state)."""
+    unless ``status`` says which; a health state lists the URLs in it now, ``broken`` those in
+    any error state; ``q`` keeps the locs that hold it (case aside). In document order, or
+    ``sort``ed (``sorting.SORTS``: ``urls`` for the URL set, ``health`` for a health state)."""
     q = q.lower() if q else None
-    if status in HEALTH:
+    if status in HEALTH_FILTERS:
         if at is not None:
             raise BadParameter(f"status: {status!r} is a URL's health now, which has no "
                                "history: leave out at")
@@ -243,7 +244,8 @@ HEALTH_COLUMNS = ("loc", "status", "rule", "http_status", "final_url", "hops", "
 
 def _open_health(engine: Engine, name: str, state: str, after: str | None,
                  q: str | None = None, sort: Sort | None = None) -> Listing:
-    """The URLs a target lists that are in ``state`` now, in the order of their locs, or
+    """The URLs a target lists that are in ``state`` now (``broken``: in any error state, each
+    row with its own), in the order of their locs, or
     ``sort``ed: read a page at a time (``ORDER BY`` the column and the loc, ``LIMIT``), each
     read going on after the last row's (value, loc)."""
     sort = None if sort == Sort("loc") else sort  # the order they are read in anyway
@@ -262,18 +264,19 @@ def _open_health(engine: Engine, name: str, state: str, after: str | None,
 
     target_id, snapshot_id = transaction(engine, resolve)
     return Listing({"target": name, "snapshot_id": snapshot_id, "status": state}, "urls",
-                   HEALTH_COLUMNS, _health_rows(engine, target_id, state, start, q, sort),
+                   HEALTH_COLUMNS,
+                   _health_rows(engine, target_id, states_of(state), start, q, sort),
                    ("urls", query), table=("status", "http_status", "loc", "detail"))
 
 
-def _health_rows(engine: Engine, target_id: int, state: str, after: tuple[Any, ...] | None,
-                 q: str | None, sort: Sort | None) -> _ROWS:
+def _health_rows(engine: Engine, target_id: int, states: Sequence[str],
+                 after: tuple[Any, ...] | None, q: str | None, sort: Sort | None) -> _ROWS:
     from monitor.store.targets import iso_time
 
     u = url_states.c
-    statement = (select(u.loc, u.rule, u.http_status, u.final_url, u.hops, u.detail, u.since,
-                        u.checked_at)
-                 .where(u.target_id == target_id, u.listed.is_(True), u.state == state))
+    statement = (select(u.loc, u.state, u.rule, u.http_status, u.final_url, u.hops, u.detail,
+                        u.since, u.checked_at)
+                 .where(u.target_id == target_id, u.listed.is_(True), u.state.in_(states)))
     if q:
         statement = statement.where(func.lower(u.loc).contains(q, autoescape=True))
     if sort is None:
@@ -283,7 +286,7 @@ def _health_rows(engine: Engine, target_id: int, state: str, after: tuple[Any, .
     else:
         rows = _keyset_pages(engine, statement, u[sort.column], u.loc, sort.descending, after)
     for row, position in rows:
-        yield ({"loc": row.loc, "status": state, "rule": row.rule,
+        yield ({"loc": row.loc, "status": row.state, "rule": row.rule,
                 "http_status": row.http_status, "final_url": row.final_url, "hops": row.hops,
                 "detail": row.detail, "since": iso_time(row.since),
                 "checked_at": iso_time(row.checked_at)}, position)

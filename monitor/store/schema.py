@@ -271,6 +271,24 @@ url_states = Table(
     Index("ix_url_states_target_id_due_at_turn", "target_id", "due_at", "turn"),
 )
 
+# What became of each URL a sitemap dropped, once the URL checks looked (its ``url_states`` row
+# is gone by then): the answer of its removal's check (``answer``, JSON: state, HTTP status,
+# final URL, hops, detail, checked_at) and the last state its checks found while it was listed
+# (``last``, the same JSON with ``since``; NULL when it was never answered). One row per
+# removal, deleted with its snapshot.
+removal_answers = Table(
+    "removal_answers",
+    metadata,
+    Column("target_id", Id, ForeignKey("targets.id", ondelete="CASCADE"), primary_key=True),
+    Column("snapshot_id", Id, ForeignKey("snapshots.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("loc", Text, primary_key=True),
+    Column("reason", String(16), nullable=False),
+    Column("answer", Text, nullable=False),
+    Column("last", Text, nullable=True),
+    Index("ix_removal_answers_target_id_loc", "target_id", "loc", "snapshot_id"),
+)
+
 # The URL checks of each target across replicas: how far the URL states follow the target's
 # snapshots, and the lease of the replica checking a batch of its URLs.
 url_checks = Table(

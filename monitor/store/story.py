@@ -1,6 +1,7 @@
 """One URL's whole story (the ``url`` command, its API route and its page): whether the
-target lists it now and where, its fields and issues, its health, and every change recorded
-about it, newest first.
+target lists it now and where, since when, its fields and issues, its health, and every change
+recorded about it, newest first. A URL the sitemap dropped keeps what its removal's check
+answered and its last state while listed (``removal_answers``: its ``url_states`` row is gone).
 
 Read in a bounded number of short reads: the live entry sets of the latest snapshot one at a
 time (at most 50,000 locs each, found by a text search of their locs, not a split), the
@@ -22,7 +23,14 @@ from monitor.errors import NotFound
 from monitor.model import RULES, Entry
 from monitor.store.checkreads import read_columns, read_sets
 from monitor.store.retry import transaction
-from monitor.store.schema import changes, entry_sets, snapshots, targets, url_states
+from monitor.store.schema import (
+    changes,
+    entry_sets,
+    removal_answers,
+    snapshots,
+    targets,
+    url_states,
+)
 from monitor.store.targets import iso_time
 
 __all__ = ["MAX_EVENTS", "PACK_VERSIONS", "read_story"]
@@ -60,28 +68,56 @@ def read_story(engine: Engine, name: str, loc: str, describe: Describe) -> dict[
                               .order_by(s.id.desc()).limit(1)).scalar()
         u = url_states.c
         health = conn.execute(select(u.listed, u.state, u.rule, u.http_status, u.final_url,
-                                     u.hops, u.detail, u.since, u.checked_at)
+                                     u.hops, u.detail, u.since, u.checked_at, u.attempts,
+                                     u.due_at)
                               .where(u.target_id == target_id, u.loc == loc)).first()
         return target_id, latest, health
 
     target_id, latest, health = transaction(engine, heads)
     listed = [] if latest is None else _listed(engine, target_id, latest, loc, describe)
-    events, more = _events(engine, target_id, loc)
+    events, more, oldest = _events(engine, target_id, loc)
+    answers = _answers(engine, target_id, loc)
+    for event in events:  # what a removed URL answered when its removal was looked at
+        if event["kind"] == "removed" and event["snapshot_id"] in answers:
+            event["answer"] = answers[event["snapshot_id"]][0]
+    removal = None
+    if not listed and events:
+        dropped = next((e for e in events if e["kind"] in ("added", "removed")), None)
+        if dropped is not None and dropped["kind"] == "removed":
+            removal = {"snapshot_id": dropped["snapshot_id"], "at": dropped["at"],
+                       "reason": dropped["reason"], "answer": dropped.get("answer")}
     entry = listed[0] if listed else None
+    last = None
+    if health is None and removal is not None:  # its row went with the removal's answer
+        last = answers.get(removal["snapshot_id"], (None, None))[1]
     return {
         "target": name, "loc": loc, "snapshot_id": latest,
         "listed": bool(listed),
         "documents": [found["document"] for found in listed],
         "entry": None if entry is None else {k: v for k, v in entry.items() if k != "issues"},
         "issues": [issue for found in listed for issue in found["issues"]],
-        "health": None if health is None else {
-            "state": health.state, "rule": health.rule, "http_status": health.http_status,
-            "final_url": health.final_url, "hops": health.hops, "detail": health.detail,
-            "since": iso_time(health.since), "checked_at": iso_time(health.checked_at),
-            "listed": bool(health.listed)},
+        "health": _health(health, last),
+        "removal": removal,
+        "first_listed": _first_listed(engine, target_id, oldest, bool(listed)),
         "changes": events,
         "changes_left": more,
     }
+
+
+def _health(row: Any, last: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The URL's health: its row, or once the row went with its removal's answer, the last
+    state its checks found while it was listed (``listed`` false); None when never checked."""
+    if last is not None:
+        return {"rule": None, "final_url": None, "hops": 0, "detail": None, "since": None,
+                **last, "listed": False, "attempts": 0, "due_at": None}
+    if row is None:
+        return None
+    return {"state": row.state, "rule": row.rule, "http_status": row.http_status,
+            "final_url": row.final_url, "hops": row.hops, "detail": row.detail,
+            "since": iso_time(row.since), "checked_at": iso_time(row.checked_at),
+            "listed": bool(row.listed),
+            # tries in a row without an answer to trust since, and when it is tried again
+            "attempts": row.attempts, "due_at": iso_time(row.due_at)}
 
 
 def _listed(engine: Engine, target_id: int, snapshot_id: int, loc: str, describe: Describe,
@@ -118,8 +154,10 @@ def _listed(engine: Engine, target_id: int, snapshot_id: int, loc: str, describe
     return found
 
 
-def _events(engine: Engine, target_id: int, loc: str) -> tuple[list[dict[str, Any]], int]:
-    """Every change about the loc, newest first (at most ``MAX_EVENTS``), and how many more."""
+def _events(engine: Engine, target_id: int, loc: str,
+            ) -> tuple[list[dict[str, Any]], int, tuple[int, str] | None]:
+    """Every change about the loc, newest first (at most ``MAX_EVENTS``), how many more, and
+    the oldest one's snapshot and kind."""
     c = changes.c
 
     def plain(conn: Connection) -> list[tuple[Any, ...]]:
@@ -143,7 +181,41 @@ def _events(engine: Engine, target_id: int, loc: str) -> tuple[list[dict[str, An
                        "at": at or times.get(snapshot_id), "kind": kind, "loc": loc,
                        "before": was,
                        "after": now, "reason": reason, "rule": rule})
-    return events, more
+    oldest = next(((row[0], row[3]) for row in reversed(rows) if row[3] in _LISTED_KINDS), None)
+    return events, more, oldest
+
+
+_LISTED_KINDS = ("added", "removed", "changed", "invalid", "health")  # about a listed URL
+
+
+def _answers(engine: Engine, target_id: int, loc: str,
+             ) -> dict[int, tuple[dict[str, Any], dict[str, Any] | None]]:
+    """What the URL answered at each of its removals' checks, and its last state before."""
+    a = removal_answers.c
+    return transaction(engine, lambda conn: {
+        row.snapshot_id: (json.loads(row.answer), None if row.last is None
+                          else json.loads(row.last))
+        for row in conn.execute(select(a.snapshot_id, a.answer, a.last)
+                                .where(a.target_id == target_id, a.loc == loc))})
+
+
+def _first_listed(engine: Engine, target_id: int, oldest: tuple[int, str] | None,
+                  listed: bool) -> dict[str, Any] | None:
+    """When the URL was first listed: its oldest ``added`` change, or, when its oldest change
+    is of another kind (or it has none and is listed), the target's first check kept, whose
+    baseline listed it without a change row."""
+    if oldest is not None and oldest[1] == "added":
+        return {"snapshot_id": oldest[0], "at": _times(engine, {oldest[0]}).get(oldest[0]),
+                "first_check": False}
+    if oldest is None and not listed:
+        return None
+    s = snapshots.c
+    first = transaction(engine, lambda conn: conn.execute(
+        select(s.id, s.started_at).where(s.target_id == target_id).order_by(s.id).limit(1)
+    ).first())
+    if first is None:
+        return None
+    return {"snapshot_id": first.id, "at": iso_time(first.started_at), "first_check": True}
 
 
 def _packed(engine: Engine, target_id: int, loc: str) -> list[tuple[Any, ...]]:

@@ -43,6 +43,7 @@ from monitor.store.rowreads import Packs
 from monitor.store.schema import (
     changes,
     entry_sets,
+    removal_answers,
     snapshots,
     targets,
     url_checks,
@@ -52,7 +53,7 @@ from monitor.store.targets import target_id_of
 
 __all__ = [
     "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "health",
-    "listed", "release", "save", "sync", "target_id",
+    "listed", "release", "removals", "save", "sync", "target_id",
 ]
 
 _BATCH = 5000
@@ -205,6 +206,10 @@ def _follow(engine: Engine, target_id: int, synced: int, last: int, key: str) ->
             conn.execute(_insert_ignore(conn), added)
             conn.execute(relist, [{"b_t": target_id, "b_l": a["loc"]} for a in added])
         if removed:
+            # a URL listed again and dropped since the last sync may have no row left (its
+            # last removal's was deleted once it had a reason): its removal is looked at too
+            conn.execute(_insert_ignore(conn), [{"target_id": target_id, "loc": r["b_l"]}
+                                                for r in removed])
             conn.execute(drop, removed)
         return int(rows[-1].id) if len(rows) == _BATCH else 0
 
@@ -337,7 +342,10 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
                 continue
             if s.due.removed_snapshot_id is not None:
                 reasons.append({"b_t": target_id, "b_s": s.due.removed_snapshot_id,
-                                "b_l": s.due.loc, "b_reason": s.reason})
+                                "b_l": s.due.loc, "b_reason": s.reason,
+                                "b_answer": _state_json(s.state, s.http_status,
+                                                        s.final_url, s.hops,
+                                                        s.detail or None, now)})
             gone.append(key)
             continue
         if s.not_modified:  # unchanged since the answer its state came from
@@ -384,6 +392,22 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
         for name, params in rows.items():
             if params:
                 conn.execute(_STATEMENTS[name], params)
+        if reasons:  # the removed URL's row goes: its story keeps what it last said
+            last = _last_states(conn, target_id, [r["b_l"] for r in reasons])
+            kept = set(conn.execute(select(snapshots.c.id).where(  # not pruned meanwhile
+                snapshots.c.id.in_({r["b_s"] for r in reasons}))).scalars())
+            answers = [{"target_id": target_id, "snapshot_id": r["b_s"], "loc": r["b_l"],
+                        "reason": r["b_reason"], "answer": r["b_answer"],
+                        "last": _last_json(last.get(r["b_l"]))}
+                       for r in reasons if r["b_s"] in kept]
+            if answers:
+                conn.execute(_insert_ignore(conn, removal_answers), answers)
+            # a packed removal is taken out of its pack first, to hold its reason
+            movepacks.take_out(conn, target_id, [(r["b_s"], r["b_l"]) for r in reasons])
+            conn.execute(update(changes).where(
+                c.target_id == bindparam("b_t"), c.kind == "removed",
+                c.snapshot_id == bindparam("b_s"), c.loc == bindparam("b_l"),
+            ).values(reason=bindparam("b_reason")), reasons)
         if gone:
             conn.execute(delete(url_states).where(
                 u.target_id == bindparam("b_t"), u.loc == bindparam("b_l"),
@@ -395,17 +419,32 @@ def save(engine: Engine, target_id: int, snapshot_id: int, saved: Sequence[Saved
             changelocs.note_locs(conn, target_id, [t["loc"] for t in transitions])
             conn.execute(update(targets).where(targets.c.id == target_id).values(
                 change_count=targets.c.change_count + len(transitions)))
-        if reasons:
-            movepacks.take_out(conn, target_id, [(r["b_s"], r["b_l"]) for r in reasons])
-            conn.execute(update(changes).where(
-                c.target_id == bindparam("b_t"), c.kind == "removed",
-                c.snapshot_id == bindparam("b_s"), c.loc == bindparam("b_l"),
-            ).values(reason=bindparam("b_reason")), reasons)
         if also is not None:
             also(conn)
         return len(transitions)
 
     return transaction(engine, write)
+
+
+def _last_states(conn: Connection, target_id: int, locs: list[str]) -> dict[str, Any]:
+    """The rows of these dropped URLs: the last state their checks found while listed."""
+    u = url_states.c
+    return {row.loc: row for row in conn.execute(
+        select(u.loc, u.state, u.http_status, u.final_url, u.hops, u.detail, u.since,
+               u.checked_at)
+        .where(u.target_id == target_id, u.listed.is_(False), u.loc.in_(locs)))}
+
+
+def _last_json(row: Any) -> str | None:
+    """The state a dropped URL's checks found while it was listed, with since when (None
+    when it was never answered)."""
+    if row is None or row.checked_at is None:
+        return None
+    last = json.loads(_state_json(row.state, row.http_status, row.final_url, row.hops or 0,
+                                  row.detail, row.checked_at))
+    if row.since is not None:
+        last["since"] = row.since.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return json.dumps(last, separators=(",", ":"), ensure_ascii=False)
 
 
 def _retry_at(now: datetime, s: Saved, recheck: float) -> datetime:
@@ -415,6 +454,23 @@ def _retry_at(now: datetime, s: Saved, recheck: float) -> datetime:
     if s.retry_after is not None:
         backoff = max(backoff, min(s.retry_after, recheck))
     return now + timedelta(seconds=backoff)
+
+
+def removals(engine: Engine, target_id: int, snapshot_id: int, locs: Sequence[str],
+             ) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The reason of each of these removals of a snapshot, and what its URL answered, for
+    those the URL checks looked at (``check --urls``: the check's own removals)."""
+    a = removal_answers.c
+    wanted = sorted(set(locs))
+
+    def read(conn: Connection) -> dict[str, tuple[str, dict[str, Any]]]:
+        return {row.loc: (row.reason, json.loads(row.answer))
+                for start in range(0, len(wanted), 500)
+                for row in conn.execute(select(a.loc, a.reason, a.answer).where(
+                    a.target_id == target_id, a.snapshot_id == snapshot_id,
+                    a.loc.in_(wanted[start:start + 500])))}
+
+    return transaction(engine, read) if wanted else {}
 
 
 def counts(engine: Engine, target_id: int, now: datetime, recheck: float,

@@ -368,6 +368,10 @@ class Round:
     # the first few: the alerts' examples; ``new`` counts them all
     examples: dict[str, list[str]] = field(default_factory=dict)
     new: dict[str, int] = field(default_factory=dict)
+    # ``check --urls``: the check's own removals, loc -> (reason, what the URL answered)
+    removals: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    # the first and the last snapshot whose removals got their reason in this round
+    removed_snapshots: tuple[int, int] | None = None
     seconds: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
@@ -430,6 +434,9 @@ class _Saver:
                 reasons = self._round.reasons
                 reasons[item.reason] = reasons.get(item.reason, 0) + 1
                 _keep(self._round.examples, f"removed:{item.reason}", item.due.loc)
+                at, span = item.due.removed_snapshot_id, self._round.removed_snapshots
+                self._round.removed_snapshots = ((at, at) if span is None
+                                                 else (min(span[0], at), max(span[1], at)))
         now = self._now()
         gone = [(item.due.removed_snapshot_id, item.due.loc) for item in saved
                 if item.reason == "gone" and item.due.removed_snapshot_id is not None]
@@ -591,7 +598,7 @@ def _raise_alerts(engine: Engine, alerts: Alerts, target: Target, ids: tuple[int
     summary = rules.UrlRound(target.url, snapshot_id, found.listed, found.states,
                              found.reasons, found.examples, now, new=found.new,
                              complete=complete, unchecked=unchecked, current=current,
-                             strata=found.strata)
+                             removed_snapshots=found.removed_snapshots, strata=found.strata)
 
     def write(conn: Connection) -> None:
         notifications = rules.evaluate_urls(alerts, target.name, summary,

@@ -48,7 +48,7 @@ def test_a_partial_check_is_a_state_that_names_its_documents() -> None:
                             f"(HTTP 500 Internal Server Error from {CHILD})")
     assert p["documents"] == [{"url": CHILD, "http_status": 500,
                                "error": f"HTTP 500 Internal Server Error from {CHILD}"}]
-    assert p["page"] == f"{BASE}/targets/shop/issues?rule=child-fetch-failed"
+    assert p["page"] == f"{BASE}/targets/shop/issues?rule=child-fetch-failed&at=9"
     # still partial: only Alertmanager hears it again; a failed check cannot tell; ok resolves
     again = evaluate(cfg, "shop", partial_check(), RuleContext(firing=FIRING), T0)
     assert [n.channel for n in again] == ["am"]
@@ -68,8 +68,8 @@ def test_an_issues_alert_names_the_document_and_its_error() -> None:
     assert p["summary"].endswith(f": {CHILD}: HTTP 500 Internal Server Error from {CHILD}")
     assert p["examples"] == {"child-fetch-failed": [CHILD]}
     assert p["issues"][0]["message"].startswith("HTTP 500")
-    assert p["link"] == f"{BASE}/api/v1/targets/shop/issues?rule=child-fetch-failed"
-    assert p["page"] == f"{BASE}/targets/shop/issues?rule=child-fetch-failed"
+    assert p["link"] == f"{BASE}/api/v1/targets/shop/issues?rule=child-fetch-failed&at=9"
+    assert p["page"] == f"{BASE}/targets/shop/issues?rule=child-fetch-failed&at=9"
 
 
 def test_a_robots_alert_carries_the_diff_and_no_url_examples() -> None:
@@ -86,8 +86,8 @@ def test_a_robots_alert_carries_the_diff_and_no_url_examples() -> None:
     assert robots["diff"].splitlines()[2:] == ["@@ -1,2 +1,2 @@", " User-agent: *",
                                                "-Allow: /", "+Disallow: /"]
     assert (robots["added"], robots["removed"], robots["diff_truncated"]) == (1, 1, False)
-    assert p["page"].startswith(f"{BASE}/targets/shop/changes?since=")
-    assert p["page"].endswith("&kind=robots")
+    # bounded by the check's snapshot: the same rows a month later
+    assert p["page"] == f"{BASE}/targets/shop/changes?kind=robots&since=4&until=4"
     assert "  +Disallow: /" in text_lines(p)
 
 
@@ -104,11 +104,13 @@ def test_a_mass_removal_says_a_child_left_the_index() -> None:
 
 def test_live_removals_link_to_the_live_removals() -> None:
     found = UrlRound("https://shop.example/s.xml", 7, 5, {"ok": 5}, {"live": 1, "gone": 2},
-                     {"removed:live": ["https://shop.example/b"]}, T0)
+                     {"removed:live": ["https://shop.example/b"]}, T0, removed_snapshots=(5, 6))
     [note, _] = evaluate_urls(alerts(when="removed", reason=["live"]), "shop", found, {}, T0)
+    # bounded by the snapshots whose removals the round triaged: later ones are not listed
     assert note.payload["link"] == (f"{BASE}/api/v1/targets/shop/changes?kind=removed"
-                                    "&reason=live")
-    assert note.payload["page"] == f"{BASE}/targets/shop/changes?kind=removed&reason=live"
+                                    "&reason=live&since=5&until=6")
+    assert note.payload["page"] == (f"{BASE}/targets/shop/changes?kind=removed&reason=live"
+                                    "&since=5&until=6")
 
 
 def url_round(states: dict[str, int], *, new: dict[str, list[str]] | None = None,
@@ -135,6 +137,7 @@ def test_no_url_health_count_before_the_first_complete_round() -> None:
                                                       "https://shop.example/not-found/1"]}
     assert hook.payload["examples_truncated"] is True
     assert hook.payload["page"] == f"{BASE}/targets/shop/urls?status=not-found"
+    assert hook.payload["link"] == f"{BASE}/api/v1/targets/shop/urls?status=not-found"
 
 
 def test_every_newly_broken_page_is_news() -> None:
@@ -156,6 +159,11 @@ def test_every_newly_broken_page_is_news() -> None:
     assert p["pages"] == {"gone": f"{BASE}/targets/shop/urls?status=gone",
                           "noindex": f"{BASE}/targets/shop/urls?status=noindex"}
     assert f"  every gone URL: {BASE}/targets/shop/urls?status=gone" in text_lines(p)
+    # the message links to its news: this round's transitions into the states that broke
+    assert p["link"] == (f"{BASE}/api/v1/targets/shop/changes?kind=health"
+                         "&rule=url-gone%2Curl-noindex&since=7&until=7")
+    assert p["page"] == (f"{BASE}/targets/shop/changes?kind=health"
+                         "&rule=url-gone%2Curl-noindex&since=7&until=7")
     # a round that finds nothing new: Alertmanager only (it needs the re-send)
     quiet = url_round({"ok": 10, "not-found": 1, "gone": 1, "noindex": 1})
     assert [n.channel for n in evaluate_urls(cfg, "shop", quiet, FIRING, T0)] == ["am"]

@@ -24,7 +24,7 @@ from charttools import (
     table_columns,
 )
 
-from monitor.model import CHANGE_KINDS, RULES
+from monitor.model import BROKEN_STATES, CHANGE_KINDS, RULES
 
 SEVERITY_OF_COLUMN = {"errors": "error", "warnings": "warning"}
 _RULE_MATCHER = re.compile(r'\brule=~"([^"]*)"')
@@ -260,3 +260,140 @@ def test_links_open_the_api_listings() -> None:
     changes_table = dashboard_panel("Changes by kind per target")
     for kind in CHANGE_KINDS:
         assert any(f"changes?kind={kind}&" in link["url"] for link in _links(changes_table))
+
+
+def _query(title: str, ref: str = "A") -> str:
+    """A panel's query (by its refId) as Grafana sends it."""
+    [target] = [t for t in dashboard_panel(title)["targets"] if t["refId"] == ref]
+    return grafana_promql(target["expr"])
+
+
+_STATE_MATCHER = re.compile(r'\bstate=~"([^"]*)"')
+
+
+def test_broken_urls_are_the_daemons_broken_states() -> None:
+    """Every panel that counts broken URLs takes exactly the daemon's error states (its pages'
+    "N broken"): a redirect or a canonical elsewhere is a warning, unknown is not checked."""
+    found = {panel["title"]: _STATE_MATCHER.findall(target["expr"])
+             for panel in dashboard()["panels"] for target in panel.get("targets", [])
+             if "sitemap_monitor_url_health{" in target["expr"]}
+    broken = {title: m for title, m in found.items() if m}
+    assert set(broken) == {"Broken listed URLs per target", "Broken listed URLs"}
+    for title, matchers in broken.items():
+        assert [sorted(m.split("|")) for m in matchers] == [sorted(BROKEN_STATES)], title
+
+
+# Two targets with URL checks; on "shop" a second replica still exports its older gauges
+# (the panels take the newest, the max, per target and state), "blog" is checked through.
+URL_HEALTH_SERIES = {
+    'sitemap_monitor_url_health{pod="a", target="shop", state="ok"}': "900x30",
+    'sitemap_monitor_url_health{pod="a", target="shop", state="not-found"}': "15x30",
+    'sitemap_monitor_url_health{pod="a", target="shop", state="noindex"}': "5x30",
+    'sitemap_monitor_url_health{pod="a", target="shop", state="redirect"}': "40x30",
+    'sitemap_monitor_url_health{pod="a", target="shop", state="unknown"}': "40x30",
+    'sitemap_monitor_url_health{pod="b", target="shop", state="not-found"}': "3x30",
+    'sitemap_monitor_url_health{pod="a", target="blog", state="ok"}': "98x30",
+    'sitemap_monitor_url_health{pod="a", target="blog", state="gone"}': "2x30",
+    'sitemap_monitor_url_health{pod="a", target="blog", state="canonicalized"}': "7x30",
+    'sitemap_monitor_url_check_coverage_ratio{pod="a", target="shop"}': "0.4x30",
+    'sitemap_monitor_url_check_coverage_ratio{pod="b", target="shop"}': "0.1x30",
+    'sitemap_monitor_url_check_coverage_ratio{pod="a", target="blog"}': "1x30",
+    # 6 checks a minute on each replica: 2 ok, 1 not-found
+    'sitemap_monitor_url_checks_total{pod="a", target="shop", outcome="ok"}': "0+4x30",
+    'sitemap_monitor_url_checks_total{pod="b", target="shop", outcome="ok"}': "0+2x30",
+    'sitemap_monitor_url_checks_total{pod="a", target="shop", outcome="not-found"}': "0+1x30",
+    'sitemap_monitor_url_checks_total{pod="a", target="blog", outcome="ok"}': "0x30",
+}
+
+
+def _by(label: str, values: Mapping[str, float]) -> list[dict[str, Any]]:
+    return [{"labels": f'{{{label}="{k}"}}', "value": v} for k, v in values.items()]
+
+
+def test_url_health_panels_on_the_daemons_series(tmp_path: Path) -> None:
+    """The URL-health row: states summed over targets, broken URLs per target (and in all,
+    the overview's stat), coverage per target, checks by outcome."""
+    cases = [
+        {"expr": _query("Listed URLs by health state"), "eval_time": "10m",
+         "exp_samples": _by("state", {"ok": 998, "not-found": 15, "noindex": 5, "redirect": 40,
+                                      "unknown": 40, "gone": 2, "canonicalized": 7})},
+        {"expr": _query("Broken listed URLs per target"), "eval_time": "10m",
+         "exp_samples": _samples({"shop": 20, "blog": 2})},
+        {"expr": _query("Broken listed URLs"), "eval_time": "10m",
+         "exp_samples": [{"labels": "{}", "value": 22}]},
+        {"expr": _query("URL-check coverage"), "eval_time": "10m",
+         "exp_samples": _samples({"shop": 0.4, "blog": 1})},
+        # over the 5 minutes of $__rate_interval
+        {"expr": _query("URL checks by outcome"), "eval_time": "20m",
+         "exp_samples": _by("outcome", {"ok": 30, "not-found": 5})},
+    ]
+    promtool_passed(promtool_eval(tmp_path, URL_HEALTH_SERIES, cases))
+
+
+def test_the_estimate_table(tmp_path: Path) -> None:
+    """Per target and state (not ok, not 0): the estimated share and its margin, one row."""
+    columns = table_columns(dashboard_panel("Estimated share of listed URLs by state"))
+    assert set(columns) == {"estimated share", "margin (95%)"}
+    series = {
+        'sitemap_monitor_url_health_estimate{pod="a", target="huge", state="ok"}': "0.9x10",
+        'sitemap_monitor_url_health_estimate_margin{pod="a", target="huge", state="ok"}':
+            "0.01x10",
+        'sitemap_monitor_url_health_estimate{pod="a", target="huge", state="not-found"}':
+            "0.021x10",
+        'sitemap_monitor_url_health_estimate_margin{pod="a", target="huge", state="not-found"}':
+            "0.004x10",
+        'sitemap_monitor_url_health_estimate{pod="b", target="huge", state="not-found"}':
+            "0.015x10",
+        'sitemap_monitor_url_health_estimate_margin{pod="b", target="huge", state="not-found"}':
+            "0.009x10",
+        'sitemap_monitor_url_health_estimate{pod="a", target="huge", state="gone"}': "0x10",
+        'sitemap_monitor_url_health_estimate_margin{pod="a", target="huge", state="gone"}':
+            "0.001x10",
+    }
+    row = '{state="not-found", target="huge"}'
+    cases = [{"expr": columns["estimated share"], "eval_time": "5m",
+              "exp_samples": [{"labels": row, "value": 0.021}]},
+             {"expr": columns["margin (95%)"], "eval_time": "5m",
+              "exp_samples": [{"labels": row, "value": 0.009}]}]
+    promtool_passed(promtool_eval(tmp_path, series, cases))
+
+
+def test_indexnow_robots_and_churn_panels(tmp_path: Path) -> None:
+    """IndexNow's outcomes (summed over replicas), the URLs it did not take per target and
+    outcome, robots.txt changes and failures per target and rule, and lastmod churn."""
+    series = {
+        'sitemap_monitor_indexnow_urls_total{pod="a", target="shop", outcome="submitted"}':
+            "0+10x60",
+        'sitemap_monitor_indexnow_urls_total{pod="b", target="shop", outcome="submitted"}':
+            "0+2x60",
+        'sitemap_monitor_indexnow_urls_total{pod="a", target="shop", outcome="rejected"}':
+            "0x20 50x40",
+        'sitemap_monitor_indexnow_urls_total{pod="a", target="blog", outcome="key_missing"}':
+            "0+1x60",
+        'sitemap_monitor_indexnow_urls_total{pod="a", target="blog", outcome="retry"}':
+            "0+3x60",
+        'sitemap_monitor_issues{pod="a", target="shop", rule="robots-changed"}': "0x20 1 0x39",
+        'sitemap_monitor_issues{pod="a", target="blog", rule="robots-unreachable"}': "1x60",
+        'sitemap_monitor_issues{pod="a", target="blog", rule="lastmod-invalid"}': "9x60",
+        'sitemap_monitor_lastmod_churn_ratio{pod="a", target="shop"}': "0.05x60",
+        'sitemap_monitor_lastmod_churn_ratio{pod="b", target="shop"}': "0.01x60",
+        'sitemap_monitor_lastmod_churn_ratio{pod="a", target="blog"}': "0.95x60",
+    }
+    cases = [
+        {"expr": _query("IndexNow URLs by outcome"), "eval_time": "30m",
+         "exp_samples": _by("outcome", {"submitted": 60, "rejected": 0, "key_missing": 5,
+                                        "retry": 15})},
+        {"expr": _query("IndexNow URLs not accepted per target"), "eval_time": "23m",
+         "exp_samples": [
+             {"labels": '{outcome="rejected", target="shop"}', "value": 50},
+             {"labels": '{outcome="key_missing", target="blog"}', "value": 5}]},
+        {"expr": _query("IndexNow URLs not accepted (24h)"), "eval_time": "60m",
+         "exp_samples": [{"labels": "{}", "value": 110}]},
+        {"expr": _query("robots.txt changes and failures"), "eval_time": "22m",
+         "exp_samples": [
+             {"labels": '{rule="robots-changed", target="shop"}', "value": 1},
+             {"labels": '{rule="robots-unreachable", target="blog"}', "value": 1}]},
+        {"expr": _query("Lastmod churn"), "eval_time": "10m",
+         "exp_samples": _samples({"shop": 0.05, "blog": 0.95})},
+    ]
+    promtool_passed(promtool_eval(tmp_path, series, cases))

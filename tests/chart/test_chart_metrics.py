@@ -44,7 +44,10 @@ SPEC_METRICS = {
     "sitemap_monitor_invalid_urls", "sitemap_monitor_issues", "sitemap_monitor_changes_total",
     "sitemap_monitor_documents", "sitemap_monitor_fetched_bytes_total",
     "sitemap_monitor_alerts_total", "sitemap_monitor_alerts_pending",
-    "sitemap_monitor_build_info",
+    "sitemap_monitor_build_info", "sitemap_monitor_lastmod_churn_ratio",
+    "sitemap_monitor_url_health", "sitemap_monitor_url_checks_total",
+    "sitemap_monitor_url_check_coverage_ratio", "sitemap_monitor_indexnow_urls_total",
+    "sitemap_monitor_url_health_estimate", "sitemap_monitor_url_health_estimate_margin",
 }
 
 
@@ -72,7 +75,8 @@ def _daemon_command() -> list[str]:
 @pytest.fixture(scope="module")
 def daemon_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """/metrics of a real `sitemap-monitor run` after the first check of each target: "local"
-    succeeds, "broken" (a 404) fails, so it never succeeded. Scraped once for the module."""
+    succeeds (its pages checked, IndexNow on), "broken" (a 404) fails, so it never succeeded.
+    Scraped once for the module."""
     tmp_path = tmp_path_factory.mktemp("daemon-metrics")
     with TestServer() as site:
         site.route("/sitemap.xml", Reply(body=SITEMAP, headers={"Content-Type": "text/xml"}))
@@ -83,7 +87,11 @@ def daemon_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "database_url": f"sqlite:///{tmp_path}/monitor.db",
             "listen": f"127.0.0.1:{port}",
             "defaults": {"interval": "1h", "jitter": 0},
-            "targets": [{"name": "local", "url": site.url("/sitemap.xml")},
+            # "local" checks its pages and submits to IndexNow, so that their series exist
+            "targets": [{"name": "local", "url": site.url("/sitemap.xml"),
+                         "url_checks": {"enabled": True},
+                         "indexnow": {"enabled": True, "key": "0123456789abcdef-metrics",
+                                      "endpoint": site.url("/indexnow")}},
                         {"name": "broken", "url": site.url("/missing.xml")}],
             "alerts": {
                 "channels": [{"name": "hook", "type": "webhook", "url": site.url("/hook")}],

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import yaml
 from charttools import MONITORING_APIS, one, render, require_tool, run
+
+from monitor.model import BROKEN_STATES
 
 RULES_TEST = Path(__file__).parent / "rules-test.yaml"
 
@@ -29,7 +32,7 @@ def test_promtool_check_rules_defaults(tmp_path: Path) -> None:
     """promtool check rules accepts the default rules."""
     promtool = require_tool("promtool")
     result = run([promtool, "check", "rules", str(_write(_rules(), tmp_path))])
-    assert "SUCCESS: 7 rules found" in result.stdout
+    assert "SUCCESS: 10 rules found" in result.stdout
 
 
 def test_promtool_check_rules_full_scenario(tmp_path: Path) -> None:
@@ -37,7 +40,7 @@ def test_promtool_check_rules_full_scenario(tmp_path: Path) -> None:
     promtool = require_tool("promtool")
     spec = _rules(scenario="full-values.yaml")
     result = run([promtool, "check", "rules", str(_write(spec, tmp_path))])
-    assert "SUCCESS: 6 rules found" in result.stdout
+    assert "SUCCESS: 9 rules found" in result.stdout
 
 
 def test_promtool_check_rules_rejects_bad_promql(tmp_path: Path) -> None:
@@ -74,7 +77,7 @@ def test_promtool_unit_tests_notice_a_changed_threshold(tmp_path: Path) -> None:
 def test_every_default_alert_has_a_firing_unit_test() -> None:
     """Each default alert has a case in rules-test.yaml where it fires, and a quiet one."""
     alerts = [rule["alert"] for group in _rules()["groups"] for rule in group["rules"]]
-    assert len(alerts) == 7
+    assert len(alerts) == 10
     cases = yaml.safe_load(RULES_TEST.read_text())["tests"]
     checks = [c for case in cases for c in case["alert_rule_test"]]
     for alert in alerts:
@@ -99,7 +102,7 @@ def test_each_rule_can_be_switched_off() -> None:
     spec = _rules("--set", "prometheusRule.rules.massRemoval.enabled=false")
     alerts = [rule["alert"] for group in spec["groups"] for rule in group["rules"]]
     assert "SitemapMonitorMassRemoval" not in alerts
-    assert len(alerts) == 6
+    assert len(alerts) == 9
 
 
 def _database_rules(*args: str, scenario: str | None = None) -> dict[str, str]:
@@ -133,3 +136,35 @@ def test_database_rules_need_a_limit_without_the_chart_volume() -> None:
                             scenario="postgresql-values.yaml")
     assert given["SitemapMonitorDatabaseGrowing"].endswith("> 53687091200")
     assert len(given) == 2
+
+
+def _exprs() -> dict[str, str]:
+    return {rule["alert"]: rule["expr"] for group in _rules()["groups"]
+            for rule in group["rules"]}
+
+
+def test_broken_urls_are_the_daemons_broken_states() -> None:
+    """The URL-health alerts take exactly the states the daemon counts as broken (its pages'
+    "N broken", urls --status broken): its error states, no redirect, canonical or unknown."""
+    exprs = _exprs()
+    for alert in ("SitemapMonitorUrlsBroken", "SitemapMonitorUrlsBrokenEstimate"):
+        matchers = set(re.findall(r'state=~"([^"]*)"', exprs[alert]))
+        assert [sorted(m.split("|")) for m in matchers] == [sorted(BROKEN_STATES)], alert
+    assert 'state!="unknown"' in exprs["SitemapMonitorUrlsBroken"]
+
+
+def test_new_alerts_can_be_tuned_and_switched_off() -> None:
+    """Their thresholds, ratios and windows come from the values."""
+    tuned = {rule["alert"]: rule for group in _rules(
+        "--set", "prometheusRule.rules.urlsBroken.threshold=25",
+        "--set-json", "prometheusRule.rules.urlsBroken.ratio=0.1",
+        "--set-json", "prometheusRule.rules.urlsBrokenEstimate.ratio=0.05",
+        "--set", "prometheusRule.rules.indexNowRejected.window=6h",
+        "--set", "prometheusRule.rules.indexNowRejected.enabled=false")["groups"]
+        for rule in group["rules"]}
+    assert ">= 25\nand" in tuned["SitemapMonitorUrlsBroken"]["expr"]
+    assert tuned["SitemapMonitorUrlsBroken"]["expr"].endswith(">= 0.1")
+    assert ") >= 0.05\n" in tuned["SitemapMonitorUrlsBrokenEstimate"]["expr"]
+    assert "SitemapMonitorIndexNowRejected" not in tuned
+    window = _exprs()["SitemapMonitorIndexNowRejected"]
+    assert "[1h]" in window

@@ -8,13 +8,17 @@ a filter, a diff and the URL health; a screenshot of each page goes to the tests
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
-from browser import chromium, screenshot
-from harness import Daemon
+from browser import artifacts_dir, chromium, screenshot
+from harness import Daemon, sitemap, write_config
+from httpserver import Reply, TestServer
 from playwright.sync_api import Browser, Page, expect
-from test_web_pages import watched  # noqa: F401 - the fixture, shared with the HTTP tests
+from test_web_pages import serve_site, watched  # noqa: F401 - the fixture, shared with the HTTP tests
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +91,7 @@ def test_filters_a_diff_and_the_url_health(
     page.get_by_label("rule").select_option("url-not-found")
     page.get_by_role("button", name="Show").click()
     expect(page).to_have_url(
-        f"{daemon.base}/targets/shop/changes?kind=health&since=&reason=&rule=url-not-found&q=")
+        f"{daemon.base}/targets/shop/changes?kind=health&since=&until=&reason=&rule=url-not-found&q=")
     cells = page.locator("tbody tr").all_inner_texts()
     assert len(cells) == 1
     assert "unknown -> not-found (404)" in cells[0]
@@ -121,7 +125,7 @@ def test_search_a_urls_story_the_charts_and_a_narrow_screen(
     daemon, removed = watched
     broken = removed[0].rsplit("/", 1)[0] + "/p1"
     page.goto(daemon.base + "/targets/shop")
-    charts = page.locator("svg.chart")
+    charts = page.locator("svg.chart:visible")  # each drawn for a phone too, hidden here
     expect(charts).to_have_count(3)
     expect(page.locator("figcaption")).to_have_text(
         ["URLs per snapshot", "Changes per check, by kind", "URL health, by state"])
@@ -168,3 +172,110 @@ def test_search_a_urls_story_the_charts_and_a_narrow_screen(
         with capsys.disabled():
             print(f"\n[screenshot] {path}: {what}")
     narrow.close()
+
+
+def _page_kinds(daemon: Daemon, removed: list[str]) -> dict[str, str]:
+    """A path of each kind of page the daemon serves, the widest content of each."""
+    broken = removed[0].rsplit("/", 1)[0] + "/p1"
+    return {
+        "targets": "/",
+        "target": "/targets/shop",
+        "changes": "/targets/shop/changes",
+        "urls": "/targets/shop/urls?at=1",
+        "urls in a state": "/targets/shop/urls?status=broken",
+        "issues": "/targets/shop/issues",
+        "diff form": "/targets/shop/diff",
+        "diff": "/targets/shop/diff?from=1",
+        "snapshots": "/targets/shop/snapshots",
+        "one URL, its form": "/targets/shop/url",
+        "one URL": "/targets/shop/url?" + urlencode({"loc": broken}),
+        "robots.txt and its tester": "/targets/shop/robots?" + urlencode(
+            {"urls": f"{broken}\n/private/a-very-long-path-that-a-person-pasted-in-to-test"}),
+        "not found": "/targets/nope",
+    }
+
+
+def test_no_page_is_wider_than_a_phone(
+    watched: tuple[Daemon, list[str]], browser: Browser,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """At 420 px every kind of page fits the screen: a wide table scrolls inside its own box,
+    the page itself never sideways."""
+    daemon, removed = watched
+    context = browser.new_context(viewport={"width": 420, "height": 900})
+    page = context.new_page()
+    widths = {}
+    for kind, path in _page_kinds(daemon, removed).items():
+        page.goto(daemon.base + path)
+        widths[kind] = page.evaluate("document.documentElement.scrollWidth")
+        if kind in ("urls in a state", "diff", "robots.txt and its tester"):
+            path = screenshot(page, f"web-14-narrow-{kind.replace(' ', '-')}", full_page=False)
+            with capsys.disabled():
+                print(f"\n[screenshot] {path}: {kind} at 420 px (its first screenful): its "
+                      "table scrolls in its box, the page does not")
+    with capsys.disabled():
+        print(f"\n[widths at 420 px] {widths}")
+    context.close()
+    assert {kind: width for kind, width in widths.items() if width > 420} == {}
+
+
+def test_charts_read_at_phone_width(
+    watched: tuple[Daemon, list[str]], browser: Browser,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """On a phone (420 px) as on a laptop (1366 px) a chart's text, its tick labels among it,
+    is drawn at 11 px or more, and each line's last value says whose it is (its state's name
+    beside the number)."""
+    daemon, _ = watched
+    for width in (420, 1366):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        page = context.new_page()
+        page.goto(daemon.base + "/targets/shop")
+        shown = page.locator("svg.chart:visible")
+        expect(shown).to_have_count(3)
+        # a text's size is in the drawing's units: times the scale the drawing is shown at
+        fonts = shown.evaluate_all(
+            "svgs => svgs.map(svg => parseFloat(getComputedStyle(svg.querySelector("
+            "'text')).fontSize) * svg.getBoundingClientRect().width"
+            " / svg.viewBox.baseVal.width)")
+        ends = shown.nth(2).locator("text.value").all_text_contents()
+        path = artifacts_dir() / f"web-12-charts-{width}.png"
+        page.locator(".charts").screenshot(path=path)
+        with capsys.disabled():
+            print(f"\n[screenshot] {path}: the charts of shop at {width} px; their text "
+                  f"drawn at {', '.join(f'{f:.1f}' for f in fonts)} px; the health chart's "
+                  f"line ends: {ends}")
+        context.close()
+        assert min(fonts) >= 11, (width, fonts)
+        assert {"ok 1", "not-found 1"} <= set(ends)
+        assert all(re.fullmatch(r"[a-z-]+ [\d,]+", end) for end in ends), ends
+
+
+def test_the_targets_page_fits_a_phone_with_real_names(
+    tmp_path: Path, daemons: list[Daemon], browser: Browser,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Targets named as people name them, their sitemaps at long addresses, thousands of URLs
+    and a broken one: at 420 px the targets page still fits, its table scrolling in its box."""
+    with TestServer() as s:
+        path = "/sitemaps/products/sitemap-products-en-gb-2026-11.xml"
+        urls = serve_site(s, 1_200)
+        s.route(path, Reply(body=sitemap(urls)))
+        names = ["shop-en-gb-products", "shop-de-de-products", "magazine-articles-archive"]
+        config = write_config(tmp_path / "c.yaml", f"sqlite:///{tmp_path}/m.db",
+                              [(name, s.url(path)) for name in names], interval="1h")
+        daemon = Daemon(config)
+        daemons.append(daemon)
+        daemon.started()
+        for name in names:
+            daemon.event("check", target=name)
+        context = browser.new_context(viewport={"width": 420, "height": 900})
+        page = context.new_page()
+        page.goto(daemon.base + "/")
+        expect(page.get_by_role("link", name="magazine-articles-archive")).to_be_visible()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        shot = screenshot(page, "web-13-narrow-targets")
+        with capsys.disabled():
+            print(f"\n[screenshot] {shot}: three targets at 420 px, {width} px wide")
+        context.close()
+    assert width <= 420

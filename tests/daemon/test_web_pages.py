@@ -21,16 +21,16 @@ PAGE = b"<!doctype html><html><head><title>p</title></head><body>page</body></ht
 def serve_site(s: TestServer, count: int) -> dict[str, str | None]:
     for i in range(count):
         s.route(f"/p{i}", Reply(404 if i == 1 else 200, PAGE, {"Content-Type": "text/html"}))
-    urls: dict[str, str | None] = {s.url(f"/p{i}"): None for i in range(count)}
+    urls: dict[str, str | None] = {s.url(f"/p{i}"): "2026-11-01" for i in range(count)}
     s.route("/s.xml", Reply(body=sitemap(urls)))
     return urls
 
 
 @pytest.fixture(scope="module")
 def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daemon, list[str]]]:
-    """A daemon that has seen 150 URLs, then the removal of 148 of them, and checked the
-    pages; yields it and the removed URLs. One for all the tests of a module: they only read
-    what it has seen, and it goes on checking the same site."""
+    """A daemon that has seen 150 URLs, then the removal of 148 of them and a new lastmod of
+    /p0, and checked the pages; yields it and the removed URLs. One for all the tests of a
+    module: they only read what it has seen, and it goes on checking the same site."""
     tmp_path = tmp_path_factory.mktemp("watched")
     with TestServer() as s:
         urls = serve_site(s, 150)
@@ -45,6 +45,7 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daemon, 
             daemon.started()
             daemon.event("check", target="shop", outcome="ok")
             kept = {loc: urls[loc] for loc in list(urls)[:2]}
+            kept[s.url("/p0")] = "2026-11-20"  # a lastmod that moved: a diff shows both
             removed = [loc for loc in urls if loc not in kept]
             mark = len(daemon.lines)
             s.route("/s.xml", Reply(body=sitemap(kept)))
@@ -106,6 +107,63 @@ def test_the_pages_show_targets_changes_health_and_exports(
         removed[0].rsplit("/", 1)[0] + "/p1"]
     assert "<option selected>url-not-found</option>" in by_rule.text
     assert "url-nope" in daemon.get("/targets/shop/changes?rule=url-nope").text
+
+
+def test_every_broken_url_is_one_listing(watched: tuple[Daemon, list[str]]) -> None:
+    """"1 broken" on the targets page links to the URLs in any error state, which the API,
+    its exports and the page list: the states the index counts as broken, together."""
+    daemon, removed = watched
+    broken = removed[0].rsplit("/", 1)[0] + "/p1"
+    answer = daemon.get("/api/v1/targets/shop/urls?status=broken")
+    assert answer.status_code == 200, answer.text
+    assert [(u["loc"], u["status"], u["http_status"]) for u in answer.json()["urls"]] == [
+        (broken, "not-found", 404)]
+    rows = list(csv.DictReader(io.StringIO(
+        daemon.get("/api/v1/targets/shop/urls?status=broken&format=csv").text)))
+    assert [(r["loc"], r["status"]) for r in rows] == [(broken, "not-found")]
+    by_since = daemon.get("/api/v1/targets/shop/urls?status=broken&sort=-since")
+    assert [u["loc"] for u in by_since.json()["urls"]] == [broken]
+    assert "broken" in daemon.get("/api/v1/openapi.json").text
+
+    index = daemon.get("/").text
+    assert '<a class="bad" href="/targets/shop/urls?status=broken">1 broken</a>' in index
+    target = daemon.get("/targets/shop").text
+    assert 'href="/targets/shop/urls?status=broken">broken 1</a>' in target
+    page = daemon.get("/targets/shop/urls?status=broken")
+    assert page.status_code == 200
+    assert re.findall(r'<td class="loc"><a href="([^"]+)"', page.text) == [broken]
+    assert "<option selected>broken</option>" in page.text
+    assert '<td class="nowrap bad">not-found</td>' in page.text  # each row says its state
+
+
+def test_listing_pages_show_what_their_exports_hold(watched: tuple[Daemon, list[str]]) -> None:
+    """A diff page has each URL's lastmod before and after (as its CSV has them); the URLs in
+    a health state have since when and when they were last checked (the API sorts by both)."""
+    daemon, removed = watched
+    base = removed[0].rsplit("/", 1)[0]
+    diff = daemon.get("/targets/shop/diff?from=1").text
+    heads = re.findall(r"<th>(?:<a[^>]*>)?([^<]+)", diff)
+    assert heads[:4] == ["kind", "loc", "lastmod before", "lastmod after"]
+    moved = re.search(rf'<tr><td class="nowrap">changed</td><td class="loc"><a href="{base}/p0"'
+                      r".*?</tr>", diff, re.S)
+    assert moved is not None
+    assert re.search(r"<td[^>]*>2026-11-01</td><td[^>]*>2026-11-20</td>", moved.group(0))
+    gone = re.search(rf'<td class="loc"><a href="{base}/p5".*?</tr>', diff, re.S)
+    assert gone is not None
+    assert "2026-11-01" in gone.group(0)
+    export = list(csv.DictReader(io.StringIO(
+        daemon.get("/api/v1/targets/shop/diff?from=1&format=csv").text)))
+    p0 = next(r for r in export if r["loc"] == f"{base}/p0")
+    assert (json.loads(p0["before"])["lastmod"], json.loads(p0["after"])["lastmod"]) == (
+        "2026-11-01", "2026-11-20")
+
+    health = daemon.get("/targets/shop/urls?status=not-found").text
+    heads = re.findall(r"<th>(?:<a[^>]*>)?([^<]+)", health)
+    assert {"since", "checked_at"} <= {h.strip(" ▲▼") for h in heads}, heads
+    row = re.search(r"<tbody>(.*?)</tbody>", health, re.S)
+    assert row is not None
+    assert len(re.findall(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC", row.group(1))) == 2
+    assert 'href="/targets/shop/urls?status=not-found&amp;sort=since"' in health
 
 
 def test_bad_requests_are_pages_that_say_why(watched: tuple[Daemon, list[str]]) -> None:

@@ -64,7 +64,8 @@ def test_a_search_of_the_locs(watched: tuple[Daemon, list[str]]) -> None:  # noq
     assert daemon.get("/api/v1/targets/shop/urls?status=not-found&q=/p2").json()["urls"] == []
     page = daemon.get("/targets/shop/changes?kind=removed&q=/p14")
     assert sorted(locs_of(page.text)) == wanted
-    assert 'name="q" type="search" value="/p14"' in page.text
+    # the box keeps what was searched, and refuses to take more than a search may hold
+    assert 'name="q" type="search" maxlength="2048" value="/p14"' in page.text
     assert daemon.get("/targets/shop/urls?q=nothing-holds-this").text.count("No rows.") == 1
 
 

@@ -14,6 +14,7 @@ from site_fixture import Site, urlset
 from sqlalchemy import select
 
 from monitor.cli import main
+from monitor.model import BROKEN_STATES
 from monitor.store.db import make_engine
 from monitor.store.schema import changes, url_states
 
@@ -156,6 +157,14 @@ def test_every_state_is_found_and_stored(
     first = {loc.removeprefix(site.url("")): json.loads(after)["state"]
              for loc, _, after, _ in recorded(db, "health")}
     assert first == {p: s for p, s in every_state.items() if s not in ("ok", "unknown")}
+    # `urls --status broken`: every URL in an error state (as the pages count them), the
+    # redirects, canonicals and unknowns left out
+    code, out, err = run(capsys, "urls", "t", "--status", "broken", "--json", "--config", cfg,
+                         "--database-url", db)
+    assert code == 0, err
+    listed = {u["loc"].removeprefix(site.url("")): u["status"] for u in json.loads(out)["urls"]}
+    assert listed == {p: s for p, s in every_state.items() if s in BROKEN_STATES}
+    assert len(set(listed.values())) >= 5  # not-found, gone, forbidden, noindex...
 
 
 def test_a_redirect_to_the_metadata_address_is_not_followed(
@@ -317,6 +326,9 @@ def test_listings_show_health_transitions_and_reasons(
     assert [(u["loc"], u["status"], u["rule"], u["http_status"]) for u in broken["urls"]] == [
         (site.url("/b"), "not-found", "url-not-found", 404)]
     assert [u["loc"] for u in listed("urls", "t", "--status", "ok")["urls"]] == [site.url("/a")]
+    # every URL in an error state at once, each with its own state
+    assert [(u["loc"], u["status"]) for u in listed("urls", "t", "--status", "broken")["urls"]
+            ] == [(site.url("/b"), "not-found")]
     found = listed("changes", "t")["changes"]
     assert sorted((c["kind"], c["loc"], c["reason"]) for c in found) == [
         ("health", site.url("/b"), None), ("removed", site.url("/c"), "live")]

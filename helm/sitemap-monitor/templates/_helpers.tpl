@@ -231,3 +231,12 @@ The Secret that holds the IndexNow key: an existing one, or the chart's own.
 {{- printf "%s-indexnow" (include "sitemap-monitor.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 {{- end }}
+
+{{/*
+The URL-health states the daemon counts as broken (its error states: a redirect or a canonical
+elsewhere is a warning), as a PromQL regex for a state=~ matcher. The dashboard spells out the
+same list; tests/chart compares both with the daemon's.
+*/}}
+{{- define "sitemap-monitor.brokenStates" -}}
+not-found|gone|forbidden|client-error|server-error|noindex|soft-404|disallowed
+{{- end }}
