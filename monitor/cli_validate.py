@@ -32,18 +32,19 @@ def validate_file(path: Path, cfg: Config) -> CheckResult:
 
     url = path.resolve().as_uri()
     d = cfg.defaults
-    doc = DocumentResult(url=url, outcome="failed")
+    size = 0
     body = Spool()  # in memory while small, then in a file, as a fetched body is
     try:
         try:
             # Bounded while it inflates, as a fetch is: a gzip bomb stops at max_bytes.
             for chunk in inflate.read_file(str(path), url, d.max_bytes):
-                doc.bytes += len(chunk)
+                size += len(chunk)
                 body.write(chunk)
             body.finish()
         except OSError as exc:
             raise ConfigError(f"{path}: {exc.strerror or exc}") from None
         except FetchError as exc:
+            doc = DocumentResult(url=url, outcome="failed", bytes=size)
             return _failed(path, doc, Issue(rule_id(exc.kind), exc.message, document=url))
         found = digest.digest(digest.Job(
             url=url, now=datetime.now(UTC), max_bytes=d.max_bytes, max_urls=d.max_urls,
@@ -53,24 +54,24 @@ def validate_file(path: Path, cfg: Config) -> CheckResult:
             fingerprints=False))
     finally:
         body.close()
-    doc.kind = found.kind
     if found.failure is not None:
-        return _failed(path, doc, found.failure)
+        return _failed(path, DocumentResult(url=url, outcome="failed", kind=found.kind,
+                                            bytes=size), found.failure)
     issues = [*found.issues,
               *filter(None, (validate.child_issue(c, url) for c in found.children)),
               *found.entry_issues, *_not_reciprocal(found, url)]
     # one file, not a target of several documents
     issues = [replace(i, message=IN_THIS_FILE) if i.rule == "loc-duplicate" else i
               for i in issues]
-    doc.outcome = "ok"
-    doc.urls, doc.invalid, doc.duplicates = found.urls, found.invalid, found.duplicates
+    doc = DocumentResult(url=url, outcome="ok", kind=found.kind, bytes=size, urls=found.urls,
+                         invalid=found.invalid, duplicates=found.duplicates)
     return CheckResult(target=str(path), url=url, outcome="ok", documents=[doc], issues=issues,
                        urls=doc.urls, invalid=doc.invalid, duplicates=doc.duplicates)
 
 
 def _failed(path: Path, doc: DocumentResult, failure: Issue) -> CheckResult:
     """The result of a file that could not be read as a sitemap."""
-    doc.outcome, doc.error = "failed", failure.message
+    doc = replace(doc, outcome="failed", error=failure.message)
     return CheckResult(target=str(path), url=doc.url, outcome="failed", documents=[doc],
                        error_kind=failure.rule, error_message=failure.message,
                        issues=[failure])

@@ -278,9 +278,10 @@ class Change:
         }
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class DocumentResult:
-    """The fingerprint and outcome of one fetched document in one check."""
+    """The fingerprint and outcome of one fetched document in one check (built once, by the
+    check's tally from the document's outcome)."""
 
     url: str
     outcome: DocumentOutcome

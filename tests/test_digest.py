@@ -481,3 +481,10 @@ def test_a_pool_stopped_while_it_starts_is_stopped_all_the_same(
         assert multiprocessing.active_children() == []
     finally:
         pool.shutdown()
+
+
+def test_one_function_chooses_the_validation_path() -> None:
+    data = _document(3)
+    assert digest.validation_path(_job(data)) == "new"
+    assert digest.validation_path(_job(data, previous=b"stored", baseline=True)) == "new"
+    assert digest.validation_path(_job(data, previous=b"stored")) == "reread"

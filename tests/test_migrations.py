@@ -15,7 +15,7 @@ from sqlalchemy import Engine, event, inspect, text
 
 from monitor.codec import entryset
 from monitor.errors import MonitorError, SchemaError
-from monitor.store import checkwriter as sql
+from monitor.store import checkreads as sql
 from monitor.store import db
 from monitor.store.schema import metadata
 

@@ -17,14 +17,15 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 
 from monitor.check.tally import Tally
+from monitor.codec.states import StoredSet, TargetState
 from monitor.config import Defaults, Target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
 from monitor.robots import reader as robots_reader
 from monitor.robots import versions as robots_versions
-from monitor.store import checkwriter as store
+from monitor.store import checkreads as store
 from monitor.store.checkplan import CheckWrites
-from monitor.store.checkwriter import StoredSet, TargetState
+from monitor.store.retry import transaction
 
 __all__ = ["Context", "Loaded", "Reads", "load"]
 
@@ -47,7 +48,7 @@ def load(engine: Engine, target: Target, now: datetime) -> Loaded:
         state = store.load_state(conn, target.name, target.url, now)
         return Loaded(state, robots_versions.current(conn, state.target_id))
 
-    return store.transaction(engine, read)
+    return transaction(engine, read)
 
 
 class Reads:

@@ -16,61 +16,65 @@ from dataclasses import replace
 from typing import Any
 
 from monitor.check.context import Context
-from monitor.check.tally import INDEX_KINDS
+from monitor.check.tally import INDEX_KINDS, Marked
 from monitor.codec import entryset
+from monitor.codec.states import DocumentState
 from monitor.model import Entry
 from monitor.read import validate
 from monitor.robots import agents
 from monitor.robots.matcher import RobotsRules
-from monitor.store.checkwriter import DocumentState
 
 __all__ = ["mark_disallowed"]
 
 
 async def mark_disallowed(ctx: Context, dropped: list[str], rules: Mapping[str, RobotsRules],
-                          new: frozenset[str]) -> None:
-    """Mark the entries whose news or images robots.txt keeps from Google's crawlers."""
+                          new: frozenset[str]) -> list[Marked]:
+    """Mark the entries whose news or images robots.txt keeps from Google's crawlers: the
+    documents whose verdicts moved, for the check's tally."""
     known = {url: held for url, held in rules.items() if held.may_disallow()}
     tally = ctx.tally
     docs = {**ctx.state.documents, **tally.read}
     for url in dropped:
         docs.pop(url, None)
     everything = bool(new)
+    marks: list[Marked] = []
+    room = tally.room()
     for url, state in docs.items():
         if state.kind in INDEX_KINDS:
             continue
         had = any(state.issue_counts.get(rule) for rule in agents.RULES)
         if not (everything or ctx.writes.recorded(url)) or not (known or had):
             continue
-        await _mark(ctx, url, state, known)
+        marked = await _mark(ctx, url, state, known, room)
+        if marked is not None:
+            marks.append(marked)
+            room -= len(marked.issues)
+    return marks
 
 
 async def _mark(ctx: Context, url: str, state: DocumentState,
-                rules: Mapping[str, RobotsRules]) -> None:
-    """Record a document's entries with the robots rules they break now."""
-    tally, writes = ctx.tally, ctx.writes
+                rules: Mapping[str, RobotsRules], room: int) -> Marked | None:
+    """Record a document's entries with the robots rules they break now; its new state and
+    the first of those issues (``room`` of each rule)."""
+    writes = ctx.writes
     stored = await ctx.reads.current(url)
     if stored is None:
-        return
+        return None
     marked = await asyncio.to_thread(_marked, stored.whole(), rules)
     if marked is None:
-        return
+        return None
     data, locs, exts, found = marked
     if writes.recorded(url):  # this snapshot's own version: the same entries
         writes.replace_set(url, data)
     else:  # an earlier snapshot's: a new version, so that history keeps its verdicts
         writes.entry_set(url, stored.id, state.urls, state.invalid, data, delta=True)
-        if url in tally.untouched:
-            tally.untouched.remove(url)
     counts = {rule: n for rule, n in state.issue_counts.items() if rule not in agents.RULES}
     for rule in agents.RULES:
         if found[rule]:
             counts[rule] = len(found[rule])
-    tally.read[url] = replace(state, issue_counts=counts)
-    for rule in agents.RULES:
-        for i in found[rule][: max(0, tally.limit - len(tally.issues))]:
-            tally.found(validate.issue(rule, Entry(locs[i], extensions=exts[i]), url),
-                        count=False)
+    issues = [validate.issue(rule, Entry(locs[i], extensions=exts[i]), url)
+              for rule in agents.RULES for i in found[rule][: max(0, room)]]
+    return Marked(url, replace(state, issue_counts=counts), issues)
 
 
 def _marked(data: bytes, rules: Mapping[str, RobotsRules],

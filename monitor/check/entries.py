@@ -7,16 +7,18 @@ from __future__ import annotations
 import asyncio
 from array import array
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import replace
 
 from monitor.check.context import Context
-from monitor.check.tally import INDEX_KINDS
+from monitor.check.tally import INDEX_KINDS, Gone, Recorded
 from monitor.codec import entryset, fingerprints
+from monitor.codec.states import StoredSet
+from monitor.model import EntryState
 from monitor.read import digest as digesting
 from monitor.read.digest import Digest, Job
 from monitor.robots import watch as robots_watch
 from monitor.robots.matcher import robots_url
 from monitor.robots.sitemaps import parse_robots
-from monitor.store.checkwriter import StoredSet
 
 __all__ = ["Entries"]
 
@@ -32,38 +34,43 @@ class Entries:
         # the Sitemap: lines of the robots.txt of hosts a sitemap lists URLs on (read once)
         self.cross_robots: dict[str, frozenset[str]] = {}
 
-    async def take(self, url: str, parent: str | None, found: Digest, job: Job) -> None:
-        """Everything a digested sitemap's entries do to the check."""
-        await self._cross_submitted(url, parent, found, job)
+    async def take(self, url: str, parent: str | None, found: Digest, job: Job) -> int:
+        """Everything a digested sitemap's entries do to the check (the digest is changed in
+        place); the bytes read for it on the wire."""
+        wire = await self._cross_submitted(url, parent, found, job)
         await self._dedupe(found, job)
+        return wire
 
     async def _cross_submitted(self, url: str, parent: str | None, found: Digest,
-                               job: Job) -> None:
+                               job: Job) -> int:
         """Take ``loc-out-of-scope`` back from the locs on hosts whose robots.txt names this
         sitemap (or its index, or the target's URL) in a ``Sitemap:`` line: cross-submission,
         which Google and Bing document. The hosts are those of the document's first issues
         (its examples), each host's robots.txt read once a check; only when one of them names
         the sitemap is the entry set decoded, and every loc on such a host lifted."""
         if not found.counts.get(_OUT_OF_SCOPE):
-            return
+            return 0
         hosts = list(dict.fromkeys(robots_url(i.loc) for i in found.entry_issues
                                    if i.rule == _OUT_OF_SCOPE and i.loc is not None))
         names = {url, self.ctx.target.url} | ({parent} if parent else set())
         listing = set()
+        wire = 0
         for robots_of in hosts[:robots_watch.ROBOTS_HOSTS]:
             named = self.cross_robots.get(robots_of)
             if named is None:
-                answer = await robots_watch.answer(self.ctx, robots_of, None)
+                answer, read = await robots_watch.answer(self.ctx, robots_of, None)
+                wire += read
                 ok = answer.status is not None and 200 <= answer.status < 300
                 named = frozenset(parse_robots(answer.text or "", robots_of) if ok else ())
                 self.cross_robots[robots_of] = named
             if not named.isdisjoint(names):
                 listing.add(robots_of)
         if not listing:
-            return
+            return wire
         locs = await asyncio.to_thread(digesting.rule_locs, found, job, _OUT_OF_SCOPE)
         lifted = [loc for loc in locs if robots_url(loc) in listing]
         await asyncio.to_thread(digesting.lift_rule, found, job, _OUT_OF_SCOPE, lifted)
+        return wire
 
     async def _dedupe(self, found: Digest, job: Job) -> None:
         """Drop locs that an earlier document of this check listed (``loc-duplicate``)."""
@@ -122,14 +129,22 @@ class Entries:
             if stored is not None:
                 yield stored.whole()
 
+    def recorded(self, url: str, found: Digest) -> Recorded:
+        """What a sitemap's new entry set adds to the check's counts and changes."""
+        counts = Recorded(url, found.lastmod_compared, found.lastmod_changed, found.balance)
+        if found.same:
+            return counts  # new bytes, same entries and verdicts (whitespace, attributes' order)
+        if self.ctx.first:  # the baseline: every entry is new, and no change rows are written
+            return replace(counts, counted=(
+                found.changes, {"added": found.urls, "invalid": found.entries - found.urls}))
+        # the rest are in found.rows
+        return replace(counts, held=found.changes, more=(found.row_examples, found.row_counts)
+                       if found.rows or found.packs else None)
+
     async def record(self, url: str, found: Digest, job: Job, stored: StoredSet | None,
                      ) -> None:
-        """Record a document's new entry set; count or hold back its changes."""
-        tally, writes = self.ctx.tally, self.ctx.writes
-        tally.written.append(url)
-        tally.lastmods_compared += found.lastmod_compared
-        tally.lastmods_changed += found.lastmod_changed
-        tally.balances[url] = found.balance
+        """Record a document's new entry set for the check's transaction."""
+        writes = self.ctx.writes
         if found.same:
             return  # new bytes, same entries and verdicts (whitespace, order of attributes)
         previous_id = None if stored is None else stored.id
@@ -137,14 +152,9 @@ class Entries:
             url, previous_id, found.urls, found.entries - found.urls, found.data,
             made=None if found.delta is None or job.base_id is None
             else (job.base_id, found.delta))
-        if self.ctx.first:  # the baseline: every entry is new, and no change rows are written
-            tally.changes.add_counted(
-                found.changes, {"added": found.urls, "invalid": found.entries - found.urls})
+        if self.ctx.first:
             return
-        for change in found.changes:  # the rest are in found.rows
-            tally.hold(change)
         if found.rows or found.packs:
-            tally.changes.add_counted(found.row_examples, found.row_counts)
             # The rows' changed ones are folded into packs where the new version gives them
             # back: its value, made if it is a delta alone (packs alone need none)
             data = found.data
@@ -152,14 +162,16 @@ class Entries:
                 data = await asyncio.to_thread(digesting.whole, found, job)
             writes.change_rows(url, found.rows or b"", previous_id, found.packs, data)
 
-    async def gone(self, sets: Iterable[StoredSet]) -> None:
+    async def gone(self, sets: Iterable[StoredSet]) -> Gone:
         """Entry sets of documents that no longer list URLs: their locs are held as removed."""
-        tally = self.ctx.tally
+        closed: list[int] = []
+        removed: dict[str, EntryState] = {}
         for stored in sets:
-            tally.closed.append(stored.id)
+            closed.append(stored.id)
             decoded = await asyncio.to_thread(_decode_whole, stored)
             for loc, state in decoded.states.items():
-                tally.pending_removed.setdefault(loc, state)
+                removed.setdefault(loc, state)
+        return Gone(closed, removed)
 
 
 def _decode_whole(stored: StoredSet) -> entryset.EntrySet:

@@ -2,8 +2,11 @@
 
 load the target's state -> walk its documents (``walk``: fetch, digest, tally, in listed
 order) -> read its hosts' robots.txt (``robots.watch``) -> settle moves against removals and the
-target-wide verdicts (``targetwide``, ``reciprocity``) -> build the result -> write everything
-in one short transaction (``monitor.store.checkplan``).
+target-wide verdicts (``targetwide``, ``reciprocity``, ``crawlable``) -> build the result ->
+write everything in one short transaction (``monitor.store.checkplan``).
+
+Every stage returns what it found as a frozen value, and the check's ``Tally`` folds them
+(``Tally.take``) in the order they come: the result is built once from that fold.
 
 Nothing is written while the check waits on the network: what it will store is recorded as it
 goes (entry sets spooled to a file) and written at the end, with the alerts' outbox rows and
@@ -27,8 +30,9 @@ from sqlalchemy import Connection, Engine
 from monitor.check import crawlable, reciprocity, targetwide
 from monitor.check.context import Context, Loaded, Reads, load
 from monitor.check.entries import Entries
-from monitor.check.tally import INDEX_KINDS, Tally
+from monitor.check.tally import INDEX_KINDS, Found, Tally, failure
 from monitor.check.walk import Walk
+from monitor.codec.states import DocumentState
 from monitor.config import Alerts, Target
 from monitor.indexnow import submissions
 from monitor.model import CheckResult, DocumentResult, Issue, utcnow
@@ -40,7 +44,7 @@ from monitor.robots import watch as robots_watch
 from monitor.store import checkplan
 from monitor.store import targets as leases
 from monitor.store.checkplan import CheckWrites
-from monitor.store.checkwriter import DocumentState, SnapshotWrite
+from monitor.store.checkwriter import SnapshotWrite
 
 __all__ = ["run_check", "utcnow"]
 
@@ -140,14 +144,14 @@ class _Check:
         walk = Walk(ctx)
         await walk.run()
         watched = await robots_watch.watch(ctx, walk.root_robots)
+        ctx.tally.take(watched.found)
         return walk.entries, watched
 
     async def _finish(self, ctx: Context, clock: Callable[[], datetime], t0: float,
                       dropped: list[str]) -> CheckResult:
         tally = ctx.tally
         if self.target.settings.indexnow.enabled:  # the key files delivery could not verify
-            for issue in await ctx.reads.call(submissions.key_issues, self.target):
-                tally.found(issue)
+            tally.take(Found(await ctx.reads.call(submissions.key_issues, self.target)))
         current_docs = {**ctx.state.documents, **tally.read}
         for url in dropped:
             current_docs.pop(url, None)
@@ -190,40 +194,36 @@ async def _settle(ctx: Context, entries: Entries, watched: robots_watch.Watched)
     the verdicts of the whole target; return the documents no longer listed."""
     tally = ctx.tally
     if tally.outcome == "failed":
-        tally.pending_added.clear()
-        tally.pending_removed.clear()
         return []
     documents = ctx.state.documents
     dropped = [u for u in documents if u not in tally.read and u not in tally.untouched
                and not _under_failed(u, documents, tally.failed)]
     if dropped:
-        await entries.gone((await ctx.reads.stored(dropped)).values())
+        tally.take(await entries.gone((await ctx.reads.stored(dropped)).values()))
     moves = targetwide.settle_moves(tally.pending_added, tally.pending_removed)
-    tally.lastmods_compared += moves.compared
-    tally.lastmods_changed += moves.changed
+    tally.take(moves)
     if tally.closed:
         ctx.writes.close_sets(tally.closed)
     if moves.changes:
-        for change in moves.changes:
-            tally.changes.add(change)
         ctx.writes.changes(moves.changes)
-    await reciprocity.mark_unanswered(ctx, dropped)
-    await crawlable.mark_disallowed(ctx, dropped, watched.rules, watched.new)
+    for marked in await reciprocity.mark_unanswered(ctx, dropped):
+        tally.take(marked)
+    for marked in await crawlable.mark_disallowed(ctx, dropped, watched.rules, watched.new):
+        tally.take(marked)
     if not ctx.first:
         found = targetwide.churn_issue(ctx.state.lastmods,
                                        (tally.lastmods_compared, tally.lastmods_changed),
                                        tally.changes.kept, ctx.target.url)
         if found is not None:
-            tally.found(found)
+            tally.take(Found((found,)))
     return dropped
 
 
 def _time_out(ctx: Context, limit: float, elapsed: float) -> None:
     """The check's outcome when it ran past ``check_timeout``: failed at its root."""
     doc = DocumentResult(url=ctx.target.url, outcome="failed")
-    ctx.tally.documents.append(doc)
-    ctx.tally.fail(doc, "check-timeout", f"the check did not finish within its check_timeout "
-                   f"of {limit:g} s ({elapsed:.1f} s)", None, root=True)
+    ctx.tally.take(failure(doc, "check-timeout", f"the check did not finish within its "
+                           f"check_timeout of {limit:g} s ({elapsed:.1f} s)", None, root=True))
 
 
 def _result(ctx: Context, current_docs: dict[str, DocumentState], issue_counts: Counter[str],
@@ -232,17 +232,19 @@ def _result(ctx: Context, current_docs: dict[str, DocumentState], issue_counts: 
     tally = ctx.tally
     counts, failed = tally.changes.counts, tally.outcome == "failed"
     outcome = tally.outcome
-    if not failed and all(d.outcome in ("not_modified", "unchanged") for d in tally.documents
+    documents = list(tally.documents.values())
+    if not failed and all(d.outcome in ("not_modified", "unchanged") for d in documents
                           ) and not any(found["changed"] for found in tally.robots):
         outcome = "unchanged"  # a new robots.txt is news
-    if not failed and any(d.outcome == "failed" for d in tally.documents):
+    if not failed and any(d.outcome == "failed" for d in documents):
         outcome = "partial"  # a document went unread: never shown as a success
     compared = not failed and not ctx.first
     return CheckResult(
         target=ctx.target.name, url=ctx.target.url, outcome=outcome,
-        started_at=ctx.started, documents=tally.documents, issues=tally.issues,
+        started_at=ctx.started, documents=documents, issues=tally.issues,
         robots=tally.robots, fetched_bytes=tally.fetched_bytes,
-        error_kind=tally.error_kind, error_message=tally.error_message,
+        error_kind=None if tally.failure is None else tally.failure[0],
+        error_message=None if tally.failure is None else tally.failure[1],
         added=counts["added"], removed=counts["removed"], changed=counts["changed"],
         invalid_new=counts["invalid"], removed_invalid=tally.changes.removed_invalid,
         changes=tally.changes.kept, baseline=ctx.first and not failed,

@@ -17,24 +17,25 @@ from dataclasses import replace
 from typing import Any
 
 from monitor.check.context import Context
-from monitor.check.tally import INDEX_KINDS
+from monitor.check.tally import INDEX_KINDS, Marked
 from monitor.codec import entryset
+from monitor.codec.states import DocumentState
 from monitor.model import RULES_VERSION, Entry
 from monitor.read import alternates, validate
 from monitor.rules import RuleId
-from monitor.store import checkwriter as store
-from monitor.store.checkwriter import DocumentState
+from monitor.store import checkreads as store
 
 __all__ = ["NOT_RECIPROCAL", "mark_unanswered"]
 
 NOT_RECIPROCAL: RuleId = "hreflang-not-reciprocal"
 
 
-async def mark_unanswered(ctx: Context, dropped: list[str]) -> None:
-    """Mark the entries whose alternates a URL of the target does not answer."""
+async def mark_unanswered(ctx: Context, dropped: list[str]) -> list[Marked]:
+    """Mark the entries whose alternates a URL of the target does not answer: the documents
+    whose verdicts moved, for the check's tally."""
     tally = ctx.tally
     if not tally.balances and not dropped:
-        return
+        return []
     docs = {**ctx.state.documents, **tally.read}
     for url in dropped:
         docs.pop(url, None)
@@ -53,10 +54,16 @@ async def mark_unanswered(ctx: Context, dropped: list[str]) -> None:
             balance += head[1]
     stale = {url for url in others if docs[url].issue_counts.get(NOT_RECIPROCAL)}
     if not balance & alternates.MASK and not stale:
-        return
+        return []
     found = await _unanswered(ctx, sitemaps) if balance & alternates.MASK else {}
+    marks: list[Marked] = []
+    room = tally.room()
     for url in sorted(stale | set(found), key=sitemaps.index):
-        await _mark(ctx, url, docs[url], found.get(url, set()))
+        marked = await _mark(ctx, url, docs[url], found.get(url, set()), room)
+        if marked is not None:
+            marks.append(marked)
+            room -= len(marked.issues)
+    return marks
 
 
 async def _balance(ctx: Context, url: str) -> int:
@@ -76,30 +83,29 @@ async def _unanswered(ctx: Context, sitemaps: list[str]) -> dict[str, set[int]]:
     return await asyncio.to_thread(held.unanswered)
 
 
-async def _mark(ctx: Context, url: str, state: DocumentState, positions: set[int]) -> None:
-    """Record a document's entries with ``hreflang-not-reciprocal`` on these positions only."""
-    tally, writes = ctx.tally, ctx.writes
+async def _mark(ctx: Context, url: str, state: DocumentState, positions: set[int],
+                room: int) -> Marked | None:
+    """Record a document's entries with ``hreflang-not-reciprocal`` on these positions only;
+    its new state and the first ``room`` of those issues."""
+    writes = ctx.writes
     stored = await ctx.reads.current(url)
     if stored is None:
-        return
+        return None
     marked = await asyncio.to_thread(_marked, stored.whole(), positions)
     if marked is None:
-        return
+        return None
     data, locs, exts = marked
     if writes.recorded(url):  # this snapshot's own version: the same entries
         writes.replace_set(url, data)
     else:  # an earlier snapshot's: a new version, so that history keeps its verdicts
         writes.entry_set(url, stored.id, state.urls, state.invalid, data,
                          delta=True)  # new verdicts only
-        if url in tally.untouched:
-            tally.untouched.remove(url)
     counts = {rule: n for rule, n in state.issue_counts.items() if rule != NOT_RECIPROCAL}
     if positions:
         counts[NOT_RECIPROCAL] = len(positions)
-    tally.read[url] = replace(state, issue_counts=counts)
-    for i in sorted(positions)[: max(0, tally.limit - len(tally.issues))]:
-        tally.found(validate.issue(NOT_RECIPROCAL, Entry(locs[i], extensions=exts[i]), url),
-                    count=False)
+    return Marked(url, replace(state, issue_counts=counts), [
+        validate.issue(NOT_RECIPROCAL, Entry(locs[i], extensions=exts[i]), url)
+        for i in sorted(positions)[: max(0, room)]])
 
 
 def _marked(data: bytes, positions: set[int]) -> tuple[bytes, list[str], list[Any]] | None:

@@ -2,9 +2,10 @@
 
 From the target's root down its indexes, each document is admitted (no cycle, in scope, not
 seen), fetched conditionally and digested (parse, validate, diff, encode:
-``monitor.read.digest``), a few children at a time in worker processes, and then applied to the
-check's tally strictly in its listed order. The walk holds no database transaction: it reads
-through ``Context.reads`` and records its writes for the end.
+``monitor.read.digest``), a few children at a time in worker processes, and then, strictly in
+its listed order, turned into its frozen ``DocumentOutcome`` that the check's tally folds
+(``Tally.take``). The walk holds no database transaction: it reads through ``Context.reads``
+and records its writes for the end.
 """
 
 from __future__ import annotations
@@ -12,22 +13,31 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urljoin
 
 from monitor.check.context import Context
 from monitor.check.entries import Entries
-from monitor.check.tally import INDEX_KINDS, document_state
+from monitor.check.tally import (
+    INDEX_KINDS,
+    Admitted,
+    DocumentOutcome,
+    Found,
+    Wire,
+    document_state,
+    failure,
+    touched,
+)
+from monitor.codec.states import DocumentState, StoredSet
 from monitor.errors import FetchError, WorkerDied
-from monitor.model import RULES, DocumentResult
+from monitor.model import RULES, DocumentResult, Issue
 from monitor.read import digest as digesting
 from monitor.read import validate
 from monitor.read.workers import Spool
 from monitor.robots import judge as robots
 from monitor.robots import reader as robots_reader
 from monitor.robots.sitemaps import parse_robots
-from monitor.rules import rule_id
-from monitor.store.checkwriter import DocumentState, StoredSet
+from monitor.rules import RuleId, rule_id
 
 __all__ = ["Walk"]
 
@@ -40,7 +50,8 @@ DIGEST_HERE_MAX = 1_000_000
 
 @dataclass(slots=True)
 class _Got:
-    """One document as fetched (and digested) ahead of its turn."""
+    """One document as fetched (and digested) ahead of its turn: the walk's own record of it
+    between its fetch and its turn (``doc`` is its result row as the fetch left it)."""
 
     url: str
     doc: DocumentResult
@@ -80,8 +91,8 @@ class Walk:
                ) -> DocumentResult | None:
         """The document's result row, or None when it is not to be read (cycle, seen, scope)."""
         if url in ancestors:
-            self.ctx.tally.issue("index-cycle", f"{url} lists an index that reaches it again",
-                                 parent)
+            self.ctx.tally.take(_issue("index-cycle",
+                                       f"{url} lists an index that reaches it again", parent))
             return None
         if url in self.visited:
             return None
@@ -89,14 +100,14 @@ class Walk:
         if parent is not None and not self._in_scope(url, parent):
             return None
         doc = DocumentResult(url=url, outcome="failed", parent=parent)
-        self.ctx.tally.documents.append(doc)
+        self.ctx.tally.take(Admitted(doc))
         return doc
 
     def _in_scope(self, url: str, parent: str) -> bool:
-        tally = self.ctx.tally
+        take = self.ctx.tally.take
         relative = validate.child_issue(url, parent)
         if relative is not None:
-            tally.found(relative)
+            take(Found((relative,)))
             return False
         where = validate.child_scope(url, parent)
         if where is None or self.ctx.kind(parent) == "robots":
@@ -105,11 +116,11 @@ class Walk:
             return True
         if where == "directory":
             # Out of the index's scope as another host is (sitemaps.org, Google): not read.
-            tally.issue("index-child-out-of-scope", f"{url} is outside the directory of its "
-                        "index; not fetched", parent, loc=url)
+            take(_issue("index-child-out-of-scope", f"{url} is outside the directory of its "
+                        "index; not fetched", parent, loc=url))
             return False
-        tally.issue("index-child-out-of-scope",
-                    f"{url} is on another host than its index; not fetched", parent)
+        take(_issue("index-child-out-of-scope",
+                    f"{url} is on another host than its index; not fetched", parent))
         return False
 
     # -- fetch and digest, ahead of the document's turn -----------------------------------
@@ -119,7 +130,7 @@ class Walk:
         got = _Got(url, doc, self.ctx.state.documents.get(url))
         site = root and self.ctx.target.site
         try:
-            body = await self._fetch(url, got.previous, doc)
+            body = await self._fetch(got)
         except FetchError as exc:
             got.error = exc
             if site:
@@ -128,10 +139,11 @@ class Walk:
         if body is None:  # 304 or the same bytes as last time
             got.unchanged = True
             if site:
-                self.root_robots = robots.Answer(doc.http_status, not_modified=True)
+                self.root_robots = robots.Answer(got.doc.http_status, not_modified=True)
             return got
         try:
             if site:
+                doc = got.doc
                 got.robots = body.read()[:robots.MAX_BYTES].decode("utf-8", errors="replace")
                 self.root_robots = robots.Answer(doc.http_status, got.robots.lstrip("\ufeff"),
                                                  etag=doc.etag,
@@ -144,45 +156,46 @@ class Walk:
             body.close()
         return got
 
-    async def _fetch(self, url: str, previous: DocumentState | None, doc: DocumentResult,
-                     ) -> Spool | None:
-        """The document's body, or None when it did not change since last time."""
-        ctx = self.ctx
+    async def _fetch(self, got: _Got) -> Spool | None:
+        """The document's body, or None when it did not change since last time (its previous
+        state stands: the tally takes that now, as a later document's dedupe asks it)."""
+        ctx, url, previous = self.ctx, got.url, got.previous
         etag = previous.etag if previous else None
         last_modified = previous.last_modified if previous else None
         async with ctx.fetcher.fetch(
             url, ctx.settings, etag=etag, last_modified=last_modified,
             allow_private=ctx.allow_private,
         ) as response:
-            doc.http_status = response.status
-            doc.etag = response.etag or etag
-            doc.last_modified = response.last_modified or last_modified
+            doc = got.doc = replace(got.doc, http_status=response.status,
+                                    etag=response.etag or etag,
+                                    last_modified=response.last_modified or last_modified)
             if response.not_modified:
-                ctx.tally.fetched_bytes += response.wire_bytes
+                ctx.tally.take(Wire(response.wire_bytes))
                 if previous is None:
                     raise FetchError("protocol", f"{url}: 304 Not Modified without a stored copy")
-                doc.outcome = "not_modified"
-                doc.sha256 = previous.sha256
-                ctx.tally.touch(previous, doc)
+                got.doc = replace(doc, outcome="not_modified", sha256=previous.sha256)
+                ctx.tally.take(touched(previous, got.doc))
                 return None
             body = Spool(on_big=ctx.digests.big_document)
             digest = hashlib.sha256()
+            size = 0
             try:
                 async for chunk in response.chunks():
                     digest.update(chunk)
                     body.write(chunk)
-                    doc.bytes += len(chunk)
+                    size += len(chunk)
                 body.finish()
             except BaseException:
                 body.close()
                 raise
             finally:
-                ctx.tally.fetched_bytes += response.wire_bytes
-        doc.sha256 = digest.hexdigest()
-        if previous is not None and previous.sha256 == doc.sha256:
+                got.doc = replace(doc, bytes=size)
+                ctx.tally.take(Wire(response.wire_bytes))
+        got.doc = replace(got.doc, sha256=digest.hexdigest())
+        if previous is not None and previous.sha256 == got.doc.sha256:
             body.close()
-            doc.outcome = "unchanged"
-            ctx.tally.touch(previous, doc)
+            got.doc = replace(got.doc, outcome="unchanged")
+            ctx.tally.take(touched(previous, got.doc))
             return None
         return body
 
@@ -218,18 +231,22 @@ class Walk:
     async def _apply(self, got: _Got, depth: int, ancestors: frozenset[str], *,
                      root: bool = False) -> None:
         """Take a document's outcome into the check, in its listed order."""
-        tally, doc, previous = self.ctx.tally, got.doc, got.previous
+        take, doc, previous = self.ctx.tally.take, got.doc, got.previous
         if got.error is not None:
+            found: tuple[Found, ...] = ()
             if got.error.kind in RULES:  # a reason with a rule id (size-too-large, gzip-invalid)
-                tally.issue(rule_id(got.error.kind), got.error.message, got.url)
-            tally.fail(doc, got.error.kind, got.error.message, got.error.status, root=root)
+                found = (_issue(rule_id(got.error.kind), got.error.message, got.url),)
+            take(failure(doc, got.error.kind, got.error.message, got.error.status, root=root,
+                         found=found))
             return
         if got.unchanged:
             assert previous is not None
-            doc.kind = previous.kind  # type: ignore[assignment]
-            doc.urls, doc.invalid = previous.urls, previous.invalid
-            doc.duplicates = previous.issue_counts.get("loc-duplicate", 0)
-            tally.lastmods_compared += _lastmods(previous)
+            doc = replace(doc, kind=previous.kind, urls=previous.urls,  # type: ignore[arg-type]
+                          invalid=previous.invalid,
+                          duplicates=previous.issue_counts.get("loc-duplicate", 0))
+            deep = self._too_deep(got.url, previous.kind, depth)
+            take(DocumentOutcome(doc, () if deep is None else (deep,), failed=deep is not None,
+                                 lastmods_compared=_lastmods(previous)))
             await self._children(got.url, previous.children, depth, ancestors, previous.kind)
             return
         if got.robots is not None:
@@ -240,69 +257,79 @@ class Walk:
     async def _robots(self, url: str, text: str, doc: DocumentResult, depth: int,
                       ancestors: frozenset[str]) -> None:
         """A site target's root: its robots.txt, whose ``Sitemap:`` lines are its children."""
-        tally, limit = self.ctx.tally, self.ctx.target.limits.max_children
+        limit = self.ctx.target.limits.max_children
         relative: list[str] = []
         children = parse_robots(text, url, limit=limit + 1, relative=relative)
-        doc.outcome, doc.kind = "ok", "robots"
-        for value in relative:
-            tally.issue("robots-sitemap-relative", f"{url} has a relative Sitemap: line "
+        doc = replace(doc, outcome="ok", kind="robots")
+        found = [_issue("robots-sitemap-relative", f"{url} has a relative Sitemap: line "
                         f"{value!r}: search engines require a full URL, it is ignored", url)
+                 for value in relative]
         if len(children) > limit:
-            tally.issue("index-too-many", f"{url} lists more than {limit} sitemaps; "
-                        f"the first {limit} are read", url)
+            found.append(_issue("index-too-many", f"{url} lists more than {limit} sitemaps; "
+                                f"the first {limit} are read", url))
             del children[limit:]
         if not children:
-            tally.fail(doc, "no-sitemaps", f"{url} lists no Sitemap: lines", None, root=True)
+            self.ctx.tally.take(failure(doc, "no-sitemaps", f"{url} lists no Sitemap: lines",
+                                        None, root=True, found=found))
             return
-        tally.read[url] = document_state(url, doc, "robots", children=children)
+        deep = self._too_deep(url, "robots", depth)
+        self.ctx.tally.take(DocumentOutcome(
+            doc, found if deep is None else [*found, deep], failed=deep is not None,
+            state=document_state(url, doc, "robots", children=children)))
         await self._children(url, children, depth, ancestors, "robots")
 
     async def _sitemap(self, got: _Got, depth: int, ancestors: frozenset[str], *,
                        root: bool) -> None:
-        tally, url, doc, found = self.ctx.tally, got.url, got.doc, got.digest
+        take, url, found = self.ctx.tally.take, got.url, got.digest
         assert found is not None
-        doc.kind = found.kind
+        doc = replace(got.doc, kind=found.kind)
         if found.failure is not None:
-            tally.found(found.failure)
-            tally.fail(doc, found.failure.rule, found.failure.message, doc.http_status,
-                       root=root)
+            take(failure(doc, found.failure.rule, found.failure.message, doc.http_status,
+                         root=root, found=(Found((found.failure,)),)))
             return
-        doc.outcome = "ok"
-        for issue in found.issues:
-            tally.found(issue, count=False)
+        doc = replace(doc, outcome="ok")
+        own = Found(tuple(found.issues), counted=False)
         stored_issues = [
             {"rule": i.rule, "message": i.message, "loc": i.loc} for i in found.issues
         ]
         if found.kind == "sitemapindex":
+            notes = [own]
             if doc.parent is not None and self.ctx.kind(doc.parent) == "sitemapindex":
-                tally.issue("index-nested", f"{url} is a sitemap index inside an index",
-                            doc.parent)
-            tally.read[url] = document_state(url, doc, "sitemapindex", children=found.children,
-                                             issues=stored_issues, counts=found.counts)
+                notes.append(_issue("index-nested", f"{url} is a sitemap index inside an index",
+                                    doc.parent))
+            deep = self._too_deep(url, "sitemapindex", depth)
+            if deep is not None:
+                notes.append(deep)
+            take(DocumentOutcome(doc, notes, failed=deep is not None, state=document_state(
+                url, doc, "sitemapindex", children=found.children, issues=stored_issues,
+                counts=found.counts)))
             if got.stored is not None:  # it listed URLs before: they are gone from it
-                await self.entries.gone([got.stored])
+                take(await self.entries.gone([got.stored]))
             await self._children(url, found.children, depth, ancestors, "sitemapindex")
             return
         assert got.job is not None
-        await self.entries.take(url, doc.parent, found, got.job)
-        for issue in found.entry_issues:
-            tally.found(issue, count=False)
-        doc.urls, doc.invalid, doc.duplicates = found.urls, found.invalid, found.duplicates
-        tally.read[url] = document_state(url, doc, found.kind or "urlset", issues=stored_issues,
-                                         counts=found.counts, lastmods=found.lastmods)
+        wire = await self.entries.take(url, doc.parent, found, got.job)
+        doc = replace(doc, urls=found.urls, invalid=found.invalid, duplicates=found.duplicates)
+        take(DocumentOutcome(
+            doc, (own, Found(found.entry_issues, counted=False)),
+            state=document_state(url, doc, found.kind or "urlset", issues=stored_issues,
+                                 counts=found.counts, lastmods=found.lastmods),
+            recorded=self.entries.recorded(url, found), fetched_bytes=wire))
         await self.entries.record(url, found, got.job, got.stored)
+
+    def _too_deep(self, url: str, kind: str | None, depth: int) -> Found | None:
+        """``index-nested`` when an index's children are past the depth limit (not read)."""
+        limit = self.ctx.target.limits.max_depth
+        if kind not in INDEX_KINDS or depth + 1 <= limit:
+            return None
+        return _issue("index-nested", f"{url}: index depth limit {limit} reached; children "
+                      "not read", url)
 
     async def _children(self, url: str, children: list[str], depth: int,
                         ancestors: frozenset[str], kind: str | None) -> None:
         """Read an index's children: a few fetched ahead, each applied in its turn."""
-        if kind not in INDEX_KINDS:
-            return
-        limits = self.ctx.target.limits
-        if depth + 1 > limits.max_depth:
-            self.ctx.tally.issue("index-nested", f"{url}: index depth limit "
-                                 f"{limits.max_depth} reached; children not read", url)
-            self.ctx.tally.failed.add(url)
-            return
+        if kind not in INDEX_KINDS or depth + 1 > self.ctx.target.limits.max_depth:
+            return  # past the depth limit: its outcome said so (``_too_deep``)
         inner = ancestors | {url}
         ahead: deque[asyncio.Task[_Got]] = deque()
         try:
@@ -337,6 +364,11 @@ class Walk:
             # The head is not done (it would have been applied): something is pending.
             await asyncio.wait([task for task in ahead if not task.done()],
                                return_when=asyncio.FIRST_COMPLETED)
+
+
+def _issue(rule: RuleId, message: str, document: str | None, loc: str | None = None) -> Found:
+    """One issue of the check, counted."""
+    return Found((Issue(rule, message, loc=loc, document=document),))
 
 
 def _lastmods(doc: DocumentState) -> int:

@@ -247,7 +247,7 @@ _HEAD = re.compile(r'\{"v":[12],"verdicts":([0-9]+),"n":[0-9]+,(?:"balance":([0-
 
 def head(prefix: bytes) -> tuple[int, int] | None:
     """The verdicts version and hreflang balance of a stored set, from its first bytes
-    (``store.sql.load_set_heads``); None when they do not say."""
+    (``store.checkreads.load_set_heads``); None when they do not say."""
     if prefix[:1] == b"D":  # a version stored as a delta (monitor.codec.entrydelta): its header too
         prefix = prefix[1:]
     try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import chain, islice
 from operator import itemgetter
+from typing import Literal
 
 from monitor.codec import changepacks, changerows, columnstream, entrydelta, entryset
 from monitor.codec.fingerprints import loc_hashes
@@ -40,11 +41,13 @@ __all__ = [
     "IN_PROCESS_MAX",
     "Digest",
     "Job",
+    "ValidationPath",
     "base_value",
     "digest",
     "drop_duplicates",
     "lift_rule",
     "rule_locs",
+    "validation_path",
     "whole",
 ]
 
@@ -139,9 +142,36 @@ def _compact(result: Digest, job: Job) -> None:
     result.row_examples = moved[: job.examples]
 
 
+ValidationPath = Literal["new", "reread"]
+
+
+def validation_path(job: Job) -> ValidationPath:
+    """Which way a document is validated: the one place that chooses, and the map of them.
+
+    A document is validated three ways, each equal in its verdicts to ``validate_document``
+    (``tests/test_digest.py`` and ``tests/test_reread.py`` hold the others to it):
+
+    - ``"new"``: nothing stored to compare with, or a baseline (``_digest_new``). Each batch
+      of entries goes through ``validate.CleanDocument``, the fast path for entries without
+      an issue; from the first batch that may hold one, the rest of the document goes entry
+      by entry through ``validate.validate_document``.
+    - ``"reread"``: a stored entry set to compare with (``_digest_reread``). The document is
+      compared with it a batch at a time (``monitor.read.reread``), and only the entries that
+      differ are validated: the others keep their stored verdicts. A document whose locs are
+      not the stored ones, in the stored order, or whose stored verdicts come from other
+      rules, is parsed again and validated whole by ``validate_document`` (``_digest_whole``).
+    """
+    return "new" if job.previous is None or job.baseline else "reread"
+
+
 def _digest(job: Job) -> Digest:
-    if job.previous is None or job.baseline:
+    if validation_path(job) == "new":
         return _digest_new(job)
+    return _digest_reread(job)
+
+
+def _digest_reread(job: Job) -> Digest:
+    """A document with a stored entry set: see ``validation_path``."""
     stored, base = _stored(job)
     # The usual re-read document lists the stored locs in the stored order: it is compared
     # with the stored set a batch at a time as it is parsed (monitor.read.reread). One that does

@@ -27,14 +27,16 @@ from monitor.model import Links
 from monitor.read.alternates import ALTERNATE, ALTERNATES, ENDS, pairs_of
 from monitor.read.iso639 import THREE_LETTER
 from monitor.read.langcodes import LANGUAGES, REGIONS, SCRIPTS
+from monitor.rules import RuleId
 
 __all__ = ["ENTRY_RULES", "Checker", "batch_ok", "message", "news_count", "news_language_ok"]
 
-ENTRY_RULES = ("news-too-old", "news-missing-field", "news-field-invalid", "video-missing-field",
-               "video-description-too-long", "video-field-invalid", "video-expired",
-               "image-too-many", "image-missing-loc", "extension-deprecated",
-               "hreflang-invalid-code", "hreflang-relative", "hreflang-incomplete",
-               "hreflang-no-self", "hreflang-conflict")
+ENTRY_RULES: tuple[RuleId, ...] = (
+    "news-too-old", "news-missing-field", "news-field-invalid", "video-missing-field",
+    "video-description-too-long", "video-field-invalid", "video-expired",
+    "image-too-many", "image-missing-loc", "extension-deprecated",
+    "hreflang-invalid-code", "hreflang-relative", "hreflang-incomplete",
+    "hreflang-no-self", "hreflang-conflict")
 MAX_IMAGES = 1000  # per URL (Google's image sitemaps)
 MAX_NEWS = 1000  # news:news tags per document (Google's news sitemaps)
 MAX_DESCRIPTION = 2048  # characters of a video:description
@@ -121,9 +123,9 @@ class Checker:
                 self._codes[code] = ok
         return ok
 
-    def rules(self, loc: str, ext: str) -> list[str] | None:
+    def rules(self, loc: str, ext: str) -> list[RuleId] | None:
         """The rule ids an entry's extensions raise (in ``ENTRY_RULES`` order), or None."""
-        found: set[str] = set()
+        found: set[RuleId] = set()
         rest = ext
         if ext.startswith('{"alternates":'):
             match = ALTERNATES.match(ext)
@@ -138,9 +140,9 @@ class Checker:
             self._others(loc, json.loads(ext), found)
         return _ordered(found)
 
-    def _decoded(self, loc: str, ext: str) -> list[str] | None:
+    def _decoded(self, loc: str, ext: str) -> list[RuleId] | None:
         data = json.loads(ext)
-        found: set[str] = set()
+        found: set[RuleId] = set()
         items = data.get("alternates") or []
         text = ",".join(_json.encode({"href": str(item.get("href", "")),
                                       "hreflang": str(item.get("hreflang", ""))})
@@ -149,7 +151,7 @@ class Checker:
         self._others(loc, data, found)
         return _ordered(found)
 
-    def _alternates(self, loc: str, text: str, found: set[str]) -> None:
+    def _alternates(self, loc: str, text: str, found: set[RuleId]) -> None:
         pairs = ALTERNATE.findall(text)
         by_code: dict[str, str] = {}
         relative = False
@@ -172,7 +174,7 @@ class Checker:
         elif pairs and '{"href":' + _json_string(loc) + "," not in text:
             found.add("hreflang-no-self")
 
-    def _others(self, loc: str, data: dict[str, Any], found: set[str]) -> None:
+    def _others(self, loc: str, data: dict[str, Any], found: set[RuleId]) -> None:
         images = data.get("image") or []
         if len(images) > MAX_IMAGES:
             found.add("image-too-many")
@@ -286,7 +288,7 @@ def _each_ok(checker: Checker, locs: Sequence[str], exts: Sequence[str]) -> bool
     return not any(map(checker.rules, locs, exts))
 
 
-def _ordered(found: set[str]) -> list[str] | None:
+def _ordered(found: set[RuleId]) -> list[RuleId] | None:
     return [rule for rule in ENTRY_RULES if rule in found] or None
 
 

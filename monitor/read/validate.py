@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from itertools import islice, repeat
 from operator import itemgetter
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 from monitor.model import (
@@ -200,9 +200,9 @@ def child_scope(child: str, index_url: str) -> str | None:
     return None if (child_parts.path or "/").startswith(directory) else "directory"
 
 
-def _loc_rules(loc: str, scope: _Scope) -> list[str]:
+def _loc_rules(loc: str, scope: _Scope) -> list[RuleId]:
     """The slow path for a loc that does not start with the document's own prefix."""
-    rules = []
+    rules: list[RuleId] = []
     if len(loc) >= MAX_LOC_LENGTH:
         rules.append("loc-too-long")
     try:
@@ -221,7 +221,7 @@ def _loc_rules(loc: str, scope: _Scope) -> list[str]:
     return rules
 
 
-def _lastmod_rule(value: str, now: datetime, today: date) -> str | None:
+def _lastmod_rule(value: str, now: datetime, today: date) -> RuleId | None:
     """``lastmod-invalid``, ``lastmod-future`` or None; ``today``: the latest date on Earth at
     ``now`` (``_latest_day``), which a bare date, a month or a year must pass to be future."""
     size = len(value)
@@ -259,7 +259,7 @@ def index_issues(child_lastmods: Iterable[tuple[str, str]], index_url: str,
     for child, lastmod in child_lastmods:
         rule = _lastmod_rule(lastmod, now, today)
         if rule is not None:
-            found.append(issue(rule_id(rule), Entry(child, lastmod, None, None, None),
+            found.append(issue(rule, Entry(child, lastmod, None, None, None),
                                index_url))
     return found
 
@@ -355,7 +355,7 @@ def validate_document(
     rules_by_loc: dict[str, str] = {}
     issues: list[Issue] = []
     invalid = duplicates = 0
-    lastmod_cache: dict[str, str | None] = {}
+    lastmod_cache: dict[str, RuleId | None] = {}
     cutoff = _past_cutoff(now.astimezone(UTC).date())
     past_days: dict[str, bool] = {}  # a lastmod's first 10 characters -> _past_day()
     clock = _CLOCK.fullmatch
@@ -374,7 +374,7 @@ def validate_document(
             seen.add(loc)
         if other is not None:
             pages.add(other)
-        rules: list[str] | None = None
+        rules: list[RuleId] | None = None
         valid = True
         if prefix is None or len(loc) >= MAX_LOC_LENGTH or not loc.startswith(prefix):
             rules = _loc_rules(loc, scope) or None
@@ -384,7 +384,7 @@ def validate_document(
         lastmod = entry.lastmod
         repeated = True  # worth looking for a state to share: a lastmod seen before, or none
         if lastmod is not None:
-            rule = lastmod_cache.get(lastmod, "")  # "" is no rule id: not cached yet
+            rule: RuleId | Literal[""] | None = lastmod_cache.get(lastmod, "")  # "": not cached
             if rule == "":
                 repeated = False
                 rule = None
@@ -402,7 +402,7 @@ def validate_document(
                     rule = _lastmod_rule(lastmod, now, today)
                 if len(lastmod_cache) < _CACHE_MAX:
                     lastmod_cache[lastmod] = rule
-            if rule is not None:
+            if rule:  # a rule id (not "" or None)
                 rules = [rule] if rules is None else [*rules, rule]
         changefreq = entry.changefreq
         if changefreq is not None:
@@ -425,7 +425,7 @@ def validate_document(
         if rules is not None:
             rules_by_loc[loc] = " ".join(rules)
             if messages:
-                issues.extend(issue(rule_id(rule), entry, document_url) for rule in rules)
+                issues.extend(issue(rule, entry, document_url) for rule in rules)
             invalid += not valid
         # EntryState is immutable: entries with the same attributes share one (most do).
         state = None

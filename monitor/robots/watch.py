@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from monitor.check.context import Context
+from monitor.check.tally import RobotsFound
+from monitor.model import Issue
 from monitor.robots import judge as robots
 from monitor.robots import reader
 from monitor.robots.matcher import RobotsRules, robots_url
@@ -19,29 +22,31 @@ ROBOTS_HOSTS = 10  # robots.txt watched per target: its sitemaps' hosts, the fir
 
 
 async def answer(ctx: Context, url: str,
-                 stored: tuple[str | None, str | None, str | None] | None) -> robots.Answer:
-    """A host's robots.txt, conditional on the stored version's validators."""
+                 stored: tuple[str | None, str | None, str | None] | None,
+                 ) -> tuple[robots.Answer, int]:
+    """A host's robots.txt, conditional on the stored version's validators, and the bytes
+    read on the wire for it."""
     etag, modified = (None, None) if stored is None else stored[1:]
-    found, wire = await reader.read(ctx.fetcher, url, ctx.settings, etag=etag,
-                                    last_modified=modified, allow_private=ctx.allow_private)
-    ctx.tally.fetched_bytes += wire
-    return found
+    return await reader.read(ctx.fetcher, url, ctx.settings, etag=etag,
+                             last_modified=modified, allow_private=ctx.allow_private)
 
 
 @dataclass(frozen=True, slots=True)
 class Watched:
     """The robots.txt of the target's hosts after the watch: the rules in force of each (by
-    URL), and those whose version is new (changed, or read for the first time)."""
+    URL), those whose version is new (changed, or read for the first time), and what the
+    check's tally takes of it."""
 
     rules: dict[str, RobotsRules]
     new: frozenset[str]
+    found: RobotsFound
 
 
 async def watch(ctx: Context, root_robots: robots.Answer | None) -> Watched:
     """Read and judge the robots.txt of the target's hosts; ``root_robots`` is a site
     target's root, its robots.txt, as the walk read it."""
     hosts: dict[str, list[str]] = {}
-    for doc in ctx.tally.documents:
+    for doc in ctx.tally.documents.values():
         robots_of = robots_url(doc.url)
         if robots_of not in hosts and len(hosts) >= ROBOTS_HOSTS:
             continue
@@ -60,18 +65,19 @@ async def watch(ctx: Context, root_robots: robots.Answer | None) -> Watched:
         if root_robots is None or url != root_robots_url else _answered(root_robots)
         for url in hosts))
     versions = []
+    issues: list[Issue] = []
+    rows: list[dict[str, Any]] = []
     in_force: dict[str, RobotsRules] = {}
     new: set[str] = set()
-    for (url, sitemaps), got in zip(hosts.items(), answers, strict=True):
+    for (url, sitemaps), (got, _read) in zip(hosts.items(), answers, strict=True):
         previous = None if url not in stored else robots.Stored(*stored[url])
         found = robots.judge(url, previous, got, sitemaps=sitemaps, listed=(
             [root] if not ctx.target.site and url == root_robots_url else []))
-        for issue in found.issues:
-            ctx.tally.found(issue)
+        issues.extend(found.issues)
         in_force[url] = RobotsRules(found.text)
         if found.store:
             new.add(url)
-        ctx.tally.robots.append(found.as_json(with_text=found.changed))
+        rows.append(found.as_json(with_text=found.changed))
         if ctx.robots_cache is not None and found.outcome != "unreachable":
             ctx.robots_cache.offer(url, found.text, ctx.started)
         # new validators to keep (an answer without any, a 304 of the root, keeps the old)
@@ -84,8 +90,9 @@ async def watch(ctx: Context, root_robots: robots.Answer | None) -> Watched:
                 before=found.before))
     if versions:  # an unchanged robots.txt writes nothing
         ctx.writes.robots(versions)
-    return Watched(in_force, frozenset(new))
+    wire = sum(read for _answer, read in answers)
+    return Watched(in_force, frozenset(new), RobotsFound(issues, rows, wire))
 
 
-async def _answered(found: robots.Answer) -> robots.Answer:
-    return found
+async def _answered(found: robots.Answer) -> tuple[robots.Answer, int]:
+    return found, 0

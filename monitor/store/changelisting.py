@@ -30,7 +30,7 @@ from monitor.model import CHANGE_RULES, REMOVAL_REASONS
 from monitor.robots import diff as robotsdiff
 from monitor.sorting import Sort, offered
 from monitor.store import changelocs
-from monitor.store.checkwriter import transaction
+from monitor.store.retry import transaction
 from monitor.store.rowreads import Packs, Rows, pinned, streaming, target_id
 from monitor.store.schema import changes, removal_answers, snapshots
 from monitor.store.targets import iso_time

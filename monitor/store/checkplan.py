@@ -23,12 +23,14 @@ from typing import IO, Any
 from sqlalchemy import Connection, Engine, bindparam, func, select, update
 
 from monitor.codec import changepacks, changerows
+from monitor.codec.states import StoredSet
 from monitor.errors import LeaseLost
 from monitor.model import Change
 from monitor.robots import versions as robots_versions
 from monitor.store import checkwriter as writer
 from monitor.store import movepacks
-from monitor.store.checkwriter import EntrySetWrite, SnapshotWrite, StoredSet
+from monitor.store.checkwriter import EntrySetWrite, SnapshotWrite
+from monitor.store.retry import transaction
 from monitor.store.schema import snapshots, targets
 
 __all__ = ["Blob", "CheckWrites", "Then", "Written", "commit"]
@@ -240,4 +242,4 @@ def commit(engine: Engine, plan: CheckWrites, end: SnapshotWrite,
            after: Sequence[Then] = ()) -> int:
     """Write a check in one transaction, retried whole on a transient error; return the
     snapshot's id."""
-    return writer.transaction(engine, lambda conn: plan.write(conn, end, after))
+    return transaction(engine, lambda conn: plan.write(conn, end, after))

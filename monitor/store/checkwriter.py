@@ -1,28 +1,26 @@
-"""The queries of one check: load a target's state, write a snapshot in one transaction.
-
-The pipeline opens the transaction (``transaction``), so that the snapshot, its entries,
-its changes and the alerts it raises commit together. Transient database errors
-are retried here and nowhere else.
+"""The writes of one check: its snapshot, its entry sets, its changes and its documents' new
+states, in the one transaction the check's plan opens (``monitor.store.checkplan``), so that
+they and the alerts it raises commit together. Its reads are ``monitor.store.checkreads``;
+transient errors are retried by ``monitor.store.retry``.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, bindparam, delete, func, insert, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy import Connection, bindparam, delete, insert, update
 
-from monitor.codec import changepacks, changerows, entrydelta, entryset
+from monitor.codec import changepacks, changerows, entrydelta
+from monitor.codec.states import DocumentState
 from monitor.errors import StoreError
 from monitor.model import Change, CheckResult, DocumentResult
 from monitor.store import changelocs, historysize
-from monitor.store.db import redact
+from monitor.store.checkreads import stored_value
 from monitor.store.schema import (
     changes,
     documents,
@@ -33,130 +31,22 @@ from monitor.store.schema import (
 )
 
 __all__ = [
-    "DocumentState",
     "EntrySetWrite",
     "SnapshotWrite",
-    "StoredSet",
-    "TargetState",
     "close_entry_sets",
     "close_snapshot",
-    "load_entry_sets",
-    "load_state",
     "open_snapshot",
-    "read_columns",
-    "read_sets",
-    "stored_value",
-    "transaction",
-    "url_set_at",
+    "replace_entry_set",
     "write_change_rows",
     "write_changes",
     "write_entry_set",
 ]
 
-T = TypeVar("T")
 _BATCH = 5_000  # rows per executemany: bounded memory, few round trips
 
 
-@dataclass(slots=True)
-class DocumentState:
-    """The stored state of one document of a target (conditional GET, skipping, carrying)."""
-
-    url: str
-    parent_url: str | None = None
-    kind: str | None = None
-    etag: str | None = None
-    last_modified: str | None = None
-    sha256: str | None = None
-    urls: int = 0
-    invalid: int = 0
-    children: list[str] = field(default_factory=list)
-    issues: list[dict[str, Any]] = field(default_factory=list)
-    issue_counts: dict[str, int] = field(default_factory=dict)
-    lastmods: int | None = None  # entries with a valid lastmod (None: stored before 0009)
-
-
-@dataclass(slots=True)
-class TargetState:
-    """What a check needs to know of the past: the target's id and its current documents."""
-
-    target_id: int
-    documents: dict[str, DocumentState]
-    # (compared, changed) lastmods of the last re-check that compared any, or None
-    lastmods: tuple[int, int] | None = None
-    last_snapshot_id: int | None = None  # the newest snapshot when the state was read
-
-
-@dataclass(frozen=True, slots=True)
-class StoredSet:
-    """The current version of one document's entries: its row id and its value, whole, or
-    as it is stored when read with ``whole=False``: then perhaps a delta, with its base's."""
-
-    id: int
-    document_url: str
-    data: bytes
-    # ``data`` is a delta (monitor.codec.entrydelta) against the full version whose value this is;
-    # None: ``data`` is whole (and the version is its own base)
-    base_data: bytes | None = None
-
-    @property
-    def base_id(self) -> int:
-        """The row id of the full version this one is, or is a delta against."""
-        return self.id if self.base_data is None else entrydelta.base_of(self.data)
-
-    def whole(self) -> bytes:
-        """The version's whole value."""
-        return self.data if self.base_data is None else entrydelta.apply(self.base_data,
-                                                                         self.data)
-
-
-def transaction(engine: Engine, work: Callable[[Connection], T], *, attempts: int = 3) -> T:
-    """Run ``work`` in one transaction, retrying transient errors a bounded number of times."""
-    for attempt in range(1, attempts + 1):
-        try:
-            with engine.begin() as conn:
-                return work(conn)
-        except IntegrityError:
-            raise
-        except OperationalError as exc:
-            transient = _transient(exc)
-            if not transient or attempt == attempts:
-                raise StoreError(
-                    f"database {redact(str(engine.url))}: {_first_line(exc)}"
-                ) from exc
-            time.sleep(0.2 * 2**attempt)
-        except DBAPIError as exc:
-            if not exc.connection_invalidated or attempt == attempts:
-                raise StoreError(
-                    f"database {redact(str(engine.url))}: {_first_line(exc)}"
-                ) from exc
-    raise AssertionError("unreachable")
-
-
-def _transient(exc: OperationalError) -> bool:
-    text = str(exc.orig).lower()
-    return exc.connection_invalidated or any(
-        word in text for word in ("locked", "busy", "could not serialize", "deadlock",
-                                  "connection", "terminating")
-    )
-
-
-def _first_line(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None) or exc
-    return (str(orig).strip().splitlines() or [orig.__class__.__name__])[0]
-
-
 # The statements every check runs, built once: building a statement and its cache key cost
-# more than running it (load_state 236 -> 37 us, a snapshot's INSERT 509 -> 117).
-_LAST_SNAPSHOT = (select(func.max(snapshots.c.id)).where(snapshots.c.target_id == targets.c.id)
-                  .scalar_subquery())
-_LOAD_STATE = (
-    select(targets.c.id.label("target_id_"), targets.c.url.label("target_url_"),
-           targets.c.lastmod_compared.label("lastmod_compared_"),
-           targets.c.lastmod_changed.label("lastmod_changed_"),
-           _LAST_SNAPSHOT.label("last_snapshot_id_"), target_documents)
-    .outerjoin(target_documents, target_documents.c.target_id == targets.c.id)
-    .where(targets.c.name == bindparam("target_name"))
-)
+# more than running it (a snapshot's INSERT 509 -> 117 us).
 _NEW_SNAPSHOT = insert(snapshots).returning(snapshots.c.id)
 _END_SNAPSHOT = update(snapshots).where(snapshots.c.id == bindparam("snapshot"))
 _COUNT_HISTORY = (
@@ -174,155 +64,12 @@ _SEEN_AGAIN = (
 )
 
 
-def load_state(conn: Connection, name: str, url: str, now: datetime) -> TargetState:
-    """The target's id (created on first sight) and its current documents, in one query."""
-    t = targets.c
-    rows = conn.execute(_LOAD_STATE, {"target_name": name}).all()
-    if not rows:
-        try:
-            with conn.begin_nested():
-                target_id = conn.execute(
-                    insert(targets).values(name=name, url=url, created_at=now)
-                    .returning(targets.c.id)
-                ).scalar_one()
-        except IntegrityError:  # another replica created it first
-            target_id = conn.execute(select(t.id).where(t.name == name)).scalar_one()
-        return TargetState(target_id=target_id, documents={})
-    target_id = rows[0].target_id_
-    compared, changed = rows[0].lastmod_compared_, rows[0].lastmod_changed_
-    lastmods = None if compared is None or changed is None else (compared, changed)
-    if rows[0].target_url_ != url:
-        conn.execute(update(targets).where(t.id == target_id).values(url=url))
-    docs: dict[str, DocumentState] = {}
-    for d in rows:
-        if d.url is None:  # the outer join's row of a target without documents
-            continue
-        docs[d.url] = DocumentState(
-            url=d.url,
-            parent_url=d.parent_url,
-            kind=d.kind,
-            etag=d.etag,
-            last_modified=d.last_modified,
-            sha256=d.sha256,
-            urls=d.urls,
-            invalid=d.invalid,
-            children=json.loads(d.children) if d.children else [],
-            issues=json.loads(d.issues),
-            issue_counts=json.loads(d.issue_counts),
-            lastmods=d.lastmods,
-        )
-    return TargetState(target_id=target_id, documents=docs, lastmods=lastmods,
-                       last_snapshot_id=rows[0].last_snapshot_id_)
-
-
-def load_entry_sets(
-    conn: Connection, target_id: int, document_urls: Collection[str], *, whole: bool = True,
-) -> dict[str, StoredSet]:
-    """The current entry set of each of these documents of a target that has one. ``whole``
-    False: a version stored as a delta comes as it is, with its base's value, for the reader
-    to resolve (a re-read's digest does, into the columns it needs: applying the delta here
-    and packing it whole, to be unpacked there, took 45 ms of this process a 50,000-URL child)."""
-    result: dict[str, StoredSet] = {}
-    v = entry_sets.c
-    urls = list(document_urls)
-    for start in range(0, len(urls), 500):
-        query = select(v.id, v.document_url, v.data).where(
-            v.target_id == target_id,
-            v.removed_snapshot_id.is_(None),
-            v.document_url.in_(urls[start : start + 500]),
-        )
-        for row_id, url, data in read_sets(conn, query, whole=False):
-            if not entrydelta.is_delta(data):
-                result[url] = StoredSet(row_id, url, data)
-                continue
-            base = stored_value(conn, entrydelta.base_of(data))
-            result[url] = (StoredSet(row_id, url, entrydelta.apply(base, data)) if whole
-                           else StoredSet(row_id, url, data, base))
-    return result
-
-
-def load_set_heads(conn: Connection, target_id: int, document_urls: Collection[str],
-                   size: int = 512) -> dict[str, bytes]:
-    """The first ``size`` bytes of the current entry set of each of these documents (enough to
-    read the start of its header: ``entryset.head``), without reading the whole sets."""
-    v = entry_sets.c
-    result: dict[str, bytes] = {}
-    urls = list(document_urls)
-    for start in range(0, len(urls), 500):
-        query = select(v.document_url, func.substr(v.data, 1, size)).where(
-            v.target_id == target_id, v.removed_snapshot_id.is_(None),
-            v.document_url.in_(urls[start : start + 500]))
-        for url, data in read_sets(conn, query, whole=False):
-            result[url] = bytes(data)
-    return result
-
 
 def replace_entry_set(conn: Connection, set_id: int, data: bytes) -> None:
     """Put new verdicts into an entry set this snapshot wrote (the same entries: a verdict of
     the whole target, known once every document was read)."""
     conn.execute(update(entry_sets).where(entry_sets.c.id == set_id).values(
         data=data, base_id=None))  # whole now, whether it was a delta or not
-
-
-def url_set_at(conn: Connection, target_id: int, snapshot_id: int) -> set[str]:
-    """Every loc a target listed as of a snapshot (recoverable at any past time)."""
-    v = entry_sets.c
-    query = select(v.data).where(
-        v.target_id == target_id,
-        v.first_snapshot_id <= snapshot_id,
-        v.removed_snapshot_id.is_(None) | (v.removed_snapshot_id > snapshot_id),
-    )
-    found: set[str] = set()
-    for (columns,) in read_columns(conn, query):
-        found.update(columns.locs())
-    return found
-
-
-def read_sets(conn: Connection, query: Select[Any], *, whole: bool = True,
-              ) -> list[tuple[Any, ...]]:
-    """The rows of a query that reads entry sets, whose last column, ``data``, comes as bytes:
-    a version stored as a delta (``monitor.codec.entrydelta``) comes whole, unless ``whole`` is
-    False (a query of other bytes, or of the first bytes of sets).
-
-    PostgreSQL sends them in binary: bytea as text is hex, twice the bytes, and decoding it
-    took 10 ms a megabyte here against 2 (a re-check reads the changed document's set).
-    """
-    if conn.dialect.name != "postgresql":
-        rows = [(*row[:-1], bytes(row[-1])) for row in conn.execute(query)]
-    else:
-        compiled = query.compile(dialect=conn.dialect,
-                                 compile_kwargs={"render_postcompile": True})
-        driver = conn.connection.driver_connection
-        with driver.cursor(binary=True) as cursor:  # type: ignore[union-attr]
-            cursor.execute(compiled.string, compiled.params)
-            rows = cursor.fetchall()
-    if whole:
-        for i, row in enumerate(rows):
-            if entrydelta.is_delta(row[-1]):
-                rows[i] = (*row[:-1], entrydelta.apply(stored_value(
-                    conn, entrydelta.base_of(row[-1])), row[-1]))
-    return rows
-
-
-def read_columns(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
-    """``read_sets``, each row's last column the entry set's columns (``entryset.unpack``):
-    a delta is applied to its base's, not packed whole to be unpacked again."""
-    rows = read_sets(conn, query, whole=False)
-    for i, row in enumerate(rows):
-        data = row[-1]
-        rows[i] = (*row[:-1], entrydelta.resolve(
-            stored_value(conn, entrydelta.base_of(data)), data)[0]
-            if entrydelta.is_delta(data) else entryset.unpack(data))
-    return rows
-
-
-def stored_value(conn: Connection, set_id: int) -> bytes:
-    """An entry-set version's stored value as it is (a delta stays one)."""
-    found = read_sets(conn, select(entry_sets.c.data).where(entry_sets.c.id == set_id),
-                      whole=False)
-    if not found:
-        raise StoreError(f"entry set {set_id} is missing: a delta's base was deleted")
-    return bytes(found[0][0])
 
 
 def open_snapshot(conn: Connection, target_id: int, started_at: datetime) -> int:

@@ -24,7 +24,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.codec import changepacks
 from monitor.errors import StoreError
-from monitor.store.checkwriter import read_columns, read_sets, transaction
+from monitor.store.checkreads import read_columns, read_sets
+from monitor.store.retry import transaction
 from monitor.store.schema import (
     changes,
     entry_sets,

@@ -48,8 +48,8 @@ from monitor.model import RULES, Entry
 from monitor.sorting import Key, Sort
 from monitor.store import keyset
 from monitor.store.changelisting import open_changes
-from monitor.store.checkwriter import transaction
 from monitor.store.difflisting import net, open_diff
+from monitor.store.retry import transaction
 from monitor.store.rowreads import Rows
 from monitor.store.rowreads import next_set as _next_set
 from monitor.store.rowreads import pinned as _pinned

@@ -25,7 +25,8 @@ from sqlalchemy import Connection, delete, insert, select, update
 from monitor.codec import changepacks, changerows
 from monitor.model import Change
 from monitor.store import changelocs, historysize
-from monitor.store.checkwriter import read_columns, read_sets, write_changes
+from monitor.store.checkreads import read_columns, read_sets
+from monitor.store.checkwriter import write_changes
 from monitor.store.schema import changes, entry_sets
 
 __all__ = ["PACK_MIN", "take_out", "write_moves"]

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, and_, exists, func, insert, or_, sele
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.model import Notification, RuleContext
-from monitor.store.checkwriter import transaction
+from monitor.store.retry import transaction
 from monitor.store.schema import alert_states, notifications, snapshots, targets
 
 __all__ = ["OutboxRow", "SqlOutbox", "firing_rules", "rule_context", "write"]

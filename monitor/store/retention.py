@@ -45,7 +45,7 @@ from sqlalchemy import (
 
 from monitor.errors import StoreError
 from monitor.store import changelocs, historysize
-from monitor.store.checkwriter import transaction
+from monitor.store.retry import transaction
 from monitor.store.schema import (
     change_locs,
     changes,

@@ -13,7 +13,8 @@ from sqlalchemy import Connection, Engine, and_, func, select
 from monitor.codec import changepacks, entryset
 from monitor.errors import NotFound, StoreError
 from monitor.listings import SnapshotRef
-from monitor.store.checkwriter import read_columns, read_sets, transaction
+from monitor.store.checkreads import read_columns, read_sets
+from monitor.store.retry import transaction
 from monitor.store.schema import changes, entry_sets, snapshots, targets
 
 __all__ = ["Packs", "Rows", "live", "next_set", "pinned", "snapshot_id", "stream", "streaming",

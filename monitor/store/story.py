@@ -21,7 +21,8 @@ from sqlalchemy import Connection, Engine, literal, select
 from monitor.codec import changepacks, entryset
 from monitor.errors import NotFound
 from monitor.model import RULES, Entry
-from monitor.store.checkwriter import read_columns, read_sets, transaction
+from monitor.store.checkreads import read_columns, read_sets
+from monitor.store.retry import transaction
 from monitor.store.schema import (
     changes,
     entry_sets,

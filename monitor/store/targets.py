@@ -46,7 +46,7 @@ from monitor.errors import LeaseLost
 from monitor.listings import cursor, read_cursor
 from monitor.sorting import Sort, offered
 from monitor.store import keyset
-from monitor.store.checkwriter import transaction
+from monitor.store.retry import transaction
 from monitor.store.schema import documents, snapshots, targets
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 
-from monitor.store.checkwriter import transaction
+from monitor.store.retry import transaction
 from monitor.store.schema import changes, snapshots, targets, url_states
 from monitor.store.targets import iso_time
 

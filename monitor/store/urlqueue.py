@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, Engine, bindparam, case, update
 
-from monitor.store.checkwriter import transaction
+from monitor.store.retry import transaction
 from monitor.store.schema import url_states
 
 __all__ = ["first"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, Engine, bindparam, func, select, update
 
 from monitor import sampling
-from monitor.store.checkwriter import transaction
+from monitor.store.retry import transaction
 from monitor.store.schema import url_checks, url_states
 
 __all__ = ["place", "strata"]

@@ -37,7 +37,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from monitor import sampling
 from monitor.model import URL_NOTES, URL_STATES
 from monitor.store import changelocs, historysize, movepacks, urlsample
-from monitor.store.checkwriter import read_columns, transaction
+from monitor.store.checkreads import read_columns
+from monitor.store.retry import transaction
 from monitor.store.rowreads import Packs
 from monitor.store.schema import (
     changes,

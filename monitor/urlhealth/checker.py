@@ -42,7 +42,7 @@ from monitor.robots.matcher import GOOGLEBOT, RobotsRules, agent_token, robots_u
 from monitor.store import notfoundpages as not_found_store
 from monitor.store import outbox, urlqueue, urlsample
 from monitor.store import urlstates as store
-from monitor.store.checkwriter import transaction
+from monitor.store.retry import transaction
 from monitor.urlhealth import page as pages
 from monitor.urlhealth import rejudge
 from monitor.urlhealth import verdict as health

@@ -12,7 +12,7 @@ from httpserver import Reply, Request, TestServer
 from sqlalchemy import Table, create_engine, func, select
 
 from monitor.cli import main
-from monitor.store import checkwriter as sql
+from monitor.store import checkreads as sql
 from monitor.store.schema import targets
 
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"

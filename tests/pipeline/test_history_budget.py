@@ -15,7 +15,7 @@ from site_fixture import Site, urlset
 from sqlalchemy import Engine, select, text
 
 from monitor.cli import main
-from monitor.store import checkwriter as sql
+from monitor.store import checkreads as sql
 from monitor.store.db import make_engine
 from monitor.store.schema import snapshots, targets
 
