@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -285,7 +286,9 @@ def test_slack_message(sqlite_engine: Engine, receiver: Receiver) -> None:
     assert ":rotating_light:" in message["text"]
     dumped = json.dumps(message["blocks"])
     assert "https://shop.example/p/2" in dumped
-    assert "https://monitor.example/api/v1/targets/shop/changes?since=" in dumped
+    # the listing of exactly these removals: of their kind, from their check to their check
+    assert re.search(r"https://monitor\.example/api/v1/targets/shop/changes"
+                     r"\?kind=removed&since=(\d+)&until=\1\b", dumped), dumped
     assert any(b.get("fields") for b in message["blocks"])
 
 

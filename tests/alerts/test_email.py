@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -64,7 +65,9 @@ def test_email_over_starttls_with_auth(smtp_tls: SmtpServer, sqlite_engine: Engi
     body = message.get_payload(decode=True).decode()
     assert "2 URLs removed" in body
     assert "https://shop.example/p/1" in body
-    assert "https://monitor.example/api/v1/targets/shop/changes?since=" in body
+    # the listing of exactly these removals: of their kind, from their check to their check
+    assert re.search(r"https://monitor\.example/api/v1/targets/shop/changes"
+                     r"\?kind=removed&since=(\d+)&until=\1\b", body), body
 
 
 def test_untrusted_certificate_is_refused(smtp_tls: SmtpServer) -> None:
