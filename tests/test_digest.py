@@ -457,19 +457,25 @@ def test_a_pool_stopped_while_it_starts_is_stopped_all_the_same(
 ) -> None:
     """``shutdown`` right after ``warm`` (a daemon stopped as a second big document arrives):
     the pool starting in the background is waited for and stopped, not started after the
-    stop and left to the process's exit. The start is made late, as on a busy machine."""
+    stop and left to the process's exit. The start is held until the stop has begun, as on a
+    busy machine where the start comes late."""
     import multiprocessing
     import threading
-    import time
 
-    get_pool = DigestPool._get_pool
+    get_pool, stop = DigestPool._get_pool, DigestPool.shutdown
+    stopping = threading.Event()
 
     def late(pool: DigestPool) -> object:
         if threading.current_thread().name == "digest-pool-start":
-            time.sleep(0.3)
+            assert stopping.wait(30), "shutdown never began"
         return get_pool(pool)
 
+    def shutdown(pool: DigestPool) -> None:
+        stopping.set()
+        stop(pool)
+
     monkeypatch.setattr(DigestPool, "_get_pool", late)
+    monkeypatch.setattr(DigestPool, "shutdown", shutdown)
     pool = DigestPool(size=1)
     pool.warm()
     pool.shutdown()

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from harness import Daemon, command, sitemap, write_config
 from httpserver import Reply, TestServer
+from waiting import until
 
 from monitor.read import digest
 
@@ -36,6 +37,13 @@ def _stat(pid: int) -> tuple[int, str, str] | None:
         return None
     fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "
     return int(fields[1]), fields[0], fields[19]
+
+
+def _pool_up(pid: int) -> dict[int, str]:
+    """The helper processes of ``pid`` once its pool is up (the forkserver, the resource tracker
+    and two workers forked by the forkserver: four at least), else an empty dict."""
+    helpers = _descendants(pid)
+    return helpers if len(helpers) >= 4 else {}
 
 
 def _descendants(root: int) -> dict[int, str]:
@@ -95,13 +103,7 @@ def test_no_helper_process_outlives_a_sigkilled_daemon(
     daemon = Daemon(config, env={"SITEMAP_MONITOR_PARSE_WORKERS": "2"})
     try:
         daemon.started(timeout=30)
-        helpers: dict[int, str] = {}
-        deadline = time.monotonic() + 60
-        # The forkserver, the resource tracker and two workers (forked by the forkserver).
-        while len(helpers) < 4 and time.monotonic() < deadline:
-            helpers = _descendants(daemon.proc.pid)
-            time.sleep(0.2)
-        assert len(helpers) >= 4, {pid: _command(pid) for pid in helpers}
+        helpers = until(lambda: _pool_up(daemon.proc.pid), every=0.2, what="the parse workers")
         daemon.wait_for(lambda line: line.get("event") == "check", timeout=60)
         daemon.proc.send_signal(signal.SIGKILL)
         daemon.proc.wait(10)
@@ -151,24 +153,16 @@ def test_a_stopped_daemon_stops_its_workers_cleanly(
     daemon = Daemon(config, env={"SITEMAP_MONITOR_PARSE_WORKERS": "2"}, group=True)
     try:
         daemon.started(timeout=30)
-        helpers: dict[int, str] = {}
-        deadline = time.monotonic() + 60
-        while len(helpers) < 4 and time.monotonic() < deadline:  # the pool is up
-            helpers = _descendants(daemon.proc.pid)
-            time.sleep(0.05)
-        assert len(helpers) >= 4, {pid: _command(pid) for pid in helpers}
+        helpers = until(lambda: _pool_up(daemon.proc.pid), what="the parse workers")
         daemon.more_checks("big", 1)
         (daemon.signal_group if group else daemon.signal)(signum)
         assert daemon.wait(60) == 0
         daemon.event("stopped", timeout=1)
     finally:
         daemon.stop()
-    left = helpers
-    deadline = time.monotonic() + 10  # the resource tracker ends once it reads our end
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = {pid: started for pid, started in left.items() if _alive(pid, started)}
-    assert {pid: _command(pid) for pid in left} == {}
+    # the resource tracker ends once it reads our end
+    until(lambda: not {pid for pid, started in helpers.items() if _alive(pid, started)},
+          within=10, what=f"the end of the helpers {helpers}")
     # What the helper processes write (not the daemon's JSON lines).
     told = [line["event"] for line in daemon.lines if line.get("raw") and any(
         word in line["event"] for word in ("leaked", "Traceback", "KeyboardInterrupt"))]
@@ -186,12 +180,9 @@ def test_a_check_interrupted_by_ctrl_c_stops_its_workers_cleanly(
         [*command(), "check", url, "--database-url", f"sqlite:///{tmp_path}/m.db"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, "SITEMAP_MONITOR_PARSE_WORKERS": "2"})
-    helpers: dict[int, str] = {}
-    deadline = time.monotonic() + 60
-    while len(helpers) < 4 and check.poll() is None and time.monotonic() < deadline:
-        helpers = _descendants(check.pid)
-        time.sleep(0.02)
-    assert len(helpers) >= 4, {pid: _command(pid) for pid in helpers}
+    until(lambda: check.poll() is not None or _pool_up(check.pid), every=0.02,
+          what="the parse workers")
+    assert len(_descendants(check.pid)) >= 4, "the check ended before its workers were up"
     os.killpg(check.pid, signal.SIGINT)
     try:
         _, err = check.communicate(timeout=60)  # to its end: the resource tracker's too
