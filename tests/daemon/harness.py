@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from httpserver import Reply, Request, TestServer
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import Engine
 
 Line = dict[str, Any]
 T = TypeVar("T")
@@ -30,6 +32,34 @@ def sitemap(urls: dict[str, str | None]) -> bytes:
         '<?xml version="1.0" encoding="UTF-8"?>'
         f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{rows}</urlset>'
     ).encode()
+
+
+def cli_database_url(engine: Engine) -> str:
+    """The database URL of ``engine`` as a daemon's config takes it (its password kept, the
+    driver left to the daemon)."""
+    return engine.url.render_as_string(hide_password=False).replace(
+        "postgresql+psycopg://", "postgresql://")
+
+
+class Inbox:
+    """A webhook receiver on a test server: every JSON message posted to its path, in order."""
+
+    def __init__(self, server: TestServer, path: str = "/hook") -> None:
+        self._lock = threading.Lock()
+        self._messages: list[dict[str, Any]] = []
+        self.url = server.url(path)
+        server.route(path, self._take)
+
+    def _take(self, request: Request) -> Reply:
+        with self._lock:
+            self._messages.append(json.loads(request.body))
+        return Reply(200, b"{}")
+
+    def messages(self, rule: str | None = None, state: str | None = None) -> list[dict[str, Any]]:
+        """The messages received so far, of that alert rule and state when given."""
+        with self._lock:
+            return [m for m in self._messages
+                    if rule in (None, m["rule"]) and state in (None, m["state"])]
 
 
 def write_config(path: Path, database_url: str, targets: list[tuple[str, str]], *,

@@ -4,16 +4,14 @@ kind, and its links, followed on the daemon's port after later checks, list the 
 
 from __future__ import annotations
 
-import json
 import re
 import socket
-import threading
 from html import unescape
 from pathlib import Path
 from typing import Any
 
-from harness import Daemon, sitemap
-from httpserver import Reply, Request, TestServer
+from harness import Daemon, Inbox, sitemap
+from httpserver import Reply, TestServer
 
 PAGE = b"<!doctype html><html><head><title>p</title></head><body>" + b"x" * 2000 + b"</body></html>"
 
@@ -27,19 +25,12 @@ def free_port() -> int:
 def test_links_stay_exact_and_examples_are_of_their_kind(
         http_server: TestServer, tmp_path: Path, daemons: list[Daemon]) -> None:
     s = http_server
-    received: list[dict[str, Any]] = []
-    lock = threading.Lock()
 
-    def hook(request: Request) -> Reply:
-        with lock:
-            received.append(json.loads(request.body))
-        return Reply(200, b"{}")
+    inbox = Inbox(s)
 
     def messages(rule: str) -> list[dict[str, Any]]:
-        with lock:
-            return [m for m in received if m["rule"] == rule and m["state"] == "firing"]
+        return inbox.messages(rule, "firing")
 
-    s.route("/hook", hook)
     paths = [f"/p{i}" for i in range(1, 9)]
     for p in paths:
         s.route(p, Reply(200, PAGE, {"Content-Type": "text/html"}))

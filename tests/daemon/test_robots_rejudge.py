@@ -6,13 +6,10 @@ are checked first."""
 
 from __future__ import annotations
 
-import json
-import threading
 from pathlib import Path
-from typing import Any
 
-from harness import Daemon, sitemap
-from httpserver import Reply, Request, TestServer
+from harness import Daemon, Inbox, cli_database_url, sitemap
+from httpserver import Reply, TestServer
 from sqlalchemy import Engine
 
 PAGE = b"<!doctype html><html><head><title>p</title></head><body>page</body></html>"
@@ -21,18 +18,10 @@ PAGE = b"<!doctype html><html><head><title>p</title></head><body>page</body></ht
 def test_a_new_disallow_turns_listed_urls_disallowed_in_the_next_round(
     http_server: TestServer, tmp_path: Path, engine: Engine, daemons: list[Daemon],
 ) -> None:
-    database_url = engine.url.render_as_string(hide_password=False).replace(
-        "postgresql+psycopg://", "postgresql://")
-    received: list[dict[str, Any]] = []
-    lock = threading.Lock()
-
-    def hook(request: Request) -> Reply:
-        with lock:
-            received.append(json.loads(request.body))
-        return Reply(200, b"{}")
+    database_url = cli_database_url(engine)
 
     s = http_server
-    s.route("/hook", hook)
+    inbox = Inbox(s)
     paths = ("/p1", "/p2", "/shop/a", "/shop/b")
     for path in paths:
         s.route(path, Reply(200, PAGE, headers={"Content-Type": "text/html"}))
@@ -66,10 +55,8 @@ def test_a_new_disallow_turns_listed_urls_disallowed_in_the_next_round(
                   "the /shop/ pages disallowed without waiting a week")
     assert metric("ok") == 2
     assert {p: len(s.requests_to(p)) for p in paths} == requested  # judged, not requested
-    daemon._until(lambda: any(m["rule"] == "blocked" for m in list(received)) or None, 30,
-                  "the url_health alert")
-    with lock:
-        blocked = next(m for m in received if m["rule"] == "blocked")
+    [blocked, *_] = daemon._until(lambda: inbox.messages("blocked") or None, 30,
+                                  "the url_health alert")
     assert blocked["state"] == "firing"
     assert sorted(blocked["examples"]["disallowed"]) == [s.url("/shop/a"), s.url("/shop/b")]
     listed = daemon.get("/api/v1/targets/shop/urls?status=disallowed").json()["urls"]

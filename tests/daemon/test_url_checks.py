@@ -4,15 +4,12 @@ replicas sharing the URL checks without checking a URL twice in one period."""
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from harness import Daemon, sitemap
-from httpserver import Reply, Request, TestServer
+from harness import Daemon, Inbox, cli_database_url, sitemap
+from httpserver import Reply, TestServer
 from sqlalchemy import Engine
 
 PAGE = b"<!doctype html><html><head><title>p</title>%s</head><body>page</body></html>"
@@ -37,17 +34,9 @@ def config(tmp_path: Path, database_url: str, site: str, *, rate: float, recheck
 def test_the_daemon_finds_broken_urls_alerts_and_triages_removals(
     http_server: TestServer, tmp_path: Path, engine: Engine, daemons: list[Daemon],
 ) -> None:
-    database_url = engine.url.render_as_string(hide_password=False).replace(
-        "postgresql+psycopg://", "postgresql://")
-    received: list[dict[str, Any]] = []
-    lock = threading.Lock()
+    database_url = cli_database_url(engine)
 
-    def hook(request: Request) -> Reply:
-        with lock:
-            received.append(json.loads(request.body))
-        return Reply(200, b"{}")
-
-    http_server.route("/hook", hook)
+    inbox = Inbox(http_server)
     s = http_server
     s.route("/p1", page())
     s.route("/p2", page(status=404))
@@ -94,11 +83,11 @@ def test_the_daemon_finds_broken_urls_alerts_and_triages_removals(
     # The deploy drops /p1, which still answers 200: a "live" removal.
     del urls[s.url("/p1")]
     s.route("/s.xml", Reply(body=sitemap(urls)))
-    daemon._until(lambda: any(m["rule"] == "live-removals" for m in list(received)) or None,
+    daemon._until(lambda: inbox.messages("live-removals") or None,
                   20, "the live-removals alert")
-    with lock:
-        messages = [(m["rule"], m["state"]) for m in received]
-        live = next(m for m in received if m["rule"] == "live-removals")
+    received = inbox.messages()
+    messages = [(m["rule"], m["state"]) for m in received]
+    live = next(m for m in received if m["rule"] == "live-removals")
     assert messages == [("broken-pages", "firing"), ("broken-pages", "resolved"),
                         ("live-removals", "firing")]
     assert live["examples"] == {"removed:live": [s.url("/p1")]}
@@ -154,8 +143,7 @@ def test_the_daemon_reads_pages_as_a_browser_and_asks_each_host_once_a_day(
     """A meta refresh followed as a redirect, a canonical to a 404 named, and a page that is
     the host's own not-found page a soft 404: the host is asked for a missing path once,
     however many rounds check its pages (recheck 2s)."""
-    database_url = engine.url.render_as_string(hide_password=False).replace(
-        "postgresql+psycopg://", "postgresql://")
+    database_url = cli_database_url(engine)
     s = http_server
     sorry = (b"<!doctype html><html><head><title>Shop</title></head><body><nav>Home Shop"
              b"</nav><main><p>Nothing lives at this address any more: the item may have "
