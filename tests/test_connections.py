@@ -17,7 +17,7 @@ from httpserver import Reply, TestServer
 
 from monitor import config
 from monitor.net import connections
-from monitor.read.fetch import Fetcher, _http_transport
+from monitor.read.fetch import Fetcher
 
 pytestmark = pytest.mark.anyio
 
@@ -141,7 +141,7 @@ async def test_big_bodies_keep_their_framing_on_a_kept_alive_connection(
     bodies = {f"/{n}.xml": bytes([n]) * (3 * 2**20 + n) for n in range(1, 4)}
     for path, body in bodies.items():
         http_server.route(path, Reply(body=body))
-    transport = _http_transport(httpx.Limits(), NO_TLS)
+    transport = connections.transport(httpx.Limits(), NO_TLS)
     async with httpx.AsyncClient(transport=transport) as client:
         for path, body in [*bodies.items(), *bodies.items()]:
             response = await client.get(http_server.url(path))
@@ -162,7 +162,7 @@ async def test_the_fetchers_connections_are_these_streams(http_server: TestServe
     """httpx takes no pool and no network backend: the transport's pool is replaced after the
     fact. Should a release of httpx move it, this fails (the fetcher would work, only slower)."""
     http_server.route("/s.xml", Reply(body=b"<urlset/>"))
-    transport = _http_transport(httpx.Limits(), NO_TLS)
+    transport = connections.transport(httpx.Limits(), NO_TLS)
     assert isinstance(transport._pool, connections.Pool)
     async with httpx.AsyncClient(transport=transport) as client:
         for _ in range(2):

@@ -198,7 +198,7 @@ class Fetcher:
         # (the peer would be the proxy, past the address policy) and no auth, which is all a
         # client adds. A round of 1,000 conditional GETs answered 304: 12% less CPU (under
         # callgrind).
-        self._http: httpx.AsyncBaseTransport = transport or _http_transport(limits, _NO_TLS)
+        self._http: httpx.AsyncBaseTransport = transport or connections.transport(limits, _NO_TLS)
         self._https: httpx.AsyncBaseTransport = transport or _TLSTransport(limits)
         self._pages = Pages(httpx.create_ssl_context)
 
@@ -280,11 +280,8 @@ class Fetcher:
         slots, redirects not followed; the answer read to ``keep`` bytes of its body
         (``monitor.net.bounded``). Raises ``FetchError`` when no answer came."""
         parsed = _parse_url(url, url)
-        timeouts = httpx.Timeout(
-            connect=settings.connect_timeout, read=settings.read_timeout,
-            write=settings.read_timeout, pool=settings.timeout,
-        )
-        sent = {"User-Agent": settings.user_agent, **headers, "Accept-Encoding": "identity"}
+        timeouts = _timeouts(settings)
+        sent = {"User-Agent": self._agent(settings), **headers, "Accept-Encoding": "identity"}
         async with self._slot(f"{parsed.host}:{parsed.port or _default_port(parsed)}"):
             deadline = asyncio.get_running_loop().time() + settings.timeout
             raw = await self._send(url, sent, timeouts, allow_private, deadline, settings,
@@ -311,13 +308,15 @@ class Fetcher:
             if not self._slot_users[key]:
                 del self._slot_users[key], self._slots[key]
 
-    def _headers(self, settings: config.Defaults, etag: str | None, last_modified: str | None
-                 ) -> dict[str, str]:
+    def _agent(self, settings: config.Defaults) -> str:
         # A target's own user_agent wins over the daemon-wide one given to the Fetcher.
         agent = settings.user_agent
-        if agent == config.DEFAULT_USER_AGENT:
-            agent = self._user_agent
-        headers = {"User-Agent": agent, "Accept": _ACCEPT, "Accept-Encoding": "gzip, deflate"}
+        return self._user_agent if agent == config.DEFAULT_USER_AGENT else agent
+
+    def _headers(self, settings: config.Defaults, etag: str | None, last_modified: str | None
+                 ) -> dict[str, str]:
+        headers = {"User-Agent": self._agent(settings), "Accept": _ACCEPT,
+                   "Accept-Encoding": "gzip, deflate"}
         if etag:
             headers["If-None-Match"] = etag
         if last_modified:
@@ -331,10 +330,7 @@ class Fetcher:
         """Send the request, following redirects and Retry-After, until a document answers."""
         headers = self._headers(settings, etag, last_modified)
         conditional = bool(etag or last_modified)
-        timeouts = httpx.Timeout(
-            connect=settings.connect_timeout, read=settings.read_timeout,
-            write=settings.read_timeout, pool=settings.timeout,
-        )
+        timeouts = _timeouts(settings)
         current, seen, retries = url, {url: None}, 0
         while True:
             raw = await self._send(current, headers, timeouts, allow_private, deadline, settings)
@@ -435,9 +431,10 @@ class Fetcher:
 _NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
-def _http_transport(limits: httpx.Limits, ssl_context: ssl.SSLContext) -> httpx.AsyncHTTPTransport:
-    """``connections.transport``: connections only to the addresses the policy vetted."""
-    return connections.transport(limits, ssl_context)
+def _timeouts(settings: config.Defaults) -> httpx.Timeout:
+    """A request's timeouts under a target's settings (the total is kept by a deadline)."""
+    return httpx.Timeout(connect=settings.connect_timeout, read=settings.read_timeout,
+                         write=settings.read_timeout, pool=settings.timeout)
 
 
 class _TLSTransport(httpx.AsyncBaseTransport):
@@ -450,7 +447,7 @@ class _TLSTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._transport is None:
-            self._transport = _http_transport(self._limits, httpx.create_ssl_context())
+            self._transport = connections.transport(self._limits, httpx.create_ssl_context())
         return await self._transport.handle_async_request(request)
 
     async def aclose(self) -> None:
