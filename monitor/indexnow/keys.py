@@ -61,8 +61,7 @@ class Keys:
             return cached[2]
         origins = await asyncio.to_thread(self.repo.document_origins, target.name,
                                           indexnow.origin_of)
-        own = indexnow.origin_of(target.url)
-        scope = indexnow.Scope(frozenset(origins | ({own} if own else set())))
+        scope = indexnow.Scope.of(target.url, origins)
         self._scopes[target.name] = (now, target.url, scope)
         return scope
 

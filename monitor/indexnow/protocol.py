@@ -195,6 +195,12 @@ class Scope:
 
     origins: frozenset[str]
 
+    @classmethod
+    def of(cls, target_url: str, document_origins: Iterable[str]) -> Scope:
+        """The scope of a target at ``target_url`` whose sitemaps live on these origins."""
+        own = origin_of(target_url)
+        return cls(frozenset(document_origins) | ({own} if own else frozenset()))
+
     def covers(self, origin: str) -> bool:
         """Whether ``origin`` is the origin of one of the target's own sitemaps."""
         return origin in self.origins

@@ -37,16 +37,15 @@ def in_scope(conn: Connection, target: Target,
              batches: Iterable[indexnow.Batch]) -> list[indexnow.Batch]:
     """The batches cut to what the target may submit (``monitor.indexnow.keys``: the origins
     of its sitemaps, the key file's folder), as the delivery loop will cut them."""
-    own = indexnow.origin_of(target.url)
-    scope = indexnow.Scope(frozenset(
-        store.document_origins(conn, target.name, indexnow.origin_of) | ({own} if own else set())))
+    scope = indexnow.Scope.of(
+        target.url, store.document_origins(conn, target.name, indexnow.origin_of))
     settings = target.settings.indexnow
     key = settings.key or "KEY"
     kept = []
     for batch in batches:
         location = indexnow.key_location(batch.origin, key, settings.key_location)
-        inside, _ = scope.split(batch.origin, batch.urls, location)
-        if len(inside) == len(batch.urls):
+        inside, outside = scope.split(batch.origin, batch.urls, location)
+        if not outside:
             kept.append(batch)
         elif inside:  # the kinds of the URLs left are not known: counted no more
             kept.append(indexnow.Batch(batch.origin, inside))

@@ -105,7 +105,6 @@ class Submitter:
                 sweeping.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sweeping
-            await self.aclose()
 
     async def sweep(self) -> None:
         """Verify the key file of every host of every submitting target that is due for it;
@@ -116,9 +115,6 @@ class Submitter:
             await self.keys.sweep(self.targets())
         except Exception:  # the loop outlives any one sweep
             log.exception("indexnow key files not swept")
-
-    async def aclose(self) -> None:
-        """Nothing to close: every request goes through the caller's fetcher."""
 
     async def prune(self) -> int:
         """Delete settled submissions older than ``indexnow.KEEP``, a batch at a time."""

@@ -338,8 +338,9 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             await read(store.list_snapshots, name, limit=TARGET_SNAPSHOTS + 1) or [],
             TARGET_SNAPSHOTS)
         drawn = _charts(await read(trends.trend, name))
-        health = (await read(health_store.states_by_target, [name])).get(name, {})
-        estimate = estimate_lines(await read(health_store.health, name)) if health else []
+        found = await read(health_store.health, name)
+        health = found["url_health"] if found else {}
+        estimate = estimate_lines(found) if health else []
         last = target["last_snapshot"] or {}
         issues = sorted(last.get("issues", {}).items(), key=lambda kv: (-kv[1], kv[0]))
         submitted = await read(indexnow_store.recent, name, TARGET_SUBMISSIONS)

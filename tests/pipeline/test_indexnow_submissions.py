@@ -103,7 +103,6 @@ class Delivery:
             while found := await submitter.deliver_due():
                 claimed += found
         finally:
-            await submitter.aclose()
             await fetcher.aclose()
         return claimed
 
