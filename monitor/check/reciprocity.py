@@ -13,15 +13,13 @@ document's set is read once more and its alternates checked pair by pair
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
-from typing import Any
 
 from monitor.check.context import Context
+from monitor.check.marks import Finder, record
 from monitor.check.tally import INDEX_KINDS, Marked
 from monitor.codec import entryset
-from monitor.codec.states import DocumentState
-from monitor.model import RULES_VERSION, Entry
-from monitor.read import alternates, validate
+from monitor.model import RULES_VERSION
+from monitor.read import alternates
 from monitor.rules import RuleId
 from monitor.store import checkreads as store
 
@@ -59,7 +57,8 @@ async def mark_unanswered(ctx: Context, dropped: list[str]) -> list[Marked]:
     marks: list[Marked] = []
     room = tally.room()
     for url in sorted(stale | set(found), key=sitemaps.index):
-        marked = await _mark(ctx, url, docs[url], found.get(url, set()), room)
+        marked = await record(ctx, url, docs[url], (NOT_RECIPROCAL,),
+                              _at(found.get(url, set())), room)
         if marked is not None:
             marks.append(marked)
             room -= len(marked.issues)
@@ -83,47 +82,9 @@ async def _unanswered(ctx: Context, sitemaps: list[str]) -> dict[str, set[int]]:
     return await asyncio.to_thread(held.unanswered)
 
 
-async def _mark(ctx: Context, url: str, state: DocumentState, positions: set[int],
-                room: int) -> Marked | None:
-    """Record a document's entries with ``hreflang-not-reciprocal`` on these positions only;
-    its new state and the first ``room`` of those issues."""
-    writes = ctx.writes
-    stored = await ctx.reads.current(url)
-    if stored is None:
-        return None
-    marked = await asyncio.to_thread(_marked, stored.whole(), positions)
-    if marked is None:
-        return None
-    data, locs, exts = marked
-    if writes.recorded(url):  # this snapshot's own version: the same entries
-        writes.replace_set(url, data)
-    else:  # an earlier snapshot's: a new version, so that history keeps its verdicts
-        writes.entry_set(url, stored.id, state.urls, state.invalid, data,
-                         delta=True)  # new verdicts only
-    counts = {rule: n for rule, n in state.issue_counts.items() if rule != NOT_RECIPROCAL}
-    if positions:
-        counts[NOT_RECIPROCAL] = len(positions)
-    return Marked(url, replace(state, issue_counts=counts), [
-        validate.issue(NOT_RECIPROCAL, Entry(locs[i], extensions=exts[i]), url)
-        for i in sorted(positions)[: max(0, room)]])
-
-
-def _marked(data: bytes, positions: set[int]) -> tuple[bytes, list[str], list[Any]] | None:
-    """A stored entry set with ``hreflang-not-reciprocal`` on these positions only, with its
-    locs and extensions column; None when its verdicts are those already (pure: run in a
-    thread, a 50,000-entry set takes a while to unpack and pack)."""
-    columns = entryset.unpack(data)
-    before = columns.rules()
-    rules = {i: kept for i, ids in before.items()
-             if (kept := " ".join(r for r in ids.split() if r != NOT_RECIPROCAL))}
-    for i in positions:
-        rules[i] = f"{rules[i]} {NOT_RECIPROCAL}" if i in rules else NOT_RECIPROCAL
-    if rules == before:
-        return None
-    columns.header.pop("rules", None)
-    if rules:
-        columns.header["rules"] = {str(i): rules[i] for i in sorted(rules)}
-    return entryset.pack(columns), columns.locs(), columns.column(4)
+def _at(positions: set[int]) -> Finder:
+    """``hreflang-not-reciprocal`` on these positions, found by the pass over every set."""
+    return lambda _locs, _exts: {NOT_RECIPROCAL: positions}
 
 
 def _add_alternates(held: alternates.Alternates, url: str, data: bytes) -> None:
