@@ -13,7 +13,7 @@ from monitor.check.context import Context
 from monitor.check.tally import INDEX_KINDS, Gone, Recorded
 from monitor.codec import entryset, fingerprints
 from monitor.codec.states import StoredSet
-from monitor.model import EntryState
+from monitor.core.model import EntryState
 from monitor.read import digest as digesting
 from monitor.read.digest import Digest, Job
 from monitor.robots import watch as robots_watch

@@ -24,8 +24,8 @@ from sqlalchemy import Connection, Engine, bindparam, func, select, update
 
 from monitor.codec import changepacks, changerows
 from monitor.codec.states import StoredSet
-from monitor.errors import LeaseLost
-from monitor.model import Change
+from monitor.core.errors import LeaseLost
+from monitor.core.model import Change
 from monitor.robots import versions as robots_versions
 from monitor.store import checkwriter as writer
 from monitor.store import movepacks
