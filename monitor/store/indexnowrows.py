@@ -221,6 +221,20 @@ class SqlSubmissions:
         return self._finish(row, status="failed", attempted_at=now, http_status=status,
                             last_error=error[:2000])
 
+    def narrow(self, row: Claimed, urls: tuple[str, ...]) -> bool:
+        """Keep only ``urls`` of a row (those it may submit), so that a retry sends, and
+        counts, only them; False when the lease was lost meanwhile."""
+        s = indexnow_submissions
+
+        def work(conn: Connection) -> bool:
+            result = conn.execute(
+                update(s).where(s.c.id == row.id, s.c.lease_owner == row.lease)
+                .values(urls=zlib.compress("\n".join(urls).encode(), _LEVEL),
+                        url_count=len(urls)))
+            return result.rowcount == 1
+
+        return transaction(self.engine, work)
+
     def mark_retry(self, row: Claimed, now: datetime, next_attempt_at: datetime, error: str,
                    status: int | None = None, *, attempted: bool = True) -> bool:
         """Put a row back for ``next_attempt_at``; ``attempted`` False: it was not sent (a
