@@ -10,12 +10,16 @@ submitter runs, so a target whose sitemap never changes still hears that its key
 and daily after that, every 15 minutes while it fails, through the shared ``Fetcher``: the
 address rules and the per-host politeness of the checks. The key never reaches a log line: the
 key file's URL names it and is redacted.
+
+A target's documents are read again only once its last snapshot is not the one they were
+read at (a check writes them in its snapshot's transaction).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import structlog
@@ -31,7 +35,17 @@ __all__ = ["SCOPE_TTL", "Keys", "allow_private"]
 
 log = structlog.get_logger("monitor.indexnow.keys")
 
-SCOPE_TTL = 300.0  # a target's documents are read again for its scope at most this often
+SCOPE_TTL = 300.0  # how long a target's scope is kept before its last snapshot is asked
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A target's scope as read: when, for which URL, at which of its snapshots."""
+
+    at: datetime
+    url: str
+    version: int
+    scope: indexnow.Scope
 
 
 async def allow_private(target: Target) -> bool:
@@ -47,23 +61,32 @@ class Keys:
         self.repo = repo
         self.fetcher = fetcher
         self.clock = clock
-        self._scopes: dict[str, tuple[datetime, str, indexnow.Scope]] = {}
+        self._scopes: dict[str, _Read] = {}
+        self._scope_locks: dict[str, asyncio.Lock] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def scope(self, target: Target, origin: str | None = None) -> indexnow.Scope:
-        """The origins the target may submit for, read again after ``SCOPE_TTL``, or at once
-        when ``origin`` is not among them (a check may have just found a sitemap there)."""
-        now = self.clock()
-        cached = self._scopes.get(target.name)
-        if (cached is not None and cached[1] == target.url
-                and now < cached[0] + timedelta(seconds=SCOPE_TTL)
-                and (origin is None or cached[2].covers(origin))):
-            return cached[2]
-        origins = await asyncio.to_thread(self.repo.document_origins, target.name,
-                                          indexnow.origin_of)
-        scope = indexnow.Scope.of(target.url, origins)
-        self._scopes[target.name] = (now, target.url, scope)
-        return scope
+        """The origins the target may submit for, looked at again after ``SCOPE_TTL``, or at
+        once when ``origin`` is not among them (a check may have just found a sitemap there);
+        its documents are read only when a snapshot was written since they last were."""
+        lock = self._scope_locks.setdefault(target.name, asyncio.Lock())
+        async with lock:  # the rows of one target claimed together read it once
+            now = self.clock()
+            cached = self._scopes.get(target.name)
+            if cached is not None and cached.url != target.url:
+                cached = None
+            if (cached is not None and now < cached.at + timedelta(seconds=SCOPE_TTL)
+                    and (origin is None or cached.scope.covers(origin))):
+                return cached.scope
+            version, origins = await asyncio.to_thread(
+                self.repo.document_origins, target.name, indexnow.origin_of,
+                -1 if cached is None else cached.version)
+            if origins is not None or cached is None:
+                scope = indexnow.Scope.of(target.url, origins or ())
+            else:
+                scope = cached.scope
+            self._scopes[target.name] = _Read(now, target.url, version, scope)
+            return scope
 
     async def sweep(self, targets: Iterable[Target]) -> None:
         """Fetch the key file of every origin of every submitting target whose last fetch is

@@ -31,14 +31,14 @@ from monitor.store.schema import (
     entry_sets,
     indexnow_keys,
     indexnow_submissions,
+    snapshots,
     target_documents,
     targets,
 )
 
 __all__ = [
-    "Claimed", "KeyState", "NewSubmission", "SqlSubmissions", "document_origins", "enqueue",
-    "failing_keys",
-    "recent", "recorded",
+    "Claimed", "KeyState", "NewSubmission", "SqlSubmissions", "document_origins",
+    "documents_version", "enqueue", "failing_keys", "recent", "recorded",
 ]
 
 _LEVEL = 6
@@ -161,6 +161,14 @@ def document_origins(conn: Connection, target_name: str,
         if made is not None:
             found.add(made)
     return found
+
+
+def documents_version(conn: Connection, target_name: str) -> int:
+    """The id of the target's last snapshot (0: none yet): its documents are only written in
+    a snapshot's transaction, so while this stays the same, so do they."""
+    last = (select(func.max(snapshots.c.id)).join(targets, targets.c.id == snapshots.c.target_id)
+            .where(targets.c.name == target_name))
+    return int(conn.execute(last).scalar() or 0)
 
 
 def failing_keys(conn: Connection, target_name: str, since: datetime) -> list[KeyState]:
@@ -327,10 +335,18 @@ class SqlSubmissions:
         } for r in rows]
 
     def document_origins(self, target_name: str, origin: Callable[[str], str | None],
-                         ) -> set[str]:
-        """``origin`` of each current document of a target (its sitemaps)."""
-        return transaction(self.engine,
-                           lambda conn: document_origins(conn, target_name, origin))
+                         known: int = -1) -> tuple[int, set[str] | None]:
+        """The target's ``documents_version`` and, unless it is ``known``, ``origin`` of each
+        of its current documents (its sitemaps)."""
+
+        def work(conn: Connection) -> tuple[int, set[str] | None]:
+            # The version first: a check written between the two reads is read again later.
+            version = documents_version(conn, target_name)
+            if version == known:
+                return version, None
+            return version, document_origins(conn, target_name, origin)
+
+        return transaction(self.engine, work)
 
     def keys(self, target_name: str) -> list[KeyState]:
         """Every key file fetched for a target, by origin."""
