@@ -1,5 +1,6 @@
 """What IndexNow's delivery loop reads from the database: a target's documents only when a
-snapshot was written since they were read."""
+snapshot was written since they were read, a key file's state only once it is due, on every
+replica that shares the database."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from sqlalchemy import Engine, event
 
 from monitor.cli.commands import main
 from monitor.config import load
+from monitor.indexnow import protocol
 from monitor.indexnow.submitter import Submitter
 from monitor.read.fetch import Fetcher
 from monitor.store import indexnowrows
@@ -143,3 +145,50 @@ def test_rows_of_a_foreign_origin_do_not_read_the_targets_documents_again(
     assert {r["answer"] for r in rows if r["host"] == FOREIGN} == {
         f"out of scope: {FOREIGN} is not the origin of one of the target's sitemaps"}
     assert receiver.urls() == [site.url("/p3")]
+
+
+def test_the_key_sweep_reads_a_key_files_state_only_once_it_is_due(
+    site: Site, receiver: Receiver, db: str, cfg: str, engine: Engine,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    site.set("/sitemap.xml", urlset({site.url("/a"): None}))
+    check(capsys, cfg, db)
+
+    async def test(one: Replica, two: Replica) -> None:
+        await one.submitter.sweep()
+        assert receiver.key_fetches == ["127.0.0.1"]
+        # The other replica reads the state the first stored, and does not fetch again.
+        await two.submitter.sweep()
+        assert receiver.key_fetches == ["127.0.0.1"]
+        for replica in (one, two):  # a minute on: nothing is due, nothing is read
+            replica.offset += timedelta(seconds=60)
+            with statements(engine) as seen:
+                await replica.submitter.sweep()
+            assert [s for s in seen if "indexnow_keys" in s] == []
+        # A day on, one fetch again between the two replicas.
+        for replica in (one, two):
+            replica.offset += timedelta(seconds=protocol.KEY_TTL)
+        await two.submitter.sweep()
+        await one.submitter.sweep()
+        assert receiver.key_fetches == ["127.0.0.1"] * 2
+        # A wrong key file is fetched again 15 minutes on, not before.
+        receiver.key_body = b"another-key-entirely"
+        for replica in (one, two):
+            replica.offset += timedelta(seconds=protocol.KEY_TTL)
+        await one.submitter.sweep()
+        await two.submitter.sweep()
+        assert len(receiver.key_fetches) == 3
+        receiver.key_body = None
+        for replica in (one, two):
+            replica.offset += timedelta(seconds=protocol.KEY_RETRY - 60)
+        await one.submitter.sweep()
+        assert len(receiver.key_fetches) == 3
+        for replica in (one, two):
+            replica.offset += timedelta(seconds=61)
+        await two.submitter.sweep()
+        await one.submitter.sweep()
+        assert len(receiver.key_fetches) == 4
+        states = indexnowrows.SqlSubmissions(engine).keys("t")
+        assert [(k.origin, k.ok) for k in states] == [(site.url(""), True)]
+
+    replicas(cfg, engine, 2, test)
