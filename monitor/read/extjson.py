@@ -9,7 +9,7 @@ from typing import Any
 
 from lxml import etree
 
-from monitor.model import Links
+from monitor.core.model import Links
 
 __all__ = ["FIELD_INDEX", "any_extensions", "local", "other_children", "usual_extensions"]
 

@@ -8,8 +8,8 @@ from typing import cast
 
 from lxml import etree
 
-from monitor.model import DocumentKind, Entry, Issue, Links, ParsedDocument
-from monitor.rules import RuleId
+from monitor.core.model import DocumentKind, Entry, Issue, Links, ParsedDocument
+from monitor.core.rules import RuleId
 
 __all__ = ["Found", "drop_through", "events"]
 

@@ -9,7 +9,7 @@ from email.utils import parsedate_to_datetime
 
 from lxml import etree
 
-from monitor.model import DocumentKind, Entry
+from monitor.core.model import DocumentKind, Entry
 from monitor.read.extjson import local
 from monitor.read.found import Found, drop_through, events
 

@@ -18,13 +18,13 @@ from typing import Any
 
 from lxml import etree
 
-from monitor.model import DocumentKind, Entry, Issue, Links, ParsedDocument
+from monitor.core.model import DocumentKind, Entry, Issue, Links, ParsedDocument
+from monitor.core.rules import RuleId
 from monitor.read.extjson import any_extensions as _any_extensions  # noqa: F401 (tests' oracle)
 from monitor.read.found import Found
 from monitor.read.items import Items, TextLines
 from monitor.read.prolog import SITEMAP_NS, Head, sniff
 from monitor.read.urlset import EventUrls, TreeUrls
-from monitor.rules import RuleId
 
 __all__ = ["SITEMAP_NS", "DocumentParser", "parse_document"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from monitor.model import DocumentKind
-from monitor.rules import RuleId
+from monitor.core.model import DocumentKind
+from monitor.core.rules import RuleId
 
 __all__ = ["SITEMAP_NS", "Head", "sniff"]
 

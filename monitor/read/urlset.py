@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from monitor.model import Entry
+from monitor.core.model import Entry
 from monitor.read.extjson import FIELD_INDEX, other_children, usual_extensions
 from monitor.read.found import Found, drop_through, events
 
