@@ -89,12 +89,15 @@ def sniff(buf: bytes, eof: bool) -> Head:
     elif head.kind == "xml":
         head.document = _ROOTS.get(head.root)
         if head.document is None:
-            root = head.root.decode("utf-8", "replace")
-            if root.lower() == "html":
-                head.failure = ("root-unknown", _HTML_PAGE.format("an <html> root element"))
-            else:
-                head.failure = ("root-unknown", f"root element <{root}> is not a sitemap or a feed")
+            head.failure = ("root-unknown", _unknown_root(head.root))
     return head
+
+
+def _unknown_root(name: bytes) -> str:
+    root = name.decode("utf-8", "replace")
+    if root.lower() == "html":
+        return _HTML_PAGE.format("an <html> root element")
+    return f"root element <{root}> is not a sitemap or a feed"
 
 
 def _sitemap_xmlns(s: bytes, i: int, head: Head) -> None:
@@ -109,6 +112,22 @@ def _sitemap_xmlns(s: bytes, i: int, head: Head) -> None:
     if end is not None and span is not None:
         head.xmlns = span
         head.opened = None if end.group().endswith(b"/>") else end.end()
+
+
+def _declaration(s: bytes, i: int, eof: bool) -> tuple[RuleId, str] | None:
+    """Why a ``<!`` declaration before the root is refused; None while its name is cut off."""
+    word = s[i + 2 : i + 9].upper()
+    if word == b"DOCTYPE":
+        name = _NAME.match(s, _skip_ws(s, i + 9))
+        assert name is not None  # _NAME matches the empty string too
+        if name.end() == len(s) and not eof:
+            return None
+        if name.group().lower() == b"html":  # a web page, not an attack
+            return ("root-unknown", _HTML_PAGE.format("<!DOCTYPE html>"))
+        return ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
+    if word.startswith(b"ENTITY"):
+        return ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
+    return ("xml-malformed", "markup declaration before the root element")
 
 
 def _scan_prolog(s: bytes, eof: bool, head: Head) -> None:
@@ -149,20 +168,10 @@ def _scan_prolog(s: bytes, eof: bool, head: Head) -> None:
                 break
             i = j + 3
         elif s.startswith(b"<!", i):
-            word = s[i + 2 : i + 9].upper()
-            if word == b"DOCTYPE":
-                name = _NAME.match(s, _skip_ws(s, i + 9))
-                assert name is not None  # _NAME matches the empty string too
-                if name.end() == n and not eof:
-                    break  # the name may go on in the next chunk
-                if name.group().lower() == b"html":  # a web page, not an attack
-                    head.failure = ("root-unknown", _HTML_PAGE.format("<!DOCTYPE html>"))
-                else:
-                    head.failure = ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
-            elif word.startswith(b"ENTITY"):
-                head.failure = ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
-            else:
-                head.failure = ("xml-malformed", "markup declaration before the root element")
+            refused = _declaration(s, i, eof)
+            if refused is None:
+                break  # the DOCTYPE's name may go on in the next chunk
+            head.failure = refused
             return
         else:
             name = _NAME.match(s, i + 1)
