@@ -108,7 +108,7 @@ class Gone:
 
 @dataclass(frozen=True, slots=True)
 class DocumentOutcome:
-    """What one document gave the check, in its listed turn (``monitor.check.walk``)."""
+    """What one document gave the check, in its listed turn (``monitor.check.turn``)."""
 
     result: DocumentResult
     found: Sequence[Found] = ()  # in the order they were found
