@@ -22,8 +22,8 @@ from monitor.config import Defaults, Target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
 from monitor.robots import reader as robots_reader
-from monitor.robots import versions as robots_versions
 from monitor.store import checkreads
+from monitor.store import robotsversions as robots_versions
 from monitor.store.checkplan import CheckWrites
 from monitor.store.retry import transaction
 

@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from monitor.check import crawlable, reciprocity, targetwide
+from monitor.check import robotswatch as robots_watch
 from monitor.check.context import Context, Loaded, Reads, load
 from monitor.check.entries import Entries
 from monitor.check.tally import INDEX_KINDS, Found, Tally, failure
@@ -40,7 +41,6 @@ from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
 from monitor.robots import reader as robots_reader
-from monitor.robots import watch as robots_watch
 from monitor.store import checkplan, targetrows
 from monitor.store.checkplan import CheckWrites
 from monitor.store.checkwriter import SnapshotWrite

@@ -43,12 +43,12 @@ from monitor.listing import params as listing
 from monitor.listing import sorting, story
 from monitor.robots import diff as robotsdiff
 from monitor.robots import tester
-from monitor.robots import versions as robots_versions
 from monitor.robots.matcher import GOOGLEBOT, RobotsRules
 from monitor.serve import charts
 from monitor.serve import listingapi as api_listings
 from monitor.serve.links import external_link
 from monitor.store import indexnowrows, targetrows, trends, urlstates
+from monitor.store import robotsversions as robots_versions
 
 __all__ = ["PAGE_ROWS", "STYLESHEET", "routes", "sort_values"]
 

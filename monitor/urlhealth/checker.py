@@ -37,10 +37,10 @@ from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Answer, Fetcher, retry_after_seconds
 from monitor.robots import judge as robots_judge
 from monitor.robots import reader as robotsread
-from monitor.robots import versions as robots_store
 from monitor.robots.matcher import GOOGLEBOT, RobotsRules, agent_token, robots_url
 from monitor.store import notfoundpages as not_found_store
 from monitor.store import outbox, urlqueue, urlsample, urlstates
+from monitor.store import robotsversions as robots_versions
 from monitor.store.retry import transaction
 from monitor.urlhealth import page as pages
 from monitor.urlhealth import rejudge
@@ -507,7 +507,7 @@ async def run_round(
     result = Round()
     cache = robotsread.RobotsCache() if robots is None else robots
     # The versions the target's checks read are in force here too, the newer one winning.
-    watched = await asyncio.to_thread(robots_store.in_force, engine, target_id)
+    watched = await asyncio.to_thread(robots_versions.in_force, engine, target_id)
     for url, (text, read_at) in watched.items():
         cache.offer(url, text, read_at)
     checker = Checker(target, fetcher, budget, cache, now, engine)

@@ -14,7 +14,7 @@ from monitor.core.model import Issue
 from monitor.robots import judge as robots
 from monitor.robots import reader
 from monitor.robots.matcher import RobotsRules, robots_url
-from monitor.robots.versions import Version
+from monitor.store.robotsversions import Version
 
 __all__ = ["ROBOTS_HOSTS", "Watched", "answer", "watch"]
 
