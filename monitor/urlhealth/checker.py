@@ -555,14 +555,15 @@ async def run_round(
             pending, retry = retry, {}
             await check_all(checker, [(loc, n) for loc, (_, n) in pending.items()], done_all)
     await saver.flush()
-    result.states, result.rules, result.listed, result.covered = await asyncio.to_thread(
-        store.counts, engine, target_id, now(), recheck)
-    result.strata = await asyncio.to_thread(urlsample.strata, engine, target_id)
+    # read once: the metrics, the alert rules and the first round's test all take it
+    counted = await asyncio.to_thread(urlsample.counts, engine, target_id, now(), recheck)
+    result.states, result.rules, result.listed, result.covered, result.strata = (
+        counted.states, counted.rules, counted.listed, counted.covered, counted.strata)
     result.seconds = time.monotonic() - started
     if alerts is not None and any(rules.for_url_checks(r) and rules.matches(r, target.name)
                                   for r in alerts.rules):
         await asyncio.to_thread(_raise_alerts, engine, alerts, target, (target_id, snapshot_id),
-                                result, now())
+                                result, counted.unchecked, now())
     return result
 
 
@@ -587,10 +588,11 @@ async def _rejudge(engine: Engine, target_id: int, in_force: dict[str, RobotsRul
 
 
 def _raise_alerts(engine: Engine, alerts: Alerts, target: Target, ids: tuple[int, int],
-                  found: Round, now: datetime) -> None:
-    """The URL checks' alert rules on this round, written to the outbox in one transaction."""
+                  found: Round, unchecked: int, now: datetime) -> None:
+    """The URL checks' alert rules on this round (``unchecked``: its listed URLs never
+    tried), written to the outbox in one transaction."""
     target_id, snapshot_id = ids
-    complete, unchecked = store.first_round(engine, target_id, now)
+    complete = store.first_round(engine, target_id, now, unchecked)
     current = store.examples(engine, target_id,
                              [s for s in found.states if s in health.STATES
                               and health.STATES[s] is not None],
