@@ -63,8 +63,7 @@ def rows(n: int, target_id: int, seed: int) -> list[dict[str, Any]]:
     return found
 
 
-def setup(url: str, n: int) -> tuple[Any, config_module.Config]:
-    engine = make_engine(url)
+def setup(engine: Any, n: int) -> config_module.Config:
     bring_to_head(engine)
     now = utcnow()
     with engine.begin() as conn:
@@ -80,14 +79,13 @@ def setup(url: str, n: int) -> tuple[Any, config_module.Config]:
         made = rows(n, target_id, 3)
         for start in range(0, n, 5000):
             conn.execute(insert(url_states), made[start:start + 5000])
-    cfg = config_module.parse({
+    return config_module.parse({
         "targets": [{"name": "site", "url": "http://127.0.0.1:9/sitemap.xml",
                      "url_checks": {"enabled": True}}],
         "alerts": {"channels": [{"name": "hook", "type": "webhook",
                                  "url": "http://127.0.0.1:9/hook"}],
                    "rules": [{"name": "broken", "channels": ["hook"], "when": "url_health",
                               "state": ["not-found"], "ratio": 0.5}]}})
-    return engine, cfg
 
 
 async def rounds(engine: Any, cfg: config_module.Config, count: int,
@@ -138,13 +136,11 @@ def main() -> int:
                 conn.execute(text(f'CREATE DATABASE "{made}"'))
             url = make_url(args.database_url).set(database=made).render_as_string(
                 hide_password=False)
+        engine = make_engine(url)
         try:
-            engine, cfg = setup(url, args.urls)
-            try:
-                found = asyncio.run(rounds(engine, cfg, args.rounds))
-            finally:
-                engine.dispose()
+            found = asyncio.run(rounds(engine, setup(engine, args.urls), args.rounds))
         finally:
+            engine.dispose()
             if server is not None:
                 with server.connect() as conn:
                     conn.execute(text(f'DROP DATABASE IF EXISTS "{made}"'))
