@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import event, insert, make_url, text
 
 from monitor import config as config_module
-from monitor.model import URL_STATES, utcnow
+from monitor.core.model import URL_STATES, utcnow
 from monitor.read.fetch import Fetcher
 from monitor.store.db import bring_to_head, make_engine
 from monitor.store.schema import snapshots, targets, url_checks, url_states

@@ -16,8 +16,8 @@ from test_url_health import page
 
 from monitor import config as config_module
 from monitor.check.pipeline import run_check
-from monitor.cli import main
-from monitor.model import utcnow
+from monitor.cli.commands import main
+from monitor.core.model import utcnow
 from monitor.read.fetch import Fetcher
 from monitor.robots import matcher
 from monitor.robots import reader as robotsread

@@ -15,8 +15,8 @@ from site_fixture import Site, urlset
 from sqlalchemy import Engine, event, select
 
 from monitor import config as config_module
-from monitor.cli import main
-from monitor.model import utcnow
+from monitor.cli.commands import main
+from monitor.core.model import utcnow
 from monitor.read.fetch import Fetcher
 from monitor.store import urlstates
 from monitor.store.db import make_engine
