@@ -3,10 +3,11 @@ order its URLs are checked in until each was checked once (``turn``, a keyed has
 ``monitor.core.sampling``), and what the estimate of its URL health is made of.
 
 ``place`` draws a target's key and places the URLs it has rows of (rows stored before the order
-had one); ``urlstates.sync`` places the URLs it adds. ``counts`` reads, in one grouped query, what a
-round reports of the listed URLs: per state and rule id, the coverage, and the strata of the
-estimate (per state, the checked URLs of the random order, the sample, and those checked ahead
-of it, listed since or allowed again by robots.txt, which are counted as they are).
+had one); ``urlstates.sync`` places the URLs it adds. ``counts`` reads, in one grouped query,
+what a round reports of the listed URLs: per state and rule id, the coverage, and the strata
+of the estimate (per state, the checked URLs of the random order, the sample, and those
+checked ahead of it, listed since or allowed again by robots.txt, which are counted as they
+are).
 """
 
 from __future__ import annotations
