@@ -9,7 +9,7 @@ from typing import get_args
 
 import pytest
 
-from monitor import model, rules
+from monitor.core import model, rules
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -48,7 +48,7 @@ def test_an_id_from_outside_the_code_is_checked() -> None:
 
 def test_a_misspelt_rule_id_is_a_type_error() -> None:
     """mypy refuses an issue made with an id that is not in the registry."""
-    program = ("from monitor.model import Issue\n"
+    program = ("from monitor.core.model import Issue\n"
                "Issue('lastmod-invalid', 'fine')\n"
                "Issue('lastmod-invalidd', 'a typo')\n")
     done = subprocess.run(

@@ -16,7 +16,7 @@ from typing import Any
 
 from monitor.alerts.payload import iso, target_link
 from monitor.config import Rule
-from monitor.model import CheckResult
+from monitor.core.model import CheckResult
 from monitor.robots import diff as robotsdiff
 
 __all__ = ["check_links", "documents", "dropped_text", "issues", "news_links", "removal_links",

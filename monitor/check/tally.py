@@ -20,7 +20,7 @@ from typing import Any
 
 from monitor.check.targetwide import Moves
 from monitor.codec.states import DocumentState
-from monitor.model import (
+from monitor.core.model import (
     Change,
     CheckOutcome,
     DocumentResult,

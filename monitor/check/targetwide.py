@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from monitor.model import Change, EntryState, Issue, addition_kind, change_kind
+from monitor.core.model import Change, EntryState, Issue, addition_kind, change_kind
 from monitor.read import validate
 
 __all__ = ["CHURN_MIN", "CHURN_PERCENT", "Moves", "churn_issue", "churning", "settle_moves"]

@@ -21,11 +21,11 @@ from datetime import datetime, timedelta
 import structlog
 
 from monitor.config import Target
-from monitor.errors import FetchError
+from monitor.core.errors import FetchError
 from monitor.indexnow import protocol as indexnow
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Fetcher
-from monitor.store import indexnow as store
+from monitor.store import indexnowrows
 
 __all__ = ["SCOPE_TTL", "Keys", "allow_private"]
 
@@ -42,7 +42,7 @@ async def allow_private(target: Target) -> bool:
 class Keys:
     """The scope of each target and the state of its hosts' key files (one per Submitter)."""
 
-    def __init__(self, repo: store.SqlSubmissions, fetcher: Fetcher,
+    def __init__(self, repo: indexnowrows.SqlSubmissions, fetcher: Fetcher,
                  clock: Callable[[], datetime]) -> None:
         self.repo = repo
         self.fetcher = fetcher
@@ -83,7 +83,7 @@ class Keys:
         another key or location."""
         lock = self._locks.setdefault((target.name, origin), asyncio.Lock())
         async with lock:  # one fetch for the rows of one host claimed together
-            digest = store.key_digest(key)
+            digest = indexnowrows.key_digest(key)
             now = self.clock()
             last = await asyncio.to_thread(self.repo.key, target.name, origin)
             if last is not None and last.key_digest == digest and last.location == location:
@@ -91,7 +91,7 @@ class Keys:
                 if now < last.checked_at + timedelta(seconds=ttl):
                     return None if last.ok else (last.detail or "failed")
             problem = await self._fetch(target, key, location)
-            await asyncio.to_thread(self.repo.save_key, target.name, store.KeyState(
+            await asyncio.to_thread(self.repo.save_key, target.name, indexnowrows.KeyState(
                 origin, location, digest, self.clock(), problem is None, problem))
         shown = indexnow.redact(location, key)
         if problem is None:

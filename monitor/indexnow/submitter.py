@@ -25,13 +25,13 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from monitor import deliveryloop
 from monitor.config import Target
-from monitor.errors import FetchError
+from monitor.core.errors import FetchError
 from monitor.indexnow import keys
 from monitor.indexnow import protocol as indexnow
+from monitor.net import deliveryloop
 from monitor.read.fetch import Fetcher, retry_after_seconds
-from monitor.store import indexnow as store
+from monitor.store import indexnowrows
 
 __all__ = ["Submitter"]
 
@@ -56,7 +56,7 @@ class Submitter:
     def __init__(
         self,
         target_of: Callable[[str], Target | None],
-        repo: store.SqlSubmissions,
+        repo: indexnowrows.SqlSubmissions,
         fetcher: Fetcher,
         *,
         owner: str,
@@ -132,7 +132,7 @@ class Submitter:
             self.repo, self._deliver, self.leasing, self.clock(), log=log,
             unsettled="indexnow submission not settled", row_key="submission")
 
-    async def _deliver(self, row: store.Claimed) -> None:
+    async def _deliver(self, row: indexnowrows.Claimed) -> None:
         now = self.clock()
         bound = log.bind(target=row.target_name, submission=row.id, host=row.origin,
                          urls=len(row.urls))
@@ -170,7 +170,7 @@ class Submitter:
             return
         await self._post(row, urls, target, settings.key, location, bound)
 
-    async def _in_scope(self, row: store.Claimed, target: Target, location: str,
+    async def _in_scope(self, row: indexnowrows.Claimed, target: Target, location: str,
                         bound: structlog.typing.FilteringBoundLogger) -> tuple[str, ...]:
         """The row's URLs the target may submit; the rest are counted ``out_of_scope``, and a
         row with none is settled here, without a request (its host never asked for the
@@ -189,7 +189,7 @@ class Submitter:
         bound.warning("indexnow submission not sent", error=why)
         return ()
 
-    async def _post(self, row: store.Claimed, urls: tuple[str, ...], target: Target,
+    async def _post(self, row: indexnowrows.Claimed, urls: tuple[str, ...], target: Target,
                     key: str, location: str,
                     bound: structlog.typing.FilteringBoundLogger) -> None:
         settings = target.settings
@@ -235,7 +235,7 @@ class Submitter:
             await self._retry(row, urls, answer.status, verdict.retry_after,
                               verdict.message, bound)
 
-    async def _retry(self, row: store.Claimed, urls: tuple[str, ...], status: int | None,
+    async def _retry(self, row: indexnowrows.Claimed, urls: tuple[str, ...], status: int | None,
                      retry_after: float | None, error: str,
                      bound: structlog.typing.FilteringBoundLogger) -> None:
         now = self.clock()

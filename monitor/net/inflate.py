@@ -13,7 +13,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 
-from monitor.errors import FetchError
+from monitor.core.errors import FetchError
 
 __all__ = ["CHUNK_SIZE", "Body", "Inflate", "layers", "read_file"]
 

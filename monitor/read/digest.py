@@ -19,7 +19,7 @@ from typing import Literal
 
 from monitor.codec import changepacks, changerows, columnstream, entrydelta, entryset
 from monitor.codec.fingerprints import loc_hashes
-from monitor.model import (
+from monitor.core.model import (
     Change,
     DocumentKind,
     Entry,

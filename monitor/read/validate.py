@@ -23,7 +23,7 @@ from operator import itemgetter
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
-from monitor.model import (
+from monitor.core.model import (
     LOWER_ESCAPE,
     MAX_LOC_LENGTH,
     UNUSABLE_LOC,
@@ -33,8 +33,8 @@ from monitor.model import (
     Links,
     page,
 )
+from monitor.core.rules import RuleId, rule_id
 from monitor.read import extensions as extension_rules
-from monitor.rules import RuleId, rule_id
 
 __all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ExtensionSink", "ValidatedDocument",
            "child_issue", "child_scope", "index_issues", "issue", "lastmod_valid", "page",

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from monitor.model import Issue
+from monitor.core.model import Issue
 from monitor.robots.matcher import MAX_BYTES, RobotsRules
 from monitor.robots.sitemaps import parse_robots
 

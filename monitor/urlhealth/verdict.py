@@ -20,7 +20,7 @@ from email.utils import parsedate_to_datetime
 from typing import Literal
 from urllib.parse import urljoin, urlsplit
 
-from monitor.model import (
+from monitor.core.model import (
     REMOVAL_REASONS,
     URL_CANONICAL_BROKEN,
     URL_CANONICAL_CONFLICT,

@@ -18,13 +18,13 @@ from indexnow_receiver import KEY, Receiver
 from site_fixture import Site, urlset
 from sqlalchemy import func, select, update
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.config import load
 from monitor.indexnow.submitter import Submitter
 from monitor.net.addresses import Resolver
 from monitor.read.fetch import Fetcher
 from monitor.store.db import make_engine
-from monitor.store.indexnow import SqlSubmissions
+from monitor.store.indexnowrows import SqlSubmissions
 from monitor.store.schema import indexnow_keys, indexnow_submissions
 
 LASTMOD = "2026-01-01"

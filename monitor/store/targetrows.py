@@ -42,9 +42,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monitor.errors import LeaseLost
-from monitor.listings import cursor, read_cursor
-from monitor.sorting import Sort, offered
+from monitor.core.errors import LeaseLost
+from monitor.listing.params import cursor, read_cursor
+from monitor.listing.sorting import Sort, offered
 from monitor.store import keyset
 from monitor.store.retry import transaction
 from monitor.store.schema import documents, snapshots, targets

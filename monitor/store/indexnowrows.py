@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Engine, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.codec import changepacks
-from monitor.errors import StoreError
+from monitor.core.errors import StoreError
 from monitor.store.checkreads import read_columns, read_sets
 from monitor.store.retry import transaction
 from monitor.store.schema import (
