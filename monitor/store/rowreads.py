@@ -117,8 +117,8 @@ class Packs:
         # A search's: the positions of each version's locs that hold its text, the version
         # kept while it has some (a few: newest first, a version's additions and its removals
         # are a pack of another version apart); the versions without one, all of them.
-        self._hits: dict[int, tuple[changepacks.Version, set[int]]] = {}
-        self._without: set[int] = set()
+        self._hits: dict[tuple[int, str], tuple[changepacks.Version, set[int]]] = {}
+        self._without: set[tuple[int, str]] = set()
 
     def members(self, pack_id: int, set_id: int, before_id: int | None,
                 ) -> list[tuple[str, str | None, str | None]]:
@@ -140,18 +140,19 @@ class Packs:
         ``members`` lists them): (loc, before, after). A version is searched once, as one
         text; the states of the members it lists alone are built, and a pack into a version
         without one is not read."""
-        if set_id in self._without:
+        key = (set_id, q)
+        if key in self._without:
             return {}
-        if set_id not in self._hits:
+        if key not in self._hits:
             columns = self._columns(set_id, pack_id)
             holding = changepacks.holding(columns.loc_text(), q)
             if not holding:
-                self._without.add(set_id)
+                self._without.add(key)
                 return {}
             if len(self._hits) >= 3:
                 del self._hits[next(iter(self._hits))]
-            self._hits[set_id] = (changepacks.Version(columns), set(holding))
-        version, positions = self._hits[set_id]
+            self._hits[key] = (changepacks.Version(columns), set(holding))
+        version, positions = self._hits[key]
         kind, data = self._pack(pack_id)
         hits = changepacks.at_positions(data, positions)
         before = None
