@@ -149,7 +149,8 @@ def test_the_members_at_positions_are_those_unpack_gives(
     assert changepacks.at_positions(data, wanted) == expected
 
 
-@given(st.integers(0, 60_000), st.integers(1, 300), st.sets(st.integers(0, 61_000)))
+@given(st.integers(0, 60_000), st.integers(1, 300),
+       st.sets(st.integers(0, 61_000), max_size=40))
 def test_the_members_of_a_run_at_positions_are_found_without_unpacking(
     first: int, n: int, wanted: set[int],
 ) -> None:
