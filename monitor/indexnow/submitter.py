@@ -4,8 +4,9 @@ the host's key file, POST them.
 Delivery is at-least-once and, for a change set, once: a row is marked only after the endpoint
 answered, so a crash between the two repeats that one request; a check that ran again writes
 no new row for changes already written (their idempotency key). A row's URLs outside the
-target's scope (``monitor.indexnow.keys``) are left out and counted ``out_of_scope``; a row of
-an origin outside it is settled without a request, its host never asked for the key. While a
+target's scope (``monitor.indexnow.keys``) are cut from it and counted ``out_of_scope`` once,
+at its first claim; a row of an origin outside it is settled without a request, its host never
+asked for the key. While a
 host's key file does not answer 200 with the key, nothing is sent for that host and its rows
 wait. The endpoint is posted to through the shared ``Fetcher`` (the address rules, an answer
 read to a bound). A 429 holds every row for its endpoint until its ``Retry-After``; 400, 403
@@ -172,20 +173,27 @@ class Submitter:
 
     async def _in_scope(self, row: indexnowrows.Claimed, target: Target, location: str,
                         bound: structlog.typing.FilteringBoundLogger) -> tuple[str, ...]:
-        """The row's URLs the target may submit; the rest are counted ``out_of_scope``, and a
-        row with none is settled here, without a request (its host never asked for the
-        key)."""
+        """The row's URLs the target may submit; the rest are counted ``out_of_scope`` once:
+        the row is cut to the URLs it may submit (a retry neither sends nor counts the rest
+        again), and a row with none is settled here, without a request (its host never asked
+        for the key). Either write is made under the row's lease, so of two replicas one
+        counts."""
         scope = await self.keys.scope(target, row.origin)
         inside, outside = scope.split(row.origin, row.urls, location)
-        if outside:
-            self._report(row.target_name, "out_of_scope", len(outside))
+        if not outside:
+            return inside
         if inside:
+            if not await asyncio.to_thread(self.repo.narrow, row, inside):
+                bound.warning("lease lost before the submission was cut to its scope")
+                return ()
+            self._report(row.target_name, "out_of_scope", len(outside))
             return inside
         why = (f"out of scope: {row.origin} is not the origin of one of the target's sitemaps"
                if not scope.covers(row.origin) else
                f"out of scope: no URL under the folder of the key file "
                f"{indexnow.folder(location)}")
-        await asyncio.to_thread(self.repo.mark_failed, row, self.clock(), why)
+        if await asyncio.to_thread(self.repo.mark_failed, row, self.clock(), why):
+            self._report(row.target_name, "out_of_scope", len(outside))
         bound.warning("indexnow submission not sent", error=why)
         return ()
 
