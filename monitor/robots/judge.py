@@ -52,7 +52,8 @@ class Answer:
 
 @dataclass(slots=True)
 class Finding:
-    """One robots.txt after this check: what to store, what changed, its issues."""
+    """One robots.txt after this check: what to store, what changed, its issues, and its
+    ``rules``: the version in force, parsed once (the watch hands them on)."""
 
     url: str
     outcome: str  # ok | not_modified | absent | unreachable
@@ -62,6 +63,10 @@ class Finding:
     before: str | None = None
     store: bool = False  # a new version to keep (a change, or the first fetch)
     issues: list[Issue] = field(default_factory=list)
+    rules: RobotsRules = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.rules = RobotsRules(self.text)
 
     def as_json(self, *, with_text: bool = False) -> dict[str, object]:
         """The check's JSON (``robots``); ``with_text`` adds the text before and after."""
@@ -96,9 +101,8 @@ def judge(url: str, previous: Stored | None, answer: Answer, *, sitemaps: Sequen
             found.changed, found.before = True, before
             found.issues.append(Issue("robots-changed", f"{url} changed "
                                       f"({_size(before)} -> {_size(text)})", url, url))
-    rules = RobotsRules(found.text)
     for sitemap in sitemaps:
-        if not rules.allows(sitemap):
+        if not found.rules.allows(sitemap):
             found.issues.append(Issue("sitemap-disallowed", f"{url} disallows the sitemap "
                                       f"{sitemap} to Googlebot: Google cannot read it", sitemap,
                                       url))
