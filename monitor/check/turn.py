@@ -52,21 +52,31 @@ async def take_turn(ctx: Context, entries: Entries, got: Got, *, root: bool = Fa
         return Turn(failure(got.doc, got.error.kind, got.error.message, got.error.status,
                             root=root, found=found))
     if got.unchanged:
-        return _unchanged(got)
+        return _unchanged(ctx, got)
     if got.robots_txt is not None:
         return _robots(ctx, got, got.robots_txt)
     return await _sitemap(ctx, entries, got, root=root)
 
 
-def _unchanged(got: Got) -> Turn:
-    """A document whose previous state stands (304, or the same bytes)."""
+def _unchanged(ctx: Context, got: Got) -> Turn:
+    """A document whose previous state stands (304, or the same bytes). Its own issues stand
+    with its stored state; where it sits in the walk is judged again (an index may now be
+    listed by another index)."""
     previous = got.previous
     assert previous is not None
     doc = replace(got.doc, kind=previous.kind, urls=previous.urls,  # type: ignore[arg-type]
                   invalid=previous.invalid,
                   duplicates=previous.issue_counts.get("loc-duplicate", 0))
-    return Turn(DocumentOutcome(doc, lastmods_compared=_lastmods(previous)),
+    notes = _nested(ctx, got.url, doc.parent) if previous.kind == "sitemapindex" else []
+    return Turn(DocumentOutcome(doc, notes, lastmods_compared=_lastmods(previous)),
                 previous.children if previous.kind in INDEX_KINDS else None)
+
+
+def _nested(ctx: Context, url: str, parent: str | None) -> list[Found]:
+    """``index-nested`` on the parent, when an index is listed by an index."""
+    if parent is None or ctx.kind(parent) != "sitemapindex":
+        return []
+    return [one_issue("index-nested", f"{url} is a sitemap index inside an index", parent)]
 
 
 def _robots(ctx: Context, got: Got, text: str) -> Turn:
@@ -104,10 +114,7 @@ async def _sitemap(ctx: Context, entries: Entries, got: Got, *, root: bool) -> T
         {"rule": i.rule, "message": i.message, "loc": i.loc} for i in found.issues
     ]
     if found.kind == "sitemapindex":
-        notes = [own]
-        if doc.parent is not None and ctx.kind(doc.parent) == "sitemapindex":
-            notes.append(one_issue("index-nested", f"{url} is a sitemap index inside an index",
-                                   doc.parent))
+        notes = [own, *_nested(ctx, url, doc.parent)]
         outcome = DocumentOutcome(doc, notes, state=document_state(
             url, doc, "sitemapindex", children=found.children, issues=stored_issues,
             counts=found.counts))

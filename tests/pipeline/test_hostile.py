@@ -170,3 +170,25 @@ def test_gzip_bomb_fails_the_check_quickly_in_a_subprocess(
         ("size-too-large", http_server.url("/s.xml.gz"))]
     assert elapsed < 20
     assert peak_mib < 250, f"peak RSS {peak_mib:.0f} MiB"
+
+
+def test_a_nested_index_stays_an_issue_while_nothing_changes(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An index inside an index is an issue at every check, read anew or unchanged (304): a
+    re-check that reads nothing new neither drops it from the current issues nor counts it
+    gone."""
+    site.set("/index.xml", index([site.url("/a.xml"), site.url("/inner.xml")]))
+    site.set("/inner.xml", index([site.url("/b.xml")]))
+    site.set("/a.xml", urlset({U + "1": None}))
+    site.set("/b.xml", urlset({U + "2": None}))
+    nested = [("index-nested", site.url("/index.xml"))]
+    for outcome in ("ok", "unchanged"):
+        code, r = check(capsys, site.url("/index.xml"), db)
+        assert (code, r["outcome"]) == (0, outcome)
+        assert [(i["rule"], i["document"]) for i in r["issues"]
+                if i["rule"] == "index-nested"] == nested
+        assert main(["issues", site.url("/index.xml"), "--database-url", db, "--rule",
+                     "index-nested", "--format", "ndjson"]) == 0
+        listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [i["rule"] for i in listed] == ["index-nested"], outcome
