@@ -19,10 +19,11 @@ from monitor.read.digest import Digest, Job
 from monitor.robots import watch as robots_watch
 from monitor.robots.matcher import robots_url
 from monitor.robots.sitemaps import parse_robots
+from monitor.rules import RuleId
 
 __all__ = ["Entries"]
 
-_OUT_OF_SCOPE = "loc-out-of-scope"
+_OUT_OF_SCOPE = RuleId.LOC_OUT_OF_SCOPE
 
 
 class Entries:

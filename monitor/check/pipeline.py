@@ -41,6 +41,7 @@ from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
 from monitor.robots import reader as robots_reader
 from monitor.robots import watch as robots_watch
+from monitor.rules import RuleId
 from monitor.store import checkplan
 from monitor.store import targets as leases
 from monitor.store.checkplan import CheckWrites
@@ -251,7 +252,7 @@ def _result(ctx: Context, current_docs: dict[str, DocumentState], issue_counts: 
         changes_truncated=sum(counts.values()) > len(tally.changes.kept),
         urls=sum(d.urls for d in current_docs.values()),
         invalid=sum(d.invalid for d in current_docs.values()),
-        duplicates=issue_counts["loc-duplicate"], issue_counts=dict(issue_counts),
+        duplicates=issue_counts[RuleId.LOC_DUPLICATE], issue_counts=dict(issue_counts),
         dropped_documents={url: ctx.state.documents[url].urls for url in dropped
                            if url in ctx.state.documents},
         lastmod_compared=tally.lastmods_compared if compared else None,

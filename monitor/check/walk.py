@@ -91,7 +91,7 @@ class Walk:
                ) -> DocumentResult | None:
         """The document's result row, or None when it is not to be read (cycle, seen, scope)."""
         if url in ancestors:
-            self.ctx.tally.take(_issue("index-cycle",
+            self.ctx.tally.take(_issue(RuleId.INDEX_CYCLE,
                                        f"{url} lists an index that reaches it again", parent))
             return None
         if url in self.visited:
@@ -116,10 +116,10 @@ class Walk:
             return True
         if where == "directory":
             # Out of the index's scope as another host is (sitemaps.org, Google): not read.
-            take(_issue("index-child-out-of-scope", f"{url} is outside the directory of its "
+            take(_issue(RuleId.INDEX_CHILD_OUT_OF_SCOPE, f"{url} is outside the directory of its "
                         "index; not fetched", parent, loc=url))
             return False
-        take(_issue("index-child-out-of-scope",
+        take(_issue(RuleId.INDEX_CHILD_OUT_OF_SCOPE,
                     f"{url} is on another host than its index; not fetched", parent))
         return False
 
@@ -243,7 +243,7 @@ class Walk:
             assert previous is not None
             doc = replace(doc, kind=previous.kind, urls=previous.urls,  # type: ignore[arg-type]
                           invalid=previous.invalid,
-                          duplicates=previous.issue_counts.get("loc-duplicate", 0))
+                          duplicates=previous.issue_counts.get(RuleId.LOC_DUPLICATE, 0))
             deep = self._too_deep(got.url, previous.kind, depth)
             take(DocumentOutcome(doc, () if deep is None else (deep,), failed=deep is not None,
                                  lastmods_compared=_lastmods(previous)))
@@ -261,11 +261,11 @@ class Walk:
         relative: list[str] = []
         children = parse_robots(text, url, limit=limit + 1, relative=relative)
         doc = replace(doc, outcome="ok", kind="robots")
-        found = [_issue("robots-sitemap-relative", f"{url} has a relative Sitemap: line "
+        found = [_issue(RuleId.ROBOTS_SITEMAP_RELATIVE, f"{url} has a relative Sitemap: line "
                         f"{value!r}: search engines require a full URL, it is ignored", url)
                  for value in relative]
         if len(children) > limit:
-            found.append(_issue("index-too-many", f"{url} lists more than {limit} sitemaps; "
+            found.append(_issue(RuleId.INDEX_TOO_MANY, f"{url} lists more than {limit} sitemaps; "
                                 f"the first {limit} are read", url))
             del children[limit:]
         if not children:
@@ -295,8 +295,8 @@ class Walk:
         if found.kind == "sitemapindex":
             notes = [own]
             if doc.parent is not None and self.ctx.kind(doc.parent) == "sitemapindex":
-                notes.append(_issue("index-nested", f"{url} is a sitemap index inside an index",
-                                    doc.parent))
+                notes.append(_issue(RuleId.INDEX_NESTED,
+                                    f"{url} is a sitemap index inside an index", doc.parent))
             deep = self._too_deep(url, "sitemapindex", depth)
             if deep is not None:
                 notes.append(deep)
@@ -322,7 +322,7 @@ class Walk:
         limit = self.ctx.target.limits.max_depth
         if kind not in INDEX_KINDS or depth + 1 <= limit:
             return None
-        return _issue("index-nested", f"{url}: index depth limit {limit} reached; children "
+        return _issue(RuleId.INDEX_NESTED, f"{url}: index depth limit {limit} reached; children "
                       "not read", url)
 
     async def _children(self, url: str, children: list[str], depth: int,
@@ -377,7 +377,7 @@ def _lastmods(doc: DocumentState) -> int:
     churn ratio: an entry without a lastmod counts as compared and unchanged)."""
     if doc.lastmods is not None:
         return doc.lastmods
-    return max(0, doc.urls + doc.invalid - doc.issue_counts.get("lastmod-invalid", 0))
+    return max(0, doc.urls + doc.invalid - doc.issue_counts.get(RuleId.LASTMOD_INVALID, 0))
 
 
 def _unchanged(task: asyncio.Task[_Got]) -> bool:

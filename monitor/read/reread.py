@@ -45,17 +45,17 @@ from monitor.model import (
 )
 from monitor.read import diff as diffing
 from monitor.read import validate
-from monitor.rules import rule_id
+from monitor.rules import RuleId, rule_id
 
 __all__ = ["Reread", "Rereader", "reread"]
 
 _UNSET = "\x01"  # an unset value in a stored column (monitor.codec.entryset)
 
-_FUTURE = "lastmod-future"
-_INVALID = "lastmod-invalid"
+_FUTURE = RuleId.LASTMOD_FUTURE
+_INVALID = RuleId.LASTMOD_INVALID
 # A verdict of the whole target (monitor.check.reciprocity), not of the entry: a document is
 # digested without it, and the check adds it back where it still holds.
-_TARGET_RULES = frozenset({"hreflang-not-reciprocal"})
+_TARGET_RULES = frozenset({RuleId.HREFLANG_NOT_RECIPROCAL})
 
 
 # A batch's lastmods, in order, and the positions at which they differ from the stored ones

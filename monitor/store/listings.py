@@ -45,6 +45,7 @@ from monitor.listings import (
     states_of,
 )
 from monitor.model import RULES, Entry
+from monitor.rules import RuleId
 from monitor.sorting import Key, Sort
 from monitor.store import keyset
 from monitor.store.changelisting import open_changes
@@ -401,7 +402,7 @@ def _set_issues(document: str, stored: entryset.Columns, describe: Describe,
     for rule, count in sorted(stored.dropped().items()):
         yield _stored_issue({"rule": rule, "dropped": count}, document)
     for loc in stored.duplicates():
-        yield _issue("loc-duplicate", "loc is listed more than once in this target", loc,
+        yield _issue(RuleId.LOC_DUPLICATE, "loc is listed more than once in this target", loc,
                      document)
     by_position = stored.rules()
     if not by_position:

@@ -44,6 +44,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.errors import LeaseLost
 from monitor.listings import cursor, read_cursor
+from monitor.rules import RuleId
 from monitor.sorting import Sort, offered
 from monitor.store import keyset
 from monitor.store.retry import transaction
@@ -385,7 +386,7 @@ def _snapshot_json(row: Any) -> dict[str, Any]:
         "outcome": row.outcome,
         "urls": row.urls,
         "invalid": row.invalid,
-        "duplicates": issues.get("loc-duplicate", 0),
+        "duplicates": issues.get(RuleId.LOC_DUPLICATE, 0),
         "added": row.added,
         "removed": row.removed,
         "changed": row.changed,
