@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 _MAIN_WITH_PEAK = (
-    "import re, sys; from monitor.cli import main; code = main(); "
+    "import re, sys; from monitor.cli.commands import main; code = main(); "
     "status = open('/proc/self/status').read(); "
     "print('peak-kib', re.search(r'VmHWM:\\s*(\\d+)', status)[1], file=sys.stderr); "
     "sys.exit(code)"

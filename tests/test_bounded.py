@@ -10,7 +10,7 @@ import pytest
 import structlog
 from httpserver import Reply, TestServer, repeat
 
-from monitor.errors import FetchError
+from monitor.core.errors import FetchError
 from monitor.net import bounded, connections
 from monitor.net.addresses import Resolver
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor.codec import changepacks, changerows, entryset
-from monitor.model import EntryState
+from monitor.core.model import EntryState
 
 texts = st.none() | st.text(alphabet=st.characters(blacklist_categories=("Cs",),
                                                    blacklist_characters="\x00\x01\x02"),

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor.codec import changepacks, changerows, entryset
-from monitor.model import Change, Entry, EntryState
+from monitor.core.model import Change, Entry, EntryState
 from monitor.read import digest, validate
 from monitor.read.diff import diff
 

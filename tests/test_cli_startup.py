@@ -18,7 +18,7 @@ import pytest
 from alembic.script import ScriptDirectory
 from httpserver import Reply, TestServer
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.store import db
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ URLSET = (b'<?xml version="1.0" encoding="UTF-8"?>\n'
 # Runs `check` as the console script does, then reports which modules it need not import were.
 CHECK = """
 import json, sys
-from monitor.cli import main
+from monitor.cli.commands import main
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, **{name: name in sys.modules for name in ("alembic", "yaml")}}))
 """
@@ -119,7 +119,7 @@ def test_shipped_head_reads_only_plain_chains(
 
 
 # The console script: main(), then os._exit() past the interpreter's teardown.
-SCRIPT = "from monitor.cli import script; script()"
+SCRIPT = "from monitor.cli.commands import script; script()"
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
@@ -134,7 +134,7 @@ def test_the_console_script_is_script() -> None:
     from importlib.metadata import entry_points
 
     (entry,) = entry_points(group="console_scripts", name="sitemap-monitor")
-    assert entry.value == "monitor.script:script"
+    assert entry.value == "monitor.cli.script:script"
 
 
 # What a digest worker does with the console script before its first document (forkserver and
@@ -142,7 +142,7 @@ def test_the_console_script_is_script() -> None:
 AS_MP_MAIN = """
 import json, runpy, sys
 runpy.run_path(sys.argv[1], run_name="__mp_main__")
-print(json.dumps(sorted(m for m in ("monitor.cli", "monitor.config", "pydantic", "asyncio")
+print(json.dumps(sorted(m for m in ("monitor.cli.commands", "monitor.config", "pydantic", "asyncio")
                         if m in sys.modules)))
 """
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from monitor import __version__
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.config import load, parse, parse_duration, parse_ratio, parse_size
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data" / "config"
@@ -119,7 +119,7 @@ def test_the_config_knows_the_url_states_and_reasons_of_the_model() -> None:
     from typing import get_args
 
     from monitor.config import RemovalReason, UrlState
-    from monitor.model import REMOVAL_REASONS, URL_STATES
+    from monitor.core.model import REMOVAL_REASONS, URL_STATES
 
     assert set(get_args(UrlState)) == set(URL_STATES)
     assert set(get_args(RemovalReason)) == set(REMOVAL_REASONS)
@@ -198,8 +198,8 @@ def test_run_refuses_what_config_check_refuses(name: str, tmp_path: Path) -> Non
     env = {k: v for k, v in os.environ.items() if not k.startswith("SITEMAP_MONITOR_")}
     env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run(
-        [sys.executable, "-c", "from monitor.cli import script; script()", "run", "--config",
-         str(path), "--database-url", f"sqlite:///{tmp_path / 'm.db'}"],
+        [sys.executable, "-c", "from monitor.cli.commands import script; script()", "run",
+         "--config", str(path), "--database-url", f"sqlite:///{tmp_path / 'm.db'}"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stdout + done.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from httpserver import Reply, Request, TestServer
 
-from monitor.cli import main
+from monitor.cli.commands import main
 
 TOKEN = base64.b64encode(b"robot:hunter2").decode()
 URLSET = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor.codec import entryset
-from monitor.model import EntryState, addition_kind, change_kind
+from monitor.core.model import EntryState, addition_kind, change_kind
 from monitor.read.diff import (
     apply,
     count,

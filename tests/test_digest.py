@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 from monitor.codec import entryset, fingerprints
-from monitor.model import EntryState
+from monitor.core.model import EntryState
 from monitor.read import alternates, digest, process
 from monitor.read.diff import diff
 from monitor.read.parse import SITEMAP_NS, parse_document

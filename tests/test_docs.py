@@ -20,9 +20,10 @@ from typing import Any, Union, get_args, get_origin
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel
 
-from monitor import cli_args, config
-from monitor.metrics import Metrics
-from monitor.model import CheckResult, DocumentResult, Issue
+from monitor import config
+from monitor.cli import args as cli_args
+from monitor.core.model import CheckResult, DocumentResult, Issue
+from monitor.observe.metrics import Metrics
 from monitor.serve import openapi
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor.codec import entrydelta, entryset
-from monitor.model import EntryState
+from monitor.core.model import EntryState
 
 LOCS = [f"https://e.test/{i}" for i in range(400)]
 values = st.none() | st.sampled_from(["2024-01-01", "2024-02-02", "daily", "0.5", "",

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.codec import columnstream, entryset
-from monitor.model import EntryState
+from monitor.core.model import EntryState
 
 # Any text XML can carry: no \x00-\x02 (not XML characters), no lone surrogates.
 text = st.text(st.characters(min_codepoint=3, exclude_categories=("Cs",)), max_size=30)

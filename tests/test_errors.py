@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from monitor import errors
+from monitor.core import errors
 
 
 def _exported() -> list[type[BaseException]]:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.codec import entryset, fingerprints
-from monitor.model import RULES, UNUSABLE_LOC, Entry, Links
+from monitor.core.model import RULES, UNUSABLE_LOC, Entry, Links
 from monitor.read import alternates, extensions, parse, validate
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -330,7 +330,7 @@ def test_a_reread_document_judges_its_news_at_the_new_check() -> None:
     assert later.rows == b""  # a warning: no change
 
 
-# The parser's links of a batch (monitor.model.Links) against the JSON text they stand for.
+# The parser's links of a batch (monitor.core.model.Links) against the JSON text they stand for.
 _HREFS = [LOC, A, B, "", None, "https://example.com/?a=1&amp;b=\u00e9", "/de", "HTTP://example.com/",
           "https://example.com/&quot;q&quot;\\", " https://example.com/b "]
 _CODES = ["en", "de", "EN", "en-GB", "en-UK", "x-default", "", None, " fr ", "zh-Hant-TW",

@@ -31,7 +31,7 @@ from httpserver import (
 )
 
 from monitor import config
-from monitor.errors import FetchError, redact_url
+from monitor.core.errors import FetchError, redact_url
 from monitor.net.inflate import read_file
 from monitor.read.fetch import (
     CHUNK_SIZE,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.codec import entryset, fingerprints
-from monitor.model import EntryState, page
+from monitor.core.model import EntryState, page
 
 
 def test_loc_hash_is_stable_across_processes() -> None:

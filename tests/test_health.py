@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.core.rules import TABLE
 from monitor.robots.matcher import agent_token
-from monitor.rules import TABLE
 from monitor.urlhealth import verdict as health
 from monitor.urlhealth.verdict import Answered, Verdict, judge
 
@@ -189,8 +189,8 @@ def test_soft_404_reaches_every_list_of_states() -> None:
     from prometheus_client import CollectorRegistry
 
     from monitor import config
-    from monitor import listings as listing
-    from monitor.metrics import Metrics
+    from monitor.listing import params as listing
+    from monitor.observe.metrics import Metrics
     from monitor.serve import openapi
     from monitor.serve import pages as web
 

@@ -14,7 +14,7 @@ from databases import create_postgres_database, drop_postgres_database
 from sqlalchemy import Engine, event, inspect, text
 
 from monitor.codec import entryset
-from monitor.errors import MonitorError, SchemaError
+from monitor.core.errors import MonitorError, SchemaError
 from monitor.store import checkreads as sql
 from monitor.store import db
 from monitor.store.schema import metadata
@@ -391,7 +391,7 @@ def test_0019_counts_the_bytes_of_each_snapshot_and_writes_packs_of_moves_back(
     its change rows; a plain row's loc four times); a downgrade writes each pack of additions
     or removals back as rows of their own, their locs held for the search."""
     from monitor.codec import changepacks
-    from monitor.model import EntryState
+    from monitor.core.model import EntryState
 
     engine = db.make_engine(database_url)
     try:
@@ -459,7 +459,7 @@ def test_0012_downgrade_writes_each_packed_change_back_as_a_row(database_url: st
     """A pack's changes (codec.changepacks) become rows of their own again, each with the loc
     and state after of the entry-set version it points into: nothing is lost."""
     from monitor.codec import changepacks
-    from monitor.model import EntryState
+    from monitor.core.model import EntryState
 
     engine = db.make_engine(database_url)
     try:
@@ -528,7 +528,7 @@ def test_0013_downgrade_writes_each_delta_back_whole(database_url: str) -> None:
     """A version stored as a delta (monitor.codec.entrydelta) is the full version again, byte for
     byte (in format 1), before the column that names its base goes."""
     from monitor.codec import entrydelta
-    from monitor.model import EntryState
+    from monitor.core.model import EntryState
 
     engine = db.make_engine(database_url)
     try:
@@ -572,7 +572,7 @@ def test_0014_downgrade_writes_sets_back_in_format_1(database_url: str) -> None:
     that a release before it reads them: the full versions by 0002's frozen reader, the delta
     once 0013's downgrade has written it whole."""
     from monitor.codec import entrydelta
-    from monitor.model import EntryState
+    from monitor.core.model import EntryState
 
     engine = db.make_engine(database_url)
     try:
@@ -638,7 +638,7 @@ def test_the_frozen_codecs_read_what_the_live_ones_write_today() -> None:
     from alembic.util import load_python_file
 
     from monitor.codec import entrydelta
-    from monitor.model import EntryState
+    from monitor.core.model import EntryState
 
     # As the migrations load them.
     frozen = load_python_file(Path(__file__).resolve().parent.parent / "migrations" / "frozen",

@@ -11,7 +11,7 @@ import pytest
 from httpserver import Reply, TestServer, closed_port, gzip_bytes
 
 from monitor.config import Defaults
-from monitor.errors import FetchError
+from monitor.core.errors import FetchError
 from monitor.read.fetch import Fetcher
 
 SETTINGS = Defaults(timeout=5, connect_timeout=2, read_timeout=2)

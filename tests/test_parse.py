@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.model import RULES, Entry, ParsedDocument
+from monitor.core.model import RULES, Entry, ParsedDocument
 from monitor.read.parse import SITEMAP_NS, DocumentParser, parse_document
 from monitor.robots import sitemaps as robotstxt
 from monitor.robots.sitemaps import parse_robots

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor.codec import changepacks, changerows, entryset, fingerprints, packedlocs
-from monitor.model import Entry
+from monitor.core.model import Entry
 from monitor.read import diff as diffing
 from monitor.read import digest, reread, validate
 from monitor.read.diff import lastmod_earlier

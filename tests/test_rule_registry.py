@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 import structlog
 
-from monitor import log, model, rules
 from monitor.check import tally, targetwide
-from monitor.model import Change, DocumentResult, EntryState, Issue
+from monitor.core import model, rules
+from monitor.core.model import Change, DocumentResult, EntryState, Issue
+from monitor.core.rules import RuleId
+from monitor.observe import log
 from monitor.read import digest, extensions, validate
 from monitor.read.parse import SITEMAP_NS
 from monitor.robots import agents, judge
 from monitor.robots.matcher import RobotsRules
-from monitor.rules import RuleId
 from monitor.urlhealth import verdict
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -96,8 +97,8 @@ def test_an_id_from_outside_the_code_is_checked() -> None:
 def test_a_misspelt_rule_id_is_a_type_error() -> None:
     """mypy refuses an issue made with a member the registry does not have, or with a bare
     string: an id in code is a member."""
-    program = ("from monitor.model import Issue\n"
-               "from monitor.rules import RuleId\n"
+    program = ("from monitor.core.model import Issue\n"
+               "from monitor.core.rules import RuleId\n"
                "Issue(RuleId.LASTMOD_INVALID, 'fine')\n"
                "Issue(RuleId.LASTMOD_INVALIDD, 'a typo')\n"
                "Issue('lastmod-invalid', 'a bare string')\n")

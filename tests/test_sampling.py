@@ -1,4 +1,4 @@
-"""The estimate of a state's share from the URLs checked first (monitor.sampling): the order
+"""The estimate of a state's share from the URLs checked first (monitor.core.sampling): the order
 is a uniform sample whatever the listing's order, and its 95% interval holds the truth 95% of
 the time."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitor import sampling
-from monitor.sampling import Strata
+from monitor.core import sampling
+from monitor.core.sampling import Strata
 
 # A listing of 2,000 URLs whose 80 broken ones are its last ones (listing order would miss them).
 LOCS = [f"https://shop.example/c{i // 500}/p{i:05d}" for i in range(2000)]

@@ -20,7 +20,7 @@ from monitor.check.tally import (
 )
 from monitor.check.targetwide import Moves
 from monitor.codec.states import DocumentState
-from monitor.model import Change, DocumentResult, EntryState, Issue
+from monitor.core.model import Change, DocumentResult, EntryState, Issue
 
 INDEX, CHILD = "https://example.com/index.xml", "https://example.com/a.xml"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from monitor.check.targetwide import CHURN_MIN, churn_issue, churning, settle_moves
-from monitor.model import Change, EntryState
+from monitor.core.model import Change, EntryState
 
 
 def _state(lastmod: str | None = "2024-01-01", *, valid: bool = True) -> EntryState:

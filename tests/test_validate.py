@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.model import RULES, UNUSABLE_LOC, Entry, EntryState
+from monitor.core.model import RULES, UNUSABLE_LOC, Entry, EntryState
 from monitor.read.validate import (
     MAX_LOC_LENGTH,
     CleanDocument,

@@ -9,7 +9,7 @@ import time
 import bcrypt
 import pytest
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.serve.auth import (
     FAILURES_FORGOTTEN,
     FREE_FAILURES,

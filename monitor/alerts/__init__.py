@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from monitor.alerts.channels import make_notifier, send_test
+from monitor.alerts.delivery import Deliverer
+from monitor.alerts.firing import evaluate
 from monitor.alerts.notifier import Notifier
-from monitor.alerts.outbox import Deliverer
-from monitor.alerts.rules import evaluate
 
 __all__ = ["Deliverer", "Notifier", "evaluate", "make_notifier", "send_test"]

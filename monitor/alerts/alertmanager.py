@@ -18,7 +18,7 @@ import httpx
 from monitor.alerts.notifier import post
 from monitor.alerts.payload import iso, text_lines
 from monitor.config import Channel
-from monitor.model import Notification
+from monitor.core.model import Notification
 
 __all__ = ["AlertmanagerNotifier", "alerts"]
 

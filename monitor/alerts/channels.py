@@ -14,8 +14,8 @@ from monitor.alerts.payload import PAYLOAD_VERSION, iso
 from monitor.alerts.slack import SlackNotifier
 from monitor.alerts.webhook import WebhookNotifier
 from monitor.config import Channel
-from monitor.errors import DeliveryError
-from monitor.model import Notification
+from monitor.core.errors import DeliveryError
+from monitor.core.model import Notification
 from monitor.net import connections
 
 __all__ = ["build_test_notification", "make_client", "make_notifier", "send_test"]

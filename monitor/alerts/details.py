@@ -16,9 +16,9 @@ from typing import Any
 
 from monitor.alerts.payload import iso, target_link
 from monitor.config import Rule
-from monitor.model import CheckResult
+from monitor.core.model import CheckResult
+from monitor.core.rules import RuleId
 from monitor.robots import diff as robotsdiff
-from monitor.rules import RuleId
 
 __all__ = ["check_links", "documents", "dropped_text", "issues", "news_links", "removal_links",
            "robots", "state_links"]

@@ -19,8 +19,8 @@ from typing import Any
 
 from monitor.alerts.payload import text_lines
 from monitor.config import Channel
-from monitor.errors import DeliveryError
-from monitor.model import Notification
+from monitor.core.errors import DeliveryError
+from monitor.core.model import Notification
 
 __all__ = ["REPLY_BYTES", "EmailNotifier", "compose"]
 

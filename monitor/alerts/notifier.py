@@ -19,8 +19,8 @@ import httpx
 from monitor import __version__
 from monitor.alerts.payload import redact_url
 from monitor.config import Channel
-from monitor.errors import DeliveryError, FetchError
-from monitor.model import Notification
+from monitor.core.errors import DeliveryError, FetchError
+from monitor.core.model import Notification
 from monitor.net import bounded
 
 __all__ = ["USER_AGENT", "Notifier", "parse_retry_after", "post"]

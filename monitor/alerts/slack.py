@@ -10,7 +10,7 @@ import httpx
 from monitor.alerts.notifier import post
 from monitor.alerts.payload import title
 from monitor.config import Channel
-from monitor.model import Notification
+from monitor.core.model import Notification
 
 __all__ = ["SlackNotifier", "message"]
 

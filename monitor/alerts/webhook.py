@@ -14,7 +14,7 @@ import httpx
 
 from monitor.alerts.notifier import post
 from monitor.config import Channel
-from monitor.model import Notification
+from monitor.core.model import Notification
 
 __all__ = ["SIGNATURE_HEADER", "WebhookNotifier", "body", "sign"]
 

@@ -22,8 +22,8 @@ from monitor.config import Defaults, Target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
 from monitor.robots import reader as robots_reader
-from monitor.robots import versions as robots_versions
-from monitor.store import checkreads as store
+from monitor.store import checkreads
+from monitor.store import robotsversions as robots_versions
 from monitor.store.checkplan import CheckWrites
 from monitor.store.retry import transaction
 
@@ -45,7 +45,7 @@ class Loaded:
 def load(engine: Engine, target: Target, now: datetime) -> Loaded:
     """Read (and on first sight create) the target's state, in one short transaction."""
     def read(conn: Any) -> Loaded:
-        state = store.load_state(conn, target.name, target.url, now)
+        state = checkreads.load_state(conn, target.name, target.url, now)
         return Loaded(state, robots_versions.current(conn, state.target_id))
 
     return transaction(engine, read)
@@ -69,7 +69,7 @@ class Reads:
     async def stored(self, urls: Collection[str], *, whole: bool = True,
                      ) -> dict[str, StoredSet]:
         """The entry sets stored for these documents before this check."""
-        return await self.call(store.load_entry_sets, self.target_id, urls, whole=whole)
+        return await self.call(checkreads.load_entry_sets, self.target_id, urls, whole=whole)
 
     async def current(self, url: str) -> StoredSet | None:
         """A document's entry set as this check leaves it: recorded now, else stored."""
@@ -78,7 +78,7 @@ class Reads:
         return (await self.stored([url])).get(url)
 
     def _recorded(self, conn: Any, url: str) -> StoredSet | None:
-        return self.writes.pending(url, lambda set_id: store.stored_value(conn, set_id))
+        return self.writes.pending(url, lambda set_id: checkreads.stored_value(conn, set_id))
 
 
 @dataclass(slots=True)

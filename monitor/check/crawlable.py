@@ -16,9 +16,9 @@ from typing import Any
 from monitor.check.context import Context
 from monitor.check.marks import Finder, record
 from monitor.check.tally import INDEX_KINDS, Marked
+from monitor.core.rules import RuleId
 from monitor.robots import agents
 from monitor.robots.matcher import RobotsRules
-from monitor.rules import RuleId
 
 __all__ = ["mark_disallowed"]
 

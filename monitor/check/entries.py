@@ -9,17 +9,17 @@ from array import array
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 
+from monitor.check import robotswatch as robots_watch
 from monitor.check.context import Context
 from monitor.check.tally import INDEX_KINDS, Gone, Recorded
 from monitor.codec import entryset, fingerprints
 from monitor.codec.states import StoredSet
-from monitor.model import EntryState
+from monitor.core.model import EntryState
+from monitor.core.rules import RuleId
 from monitor.read import digest as digesting
 from monitor.read.digest import Digest, Job
-from monitor.robots import watch as robots_watch
 from monitor.robots.matcher import robots_url
 from monitor.robots.sitemaps import parse_robots
-from monitor.rules import RuleId
 
 __all__ = ["Entries"]
 

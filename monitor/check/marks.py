@@ -19,9 +19,9 @@ from monitor.check.context import Context
 from monitor.check.tally import Marked
 from monitor.codec import entryset
 from monitor.codec.states import DocumentState
-from monitor.model import Entry
+from monitor.core.model import Entry
+from monitor.core.rules import RuleId
 from monitor.read import validate
-from monitor.rules import RuleId
 
 __all__ = ["Finder", "record"]
 

@@ -28,22 +28,21 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from monitor.check import crawlable, reciprocity, targetwide
+from monitor.check import robotswatch as robots_watch
 from monitor.check.context import Context, Loaded, Reads, load
 from monitor.check.entries import Entries
 from monitor.check.tally import INDEX_KINDS, Found, Tally, failure
 from monitor.check.walk import Walk
 from monitor.codec.states import DocumentState
 from monitor.config import Alerts, Target
+from monitor.core.model import CheckResult, DocumentResult, Issue, utcnow
+from monitor.core.rules import RuleId
 from monitor.indexnow import submissions
-from monitor.model import CheckResult, DocumentResult, Issue, utcnow
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
 from monitor.robots import reader as robots_reader
-from monitor.robots import watch as robots_watch
-from monitor.rules import RuleId
-from monitor.store import checkplan
-from monitor.store import targets as leases
+from monitor.store import checkplan, targetrows
 from monitor.store.checkplan import CheckWrites
 from monitor.store.checkwriter import SnapshotWrite
 
@@ -58,7 +57,7 @@ async def run_check(
     alerts: Alerts | None = None,
     now: Callable[[], datetime] | None = None,
     max_changes: int = 1000,
-    lease: leases.Lease | None = None,
+    lease: targetrows.Lease | None = None,
     digests: DigestPool | None = None,
     robots_cache: robots_reader.RobotsCache | None = None,
     then: checkplan.Then | None = None,
@@ -97,7 +96,7 @@ class _Check:
         self.target, self.engine, self.fetcher, self.alerts = target, engine, fetcher, alerts
         self.started, self.max_changes, self.digests, self.loaded = (
             started, max_changes, digests, loaded)
-        self.lease: leases.Lease | None = None
+        self.lease: targetrows.Lease | None = None
         self.then: checkplan.Then | None = None
         self.robots_cache: robots_reader.RobotsCache | None = None
 
@@ -186,7 +185,7 @@ class _Check:
             steps.append(self.then)
         if self.lease is not None:
             lease = self.lease
-            steps.append(lambda conn, _written: leases.give_back(conn, lease))
+            steps.append(lambda conn, _written: targetrows.give_back(conn, lease))
         return steps
 
 
@@ -295,10 +294,10 @@ def _snapshot_issues(found: list[Issue], docs: Iterable[DocumentState]) -> list[
 def _raise_alerts(conn: Connection, alerts: Alerts, result: CheckResult, now: datetime) -> None:
     """Evaluate the alert rules and write the outbox rows in the snapshot's transaction."""
     # Imported here: a daemon without alert rules never loads the alerting code.
-    from monitor.alerts import rules
+    from monitor.alerts import firing
     from monitor.store import outbox
 
     context = outbox.rule_context(conn, result.target, now)
-    notifications = rules.evaluate(alerts, result.target, result, context, now)
+    notifications = firing.evaluate(alerts, result.target, result, context, now)
     assert result.snapshot_id is not None
     outbox.write(conn, result.snapshot_id, notifications, now)

@@ -18,10 +18,10 @@ from monitor.check.context import Context
 from monitor.check.marks import Finder, record
 from monitor.check.tally import INDEX_KINDS, Marked
 from monitor.codec import entryset
-from monitor.model import RULES_VERSION
+from monitor.core.model import RULES_VERSION
+from monitor.core.rules import RuleId
 from monitor.read import alternates
-from monitor.rules import RuleId
-from monitor.store import checkreads as store
+from monitor.store import checkreads
 
 __all__ = ["NOT_RECIPROCAL", "mark_unanswered"]
 
@@ -40,7 +40,7 @@ async def mark_unanswered(ctx: Context, dropped: list[str]) -> list[Marked]:
     sitemaps = [url for url, doc in docs.items() if doc.kind not in INDEX_KINDS]
     others = [url for url in sitemaps if url not in tally.balances]
     balance = sum(tally.balances.get(url, 0) for url in sitemaps)
-    heads = (await ctx.reads.call(store.load_set_heads, ctx.target_id, others)
+    heads = (await ctx.reads.call(checkreads.load_set_heads, ctx.target_id, others)
              if others else {})
     for url in others:
         if url not in heads:

@@ -20,14 +20,14 @@ from typing import Any
 
 from monitor.check.targetwide import Moves
 from monitor.codec.states import DocumentState
-from monitor.model import (
+from monitor.core.model import (
     Change,
     CheckOutcome,
     DocumentResult,
     EntryState,
     Issue,
 )
-from monitor.rules import RuleId
+from monitor.core.rules import RuleId
 
 __all__ = [
     "INDEX_KINDS",

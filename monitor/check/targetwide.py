@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from monitor.model import Change, EntryState, Issue, addition_kind, change_kind
+from monitor.core.model import Change, EntryState, Issue, addition_kind, change_kind
+from monitor.core.rules import RuleId
 from monitor.read import validate
-from monitor.rules import RuleId
 
 __all__ = ["CHURN_MIN", "CHURN_PERCENT", "Moves", "churn_issue", "churning", "settle_moves"]
 

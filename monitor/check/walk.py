@@ -29,15 +29,15 @@ from monitor.check.tally import (
     touched,
 )
 from monitor.codec.states import DocumentState, StoredSet
-from monitor.errors import FetchError, WorkerDied
-from monitor.model import RULES, DocumentResult, Issue
+from monitor.core.errors import FetchError, WorkerDied
+from monitor.core.model import RULES, DocumentResult, Issue
+from monitor.core.rules import RuleId, rule_id
 from monitor.read import digest as digesting
 from monitor.read import validate
 from monitor.read.workers import Spool
 from monitor.robots import judge as robots
 from monitor.robots import reader as robots_reader
 from monitor.robots.sitemaps import parse_robots
-from monitor.rules import RuleId, rule_id
 
 __all__ = ["Walk"]
 

@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from json.encoder import encode_basestring_ascii as _quote
 
-from monitor.model import Change, EntryState, invalid_rule
+from monitor.core.model import Change, EntryState, invalid_rule
 
 __all__ = ["Row", "Writer", "decode", "encode", "of", "row", "state_json"]
 

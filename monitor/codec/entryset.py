@@ -56,7 +56,7 @@ from monitor.codec.columnstream import (
     split,
 )
 from monitor.codec.packedlocs import PackedLocs
-from monitor.model import RULES_VERSION, EntryState, entry_state
+from monitor.core.model import RULES_VERSION, EntryState, entry_state
 
 __all__ = ["FIELDS", "VERSION", "Columns", "EntrySet", "Row", "annotate", "assemble",
            "clean_columns", "columns", "decode", "encode", "field_texts", "head", "in_version_1",

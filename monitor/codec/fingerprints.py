@@ -19,7 +19,7 @@ from itertools import pairwise, repeat
 from operator import rshift
 
 from monitor.codec import entryset
-from monitor.model import own_pages, page
+from monitor.core.model import own_pages, page
 
 __all__ = ["Fingerprints", "fingerprints", "loc_hash", "loc_hashes", "pages_listed"]
 

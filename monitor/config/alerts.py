@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, model_validator
 
 from monitor.config.values import Duration, Frozen, Ratio
-from monitor.ipranges import is_blocked_address, literal_address
+from monitor.core.ipranges import is_blocked_address, literal_address
 
 __all__ = [
     "Alerts", "Channel", "ChannelType", "Delivery", "RemovalReason", "Rule", "RuleWhen", "UrlState",

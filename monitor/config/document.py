@@ -20,7 +20,7 @@ from monitor.config.alerts import Alerts
 from monitor.config.daemon import Http, Scheduler, Web, split_listen
 from monitor.config.targets import Defaults, Retention, Target, TargetSpec, resolve
 from monitor.config.values import Frozen
-from monitor.errors import ConfigError, redact_url
+from monitor.core.errors import ConfigError, redact_url
 
 __all__ = ["DEFAULT_DATABASE_URL", "PATH_KEYS", "Config", "load", "parse"]
 

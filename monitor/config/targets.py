@@ -22,8 +22,8 @@ from monitor.config.values import (
     Timeout,
     format_duration,
 )
-from monitor.errors import ConfigError, redact_url
-from monitor.ipranges import is_blocked_address, literal_address
+from monitor.core.errors import ConfigError, redact_url
+from monitor.core.ipranges import is_blocked_address, literal_address
 
 __all__ = [
     "DEFAULT_USER_AGENT", "INDEXNOW_ENDPOINT", "POLITE_INTERVAL", "Auth", "BasicAuth", "Defaults",

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from monitor.rules import RuleId
+from monitor.core.rules import RuleId
 
 __all__ = [
     "KEEP",

@@ -2,7 +2,7 @@
 lastmods in its snapshot's transaction, a removal in the transaction that finds it ``gone``.
 
 This module composes the pure stage (``monitor.indexnow.protocol``: what is submitted, batched per
-host) with its SQL (``monitor.store.indexnow``); it takes the caller's Connection, so a
+host) with its SQL (``monitor.store.indexnowrows``); it takes the caller's Connection, so a
 submission is committed with its change set or not at all. Delivery is
 ``monitor.indexnow.submitter``.
 """
@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Connection
 
 from monitor.config import Target
+from monitor.core.model import Issue
 from monitor.indexnow import protocol as indexnow
-from monitor.model import Issue
-from monitor.store import indexnow as store
+from monitor.store import indexnowrows
 
 __all__ = ["enqueue_check", "enqueue_gone", "in_scope", "key_issues", "planned"]
 
@@ -27,7 +27,7 @@ def planned(conn: Connection, target_id: int, snapshot_id: int,
     """The batches a snapshot's recorded changes make, one at a time as each fills."""
     wanted = tuple(kinds)
     batcher = indexnow.Batcher()
-    for kind, loc, before, after in store.recorded(conn, target_id, snapshot_id):
+    for kind, loc, before, after in indexnowrows.recorded(conn, target_id, snapshot_id):
         if indexnow.submitted(kind, before, after, wanted):
             yield from batcher.add(kind, loc)
     yield from batcher.finish()
@@ -38,7 +38,7 @@ def in_scope(conn: Connection, target: Target,
     """The batches cut to what the target may submit (``monitor.indexnow.keys``: the origins
     of its sitemaps, the key file's folder), as the delivery loop will cut them."""
     scope = indexnow.Scope.of(
-        target.url, store.document_origins(conn, target.name, indexnow.origin_of))
+        target.url, indexnowrows.document_origins(conn, target.name, indexnow.origin_of))
     settings = target.settings.indexnow
     key = settings.key or "KEY"
     kept = []
@@ -52,9 +52,9 @@ def in_scope(conn: Connection, target: Target,
     return kept
 
 
-def _new(batches: Iterable[indexnow.Batch]) -> Iterator[store.NewSubmission]:
+def _new(batches: Iterable[indexnow.Batch]) -> Iterator[indexnowrows.NewSubmission]:
     for batch in batches:
-        yield store.NewSubmission(batch.origin, batch.urls, batch.kinds, batch.digest())
+        yield indexnowrows.NewSubmission(batch.origin, batch.urls, batch.kinds, batch.digest())
 
 
 def enqueue_check(conn: Connection, target: Target, target_id: int, snapshot_id: int,
@@ -64,7 +64,7 @@ def enqueue_check(conn: Connection, target: Target, target_id: int, snapshot_id:
     settings = target.settings.indexnow
     if not settings.enabled:
         return 0
-    return store.enqueue(conn, target.name, snapshot_id, f"snapshot {snapshot_id}",
+    return indexnowrows.enqueue(conn, target.name, snapshot_id, f"snapshot {snapshot_id}",
                          _new(planned(conn, target_id, snapshot_id, settings.submit)), now)
 
 
@@ -83,7 +83,7 @@ def enqueue_gone(conn: Connection, target: Target, gone: Iterable[tuple[int, str
         batches = indexnow.batches(("removed", loc) for loc in locs)
         # Each loc's triage is written once; the digest in the key makes a retried
         # transaction of the same batch one submission.
-        urls += store.enqueue(conn, target.name, snapshot_id, f"gone {snapshot_id}",
+        urls += indexnowrows.enqueue(conn, target.name, snapshot_id, f"gone {snapshot_id}",
                               _new(batches), now)
     return urls
 
@@ -94,12 +94,12 @@ def key_issues(conn: Connection, target: Target) -> list[Issue]:
     settings = target.settings.indexnow
     if not settings.enabled or settings.key is None:
         return []
-    digest = store.key_digest(settings.key)
+    digest = indexnowrows.key_digest(settings.key)
     # A host is fetched again while submissions wait for it, and they wait at most MAX_AGE.
     since = datetime.now(UTC) - timedelta(seconds=indexnow.MAX_AGE)
     return [Issue(indexnow.KEY_RULE,
                   indexnow.key_message(state.origin, state.location, state.detail or "failed",
                                        settings.key),
                   loc=indexnow.redact(state.location, settings.key), document=target.url)
-            for state in store.failing_keys(conn, target.name, since)
+            for state in indexnowrows.failing_keys(conn, target.name, since)
             if state.key_digest == digest]

@@ -4,8 +4,9 @@ the host's key file, POST them.
 Delivery is at-least-once and, for a change set, once: a row is marked only after the endpoint
 answered, so a crash between the two repeats that one request; a check that ran again writes
 no new row for changes already written (their idempotency key). A row's URLs outside the
-target's scope (``monitor.indexnow.keys``) are left out and counted ``out_of_scope``; a row of
-an origin outside it is settled without a request, its host never asked for the key. While a
+target's scope (``monitor.indexnow.keys``) are cut from it and counted ``out_of_scope`` once,
+at its first claim; a row of an origin outside it is settled without a request, its host never
+asked for the key. While a
 host's key file does not answer 200 with the key, nothing is sent for that host and its rows
 wait. The endpoint is posted to through the shared ``Fetcher`` (the address rules, an answer
 read to a bound). A 429 holds every row for its endpoint until its ``Retry-After``; 400, 403
@@ -25,13 +26,13 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from monitor import deliveryloop
 from monitor.config import Target
-from monitor.errors import FetchError
+from monitor.core.errors import FetchError
 from monitor.indexnow import keys
 from monitor.indexnow import protocol as indexnow
+from monitor.net import deliveryloop
 from monitor.read.fetch import Fetcher, retry_after_seconds
-from monitor.store import indexnow as store
+from monitor.store import indexnowrows
 
 __all__ = ["Submitter"]
 
@@ -56,7 +57,7 @@ class Submitter:
     def __init__(
         self,
         target_of: Callable[[str], Target | None],
-        repo: store.SqlSubmissions,
+        repo: indexnowrows.SqlSubmissions,
         fetcher: Fetcher,
         *,
         owner: str,
@@ -132,7 +133,7 @@ class Submitter:
             self.repo, self._deliver, self.leasing, self.clock(), log=log,
             unsettled="indexnow submission not settled", row_key="submission")
 
-    async def _deliver(self, row: store.Claimed) -> None:
+    async def _deliver(self, row: indexnowrows.Claimed) -> None:
         now = self.clock()
         bound = log.bind(target=row.target_name, submission=row.id, host=row.origin,
                          urls=len(row.urls))
@@ -170,26 +171,33 @@ class Submitter:
             return
         await self._post(row, urls, target, settings.key, location, bound)
 
-    async def _in_scope(self, row: store.Claimed, target: Target, location: str,
+    async def _in_scope(self, row: indexnowrows.Claimed, target: Target, location: str,
                         bound: structlog.typing.FilteringBoundLogger) -> tuple[str, ...]:
-        """The row's URLs the target may submit; the rest are counted ``out_of_scope``, and a
-        row with none is settled here, without a request (its host never asked for the
-        key)."""
+        """The row's URLs the target may submit; the rest are counted ``out_of_scope`` once:
+        the row is cut to the URLs it may submit (a retry neither sends nor counts the rest
+        again), and a row with none is settled here, without a request (its host never asked
+        for the key). Either write is made under the row's lease, so of two replicas one
+        counts."""
         scope = await self.keys.scope(target, row.origin)
         inside, outside = scope.split(row.origin, row.urls, location)
-        if outside:
-            self._report(row.target_name, "out_of_scope", len(outside))
+        if not outside:
+            return inside
         if inside:
+            if not await asyncio.to_thread(self.repo.narrow, row, inside):
+                bound.warning("lease lost before the submission was cut to its scope")
+                return ()
+            self._report(row.target_name, "out_of_scope", len(outside))
             return inside
         why = (f"out of scope: {row.origin} is not the origin of one of the target's sitemaps"
                if not scope.covers(row.origin) else
                f"out of scope: no URL under the folder of the key file "
                f"{indexnow.folder(location)}")
-        await asyncio.to_thread(self.repo.mark_failed, row, self.clock(), why)
+        if await asyncio.to_thread(self.repo.mark_failed, row, self.clock(), why):
+            self._report(row.target_name, "out_of_scope", len(outside))
         bound.warning("indexnow submission not sent", error=why)
         return ()
 
-    async def _post(self, row: store.Claimed, urls: tuple[str, ...], target: Target,
+    async def _post(self, row: indexnowrows.Claimed, urls: tuple[str, ...], target: Target,
                     key: str, location: str,
                     bound: structlog.typing.FilteringBoundLogger) -> None:
         settings = target.settings
@@ -235,7 +243,7 @@ class Submitter:
             await self._retry(row, urls, answer.status, verdict.retry_after,
                               verdict.message, bound)
 
-    async def _retry(self, row: store.Claimed, urls: tuple[str, ...], status: int | None,
+    async def _retry(self, row: indexnowrows.Claimed, urls: tuple[str, ...], status: int | None,
                      retry_after: float | None, error: str,
                      bound: structlog.typing.FilteringBoundLogger) -> None:
         now = self.clock()

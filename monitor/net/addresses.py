@@ -1,7 +1,7 @@
 """The address policy of the fetch stage: which IP addresses may be fetched.
 
 Link-local and cloud metadata addresses are never fetched; private, loopback and other
-non-global addresses only when the caller allows them (``monitor.ipranges`` judges each
+non-global addresses only when the caller allows them (``monitor.core.ipranges`` judges each
 address). Hosts are resolved and every address is checked before a connection is opened.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from monitor.errors import FetchError
-from monitor.ipranges import is_blocked_address, is_private_address, literal_address
+from monitor.core.errors import FetchError
+from monitor.core.ipranges import is_blocked_address, is_private_address, literal_address
 
 __all__ = [
     "Resolver",

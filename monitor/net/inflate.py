@@ -13,8 +13,8 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 
-from monitor.errors import FetchError
-from monitor.rules import RuleId
+from monitor.core.errors import FetchError
+from monitor.core.rules import RuleId
 
 __all__ = ["CHUNK_SIZE", "Body", "Inflate", "layers", "read_file"]
 

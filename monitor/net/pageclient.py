@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import h11
 
-from monitor.errors import FetchError
+from monitor.core.errors import FetchError
 from monitor.net.inflate import Body, layers
 
 __all__ = ["Answered", "Pages"]

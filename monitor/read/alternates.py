@@ -20,7 +20,7 @@ from operator import itemgetter, methodcaller, mul, ne, sub
 from typing import Any
 
 from monitor.codec.fingerprints import loc_hashes
-from monitor.model import Links
+from monitor.core.model import Links
 
 __all__ = ["ALTERNATE", "ALTERNATES", "ENDS", "MASK", "Alternates", "balance", "balance_of",
            "edges", "edges_of", "hrefs", "links_balance", "pair_keys", "pairs_of", "unescape"]

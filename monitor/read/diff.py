@@ -27,8 +27,15 @@ from itertools import chain
 from operator import lt
 
 from monitor.codec import entryset
-from monitor.model import RULES_VERSION, Change, EntryState, addition_kind, change_kind, entry_state
-from monitor.rules import RuleId
+from monitor.core.model import (
+    RULES_VERSION,
+    Change,
+    EntryState,
+    addition_kind,
+    change_kind,
+    entry_state,
+)
+from monitor.core.rules import RuleId
 
 __all__ = ["INVALID", "REGRESSED", "Lastmods", "apply", "count", "diff", "diff_stored",
            "lastmod_earlier", "lastmods_earlier"]

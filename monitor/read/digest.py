@@ -19,7 +19,7 @@ from typing import Literal
 
 from monitor.codec import changepacks, changerows, columnstream, entrydelta, entryset
 from monitor.codec.fingerprints import loc_hashes
-from monitor.model import (
+from monitor.core.model import (
     Change,
     DocumentKind,
     Entry,
@@ -31,9 +31,9 @@ from monitor.model import (
     entry_state,
     page,
 )
+from monitor.core.rules import RuleId
 from monitor.read import alternates, extensions, parse, reread, validate
 from monitor.read import diff as diffing
-from monitor.rules import RuleId
 
 # The forkserver of workers.DigestPool preloads this module and forks every worker from itself:
 # it imports neither asyncio nor the pool's modules.

@@ -23,11 +23,11 @@ from itertools import accumulate, compress, islice, repeat
 from operator import eq, itemgetter, methodcaller
 from typing import Any, cast
 
-from monitor.model import Links
+from monitor.core.model import Links
+from monitor.core.rules import RuleId
 from monitor.read.alternates import ALTERNATE, ALTERNATES, ENDS, pairs_of
 from monitor.read.iso639 import THREE_LETTER
 from monitor.read.langcodes import LANGUAGES, REGIONS, SCRIPTS
-from monitor.rules import RuleId
 
 __all__ = ["ENTRY_RULES", "Checker", "batch_ok", "message", "news_count", "news_language_ok"]
 

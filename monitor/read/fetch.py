@@ -24,7 +24,7 @@ from email.utils import parsedate_to_datetime
 import httpx
 
 from monitor import config
-from monitor.errors import FetchError
+from monitor.core.errors import FetchError
 from monitor.net import bounded, connections
 from monitor.net.addresses import (
     Resolver,

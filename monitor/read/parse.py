@@ -20,8 +20,8 @@ from typing import Any, cast
 
 from lxml import etree
 
-from monitor.model import DocumentKind, Entry, Issue, Links, ParsedDocument
-from monitor.rules import RuleId
+from monitor.core.model import DocumentKind, Entry, Issue, Links, ParsedDocument
+from monitor.core.rules import RuleId
 
 __all__ = ["SITEMAP_NS", "DocumentParser", "parse_document"]
 

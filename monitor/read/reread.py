@@ -34,7 +34,7 @@ from typing import cast
 
 from monitor.codec import changepacks, changerows, columnstream, entryset, packedlocs
 from monitor.codec.fingerprints import loc_hashes
-from monitor.model import (
+from monitor.core.model import (
     RULES_VERSION,
     Change,
     Entry,
@@ -43,9 +43,9 @@ from monitor.model import (
     entry_state,
     invalid_rule,
 )
+from monitor.core.rules import RuleId, rule_id
 from monitor.read import diff as diffing
 from monitor.read import validate
-from monitor.rules import RuleId, rule_id
 
 __all__ = ["Reread", "Rereader", "reread"]
 

@@ -23,7 +23,7 @@ from operator import itemgetter
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
-from monitor.model import (
+from monitor.core.model import (
     LOWER_ESCAPE,
     MAX_LOC_LENGTH,
     UNUSABLE_LOC,
@@ -33,8 +33,8 @@ from monitor.model import (
     Links,
     page,
 )
+from monitor.core.rules import RuleId, rule_id
 from monitor.read import extensions as extension_rules
-from monitor.rules import RuleId, rule_id
 
 __all__ = ["CHANGEFREQS", "MAX_LOC_LENGTH", "CleanDocument", "ExtensionSink", "ValidatedDocument",
            "child_issue", "child_scope", "index_issues", "issue", "lastmod_valid", "page",
@@ -82,7 +82,7 @@ _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 # future only once it is later than the date there.
 _EASTMOST = timedelta(hours=14)
 # The rules named once an entry, bound here: a member read off RuleId costs a metaclass
-# __getattr__ on Python 3.11 (monitor.rules), a module global does not.
+# __getattr__ on Python 3.11 (monitor.core.rules), a module global does not.
 _LOC_TOO_LONG = RuleId.LOC_TOO_LONG
 _LOC_NOT_ABSOLUTE = RuleId.LOC_NOT_ABSOLUTE
 _LOC_OUT_OF_SCOPE = RuleId.LOC_OUT_OF_SCOPE

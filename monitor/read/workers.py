@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import BrokenExecutor
 from typing import IO, TYPE_CHECKING
 
-from monitor.errors import WorkerDied
+from monitor.core.errors import WorkerDied
 from monitor.read import process
 from monitor.read.digest import IN_PROCESS_MAX, Digest, Job, digest
 

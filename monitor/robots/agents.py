@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from monitor.core.rules import RuleId
 from monitor.robots.matcher import GOOGLEBOT, RobotsRules, robots_url
-from monitor.rules import RuleId
 
 __all__ = ["IMAGE_AGENT", "NEWS_AGENT", "RULES", "agent_for", "disallowed"]
 

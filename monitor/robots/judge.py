@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from monitor.model import Issue
+from monitor.core.model import Issue
+from monitor.core.rules import RuleId
 from monitor.robots.matcher import MAX_BYTES, RobotsRules
 from monitor.robots.sitemaps import parse_robots
-from monitor.rules import RuleId
 
 __all__ = ["MAX_BYTES", "Answer", "Finding", "Stored", "judge", "unreachable"]
 

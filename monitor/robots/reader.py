@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from monitor import config
-from monitor.errors import FetchError
+from monitor.core.errors import FetchError
 from monitor.read.fetch import Fetcher
 from monitor.robots import judge as robots
 from monitor.robots.matcher import MAX_BYTES, RobotsRules

@@ -26,7 +26,7 @@ metrics, the summary of late starts), over ``timing`` (when to wake and when a t
 due; pure).
 """
 
-from monitor.model import utcnow
+from monitor.core.model import utcnow
 from monitor.scheduler.dispatcher import CheckFn, Scheduler
 from monitor.scheduler.timing import POLL, Clock
 

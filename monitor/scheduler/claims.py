@@ -16,9 +16,9 @@ from datetime import datetime
 import structlog
 from sqlalchemy import Engine
 
-from monitor.errors import MonitorError
+from monitor.core.errors import MonitorError
 from monitor.scheduler.timing import Clock
-from monitor.store import targets as store
+from monitor.store import targetrows
 
 __all__ = ["Claims"]
 
@@ -36,22 +36,22 @@ class Claims:
         # Claims name the configured targets only once a claim got one this replica does not
         # know (another replica's configuration is newer: a rollout); else any unparked target
         # is one of this replica's, and the claim reads only the due ones, by their index.
-        self._configured = store.configured(())
+        self._configured = targetrows.configured(())
         self._listed = False
         # Releases that failed and are retried (see release), by target.
         self._retries: dict[str, tuple[asyncio.Task[None], asyncio.Event]] = {}
         self._closing = False
 
-    def lease(self, name: str, next_due: datetime) -> store.Lease:
+    def lease(self, name: str, next_due: datetime) -> targetrows.Lease:
         """The lease a check of ``name`` gives back when it stores, with its next due time."""
-        return store.Lease(name, self._owner, next_due)
+        return targetrows.Lease(name, self._owner, next_due)
 
     async def register(self, rows: Sequence[tuple[str, str, datetime]], now: datetime) -> None:
         """Make the stored targets these (name, url, first due time): the rest are parked."""
-        await asyncio.to_thread(store.upsert_targets, self._engine, rows, now)
+        await asyncio.to_thread(targetrows.upsert_targets, self._engine, rows, now)
 
     def configure(self, configured: str) -> None:
-        """The targets of this replica's configuration now (``store.targets.configured``)."""
+        """The targets of this replica's configuration now (``targetrows.targets.configured``)."""
         self._configured = configured
         self._listed = False
 
@@ -67,12 +67,12 @@ class Claims:
         """Claim up to ``limit`` due, free targets, longest-due first: each claimed name with
         the time it was due."""
         return await asyncio.to_thread(
-            store.claim_due, self._engine, self._configured if self._listed else None,
+            targetrows.claim_due, self._engine, self._configured if self._listed else None,
             self._owner, now, lease=self._lease, limit=limit)
 
     async def next_due(self, now: datetime) -> datetime | None:
         """When the next free target comes due after ``now``, or None."""
-        return await asyncio.to_thread(store.next_due, self._engine, now)
+        return await asyncio.to_thread(targetrows.next_due, self._engine, now)
 
     async def keep(self, name: str) -> None:
         """Renew the lease on ``name`` until cancelled (its check ends) or lost."""
@@ -81,8 +81,8 @@ class Claims:
             await asyncio.sleep(self._lease / 3)
             try:
                 kept = await asyncio.to_thread(
-                    store.renew, self._engine, name, self._owner, self._clock(), lease=self._lease
-                )
+                    targetrows.renew, self._engine, name, self._owner, self._clock(),
+                    lease=self._lease)
             except MonitorError as exc:
                 log.warning("lease renewal failed", target=name, error=str(exc))
                 continue
@@ -94,7 +94,7 @@ class Claims:
         """Give the lease on ``name`` back, due again at ``next_due`` (None: as due as it was)."""
         try:
             await asyncio.to_thread(
-                store.release, self._engine, name, self._owner, next_due_at=next_due
+                targetrows.release, self._engine, name, self._owner, next_due_at=next_due
             )
         except MonitorError as exc:
             # The lease would expire by itself; a database that cannot be written now (a full
@@ -119,7 +119,7 @@ class Claims:
                 return
             with suppress(MonitorError):
                 await asyncio.to_thread(
-                    store.release, self._engine, name, self._owner, next_due_at=next_due)
+                    targetrows.release, self._engine, name, self._owner, next_due_at=next_due)
                 log.info("lease released on retry", target=name)
                 return
             delay = min(delay * 2, self._lease / 6)

@@ -19,20 +19,20 @@ from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import Engine
 
 from monitor import config
-from monitor.errors import LeaseLost, MonitorError
-from monitor.metrics import Metrics
-from monitor.model import CheckResult, utcnow
+from monitor.core.errors import LeaseLost, MonitorError
+from monitor.core.model import CheckResult, utcnow
+from monitor.observe.metrics import Metrics
 from monitor.scheduler import report
 from monitor.scheduler.claims import Claims
 from monitor.scheduler.runs import Runs
 from monitor.scheduler.timing import GATHER, Clock, Wakes, after
-from monitor.store import targets as store
+from monitor.store import targetrows
 
 __all__ = ["CheckFn", "Scheduler"]
 
 # A check of one target under a lease: a result with a snapshot id was stored, and the lease
-# given back with the target's next due time in the same transaction (store.targets.give_back).
-CheckFn = Callable[[config.Target, store.Lease], Awaitable[CheckResult]]
+# given back with the target's next due time in the same transaction (targetrows.targets.give_back).
+CheckFn = Callable[[config.Target, targetrows.Lease], Awaitable[CheckResult]]
 log = structlog.get_logger("monitor.scheduler")
 # Targets applied between two passes of the event loop in ``update`` (about 0.1 s of work).
 _SLICE = 50
@@ -107,7 +107,7 @@ class Scheduler:
         # due now: whoever starts the daemon sees its first checks at once (a replica still
         # claims each); the jitter spreads the checks after the first
         rows = [(t.name, t.url, now) for t in new.values()]
-        configured = await asyncio.to_thread(store.configured, new)
+        configured = await asyncio.to_thread(targetrows.configured, new)
         await self._claims.register(rows, now)
         self._removed = set(self._targets) - set(new)
         for count, name in enumerate(self._removed, 1):
@@ -220,11 +220,11 @@ class Scheduler:
             # Its lease ran out under a check of it here (paused past it) and no other replica
             # holds it now. That check gives this lease back when it stores, unless another
             # replica stored a check of the target meanwhile: then it stores nothing
-            # (store.checkplan) and the target is released when it ends.
+            # (targetrows.checkplan) and the target is released when it ends.
             return
         if target is None and name in self._removed:
             # Removed by a reload while the claim was in the database: parked, as it would be.
-            self._runs.spawn(self._claims.release(name, store.PARKED))
+            self._runs.spawn(self._claims.release(name, targetrows.PARKED))
             return
         if target is None:
             # Another replica's configuration names it and this one's does not: leave it to
@@ -287,7 +287,7 @@ class Scheduler:
             self._runs.check_ended(task)
             heartbeat.cancel()
             if name not in self._targets:
-                next_due = store.PARKED  # removed by a reload while it ran
+                next_due = targetrows.PARKED  # removed by a reload while it ran
             if not handed_back:
                 await asyncio.shield(self._claims.release(name, next_due))
             if name in self._targets and not self._stopping:
@@ -295,7 +295,7 @@ class Scheduler:
                 self._wake_at(next_due)
 
     async def _checked(
-        self, target: config.Target, lease: store.Lease
+        self, target: config.Target, lease: targetrows.Lease
     ) -> tuple[datetime | None, bool]:
         """Run one check and report it.
 

@@ -9,8 +9,8 @@ from datetime import datetime
 import structlog
 
 from monitor import config
-from monitor.metrics import Metrics
-from monitor.model import CheckResult
+from monitor.core.model import CheckResult
+from monitor.observe.metrics import Metrics
 
 __all__ = ["Lateness", "failed", "report"]
 

@@ -37,20 +37,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from monitor import listings as listing
-from monitor import sorting
 from monitor.config import Http, Web
-from monitor.errors import MonitorError, SchemaError, StoreError
+from monitor.core.errors import MonitorError, SchemaError, StoreError
+from monitor.listing import params as listing
+from monitor.listing import sorting
 from monitor.serve import auth as webauth
-from monitor.serve import listings as api_listings
+from monitor.serve import listingapi as api_listings
 from monitor.serve import openapi, pages
 from monitor.serve.auth import BasicAuth
 from monitor.serve.headers import SecurityHeaders
-from monitor.serve.listings import error
-from monitor.store import db
-from monitor.store import listings as store_listing
-from monitor.store import targets as store
-from monitor.store import urlstates as health_store
+from monitor.serve.listingapi import error
+from monitor.store import db, listingreads, targetrows, urlstates
 
 __all__ = ["Admission", "ApiReads", "create_app"]
 
@@ -271,7 +268,7 @@ def create_app(
         except listing.BadParameter as exc:
             return error(400, str(exc))
         names = set(configured())
-        found = await read(store.list_targets)
+        found = await read(targetrows.list_targets)
         for item in found:
             item["configured"] = item["name"] in names
         if sort is not None:
@@ -299,7 +296,7 @@ def create_app(
             if suffix == "url":
                 return JSONResponse(await api_listings.story(request, name, read))
             if suffix == "url-health":
-                found = await read(health_store.health, name)
+                found = await read(urlstates.health, name)
                 if found is None:
                     return error(404, f"no target named {name!r}")
                 return JSONResponse(found)
@@ -317,22 +314,22 @@ def create_app(
         fmt = api_listings.format_of(request)
         if fmt != "json":  # an export: every snapshot, streamed
             try:
-                opened = await read(store_listing.open_snapshots, name, before, sort)
+                opened = await read(listingreads.open_snapshots, name, before, sort)
             except listing.NotFound:
                 return error(404, f"no target named {name!r}")
             return StreamingResponse(listing.render(opened, fmt),
                                      media_type=api_listings.MEDIA[fmt],
                                      headers=api_listings.download(name, "snapshots", fmt))
         assert limit is not None
-        rows = await read(store.list_snapshots, name, limit=limit + 1, before=before,
+        rows = await read(targetrows.list_snapshots, name, limit=limit + 1, before=before,
                           sort=sort, cursor=cursor)
         if rows is None:
             return error(404, f"no target named {name!r}")
         more = len(rows) > limit
         rows = rows[:limit]
         after: dict[str, Any] = {"before": rows[-1]["id"]} if rows else {}
-        if sort is not None and sort != store.NEWEST and rows:
-            after = {"cursor": store.snapshot_cursor(sort, rows[-1])}
+        if sort is not None and sort != targetrows.NEWEST and rows:
+            after = {"cursor": targetrows.snapshot_cursor(sort, rows[-1])}
         return JSONResponse({
             "target": name,
             "snapshots": rows,

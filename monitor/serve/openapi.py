@@ -15,10 +15,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from monitor import __version__, sorting
-from monitor import listings as listing
-from monitor.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
-from monitor.serve import listings as api_listings
+from monitor import __version__
+from monitor.core.model import CHANGE_RULES, REMOVAL_REASONS, RULES, URL_STATES
+from monitor.listing import params as listing
+from monitor.listing import sorting
+from monitor.serve import listingapi as api_listings
 
 __all__ = ["body", "document"]
 

@@ -30,9 +30,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from monitor import listings as listing
-from monitor import sorting, story, times
-from monitor.model import (
+from monitor.core import times
+from monitor.core.model import (
     BROKEN_STATES,
     CHANGE_RULES,
     REMOVAL_REASONS,
@@ -40,17 +39,16 @@ from monitor.model import (
     URL_NOTES,
     URL_STATES,
 )
+from monitor.listing import params as listing
+from monitor.listing import sorting, story
 from monitor.robots import diff as robotsdiff
 from monitor.robots import tester
-from monitor.robots import versions as robots_versions
 from monitor.robots.matcher import GOOGLEBOT, RobotsRules
 from monitor.serve import charts
-from monitor.serve import listings as api_listings
+from monitor.serve import listingapi as api_listings
 from monitor.serve.links import external_link
-from monitor.store import indexnow as indexnow_store
-from monitor.store import targets as store
-from monitor.store import trends
-from monitor.store import urlstates as health_store
+from monitor.store import indexnowrows, targetrows, trends, urlstates
+from monitor.store import robotsversions as robots_versions
 
 __all__ = ["PAGE_ROWS", "STYLESHEET", "routes", "sort_values"]
 
@@ -224,8 +222,8 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         except listing.BadParameter as exc:
             return bad(request, exc)
         names = [t["name"] for t in shown]
-        series = await read(store.url_series, names, SPARK_POINTS)
-        health = await read(health_store.states_by_target, names)
+        series = await read(targetrows.url_series, names, SPARK_POINTS)
+        health = await read(urlstates.states_by_target, names)
         wanted = set(configured())
         for target in shown:
             target["spark"] = sparkline(series.get(target["name"], []))
@@ -244,11 +242,11 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         target read and ordered here, the page after the cursor ``after`` (the targets of a
         configuration: thousands at most)."""
         if sort is None:  # one more than shown: whether a next page exists
-            shown, total = await read(store.page_targets, after, INDEX_TARGETS + 1)
+            shown, total = await read(targetrows.page_targets, after, INDEX_TARGETS + 1)
             more = len(shown) > INDEX_TARGETS
             shown = shown[:INDEX_TARGETS]
             return shown, total, shown[-1]["name"] if more and shown else None
-        every = await read(store.list_targets)
+        every = await read(targetrows.list_targets)
         by_name = {target["name"]: target for target in every}
         ordered = sorting.ordered(map(sort_values, every), sort, "name")
         if after:  # the value as JSON: a number stays a number
@@ -335,15 +333,15 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
     async def target_page(request: Request, target: dict[str, Any]) -> Response:
         name = target["name"]
         snapshots, more = _with_previous(
-            await read(store.list_snapshots, name, limit=TARGET_SNAPSHOTS + 1) or [],
+            await read(targetrows.list_snapshots, name, limit=TARGET_SNAPSHOTS + 1) or [],
             TARGET_SNAPSHOTS)
         drawn = _charts(await read(trends.trend, name))
-        found = await read(health_store.health, name)
+        found = await read(urlstates.health, name)
         health = found["url_health"] if found else {}
         estimate = estimate_lines(found) if health else []
         last = target["last_snapshot"] or {}
         issues = sorted(last.get("issues", {}).items(), key=lambda kv: (-kv[1], kv[0]))
-        submitted = await read(indexnow_store.recent, name, TARGET_SUBMISSIONS)
+        submitted = await read(indexnowrows.recent, name, TARGET_SUBMISSIONS)
         return render(request, "target.html", title=name, target=target, submitted=submitted,
                       snapshots=snapshots, more_snapshots=more, charts=drawn, health=health,
                       estimate=estimate,
@@ -362,8 +360,8 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         cursor = request.query_params.get("cursor") or None
         try:
             sort = sorting.parse(request.query_params.get("sort"), "snapshots")
-            sort = None if sort == store.NEWEST else sort
-            found = await read(store.list_snapshots, name, limit=PAGE_ROWS + 1,
+            sort = None if sort == targetrows.NEWEST else sort
+            found = await read(targetrows.list_snapshots, name, limit=PAGE_ROWS + 1,
                                before=before, sort=sort, cursor=cursor)
         except listing.BadParameter as exc:
             return bad(request, exc)
@@ -383,7 +381,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
         if more and sort is None:
             older = f"{here}?before={rows[-1]['id']}"
         elif more and sort is not None:
-            going_on = store.snapshot_cursor(sort, rows[-1])
+            going_on = targetrows.snapshot_cursor(sort, rows[-1])
             older = f"{here}?{urlencode({**query, 'cursor': going_on})}"
         paged = before is not None or cursor is not None
         return render(request, "snapshots.html", title=f"Snapshots of {name}", name=name,
@@ -400,7 +398,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
                    "statuses": listing.STATUSES, "reasons": REMOVAL_REASONS,
                    "change_rules": CHANGE_RULES, "broken": _BROKEN}
         if suffix == "diff" and "from" not in params:  # the form to fill in, not an error
-            exists = await read(store.get_target, name)
+            exists = await read(targetrows.get_target, name)
             if exists is None:
                 return not_found(request, f"no target named {name!r}")
             return render(request, "listing.html", title=f"Diff of {name}", name=name,

@@ -22,14 +22,14 @@ from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 from monitor import config
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 from monitor.serve import api
 from monitor.serve import headers as webheaders
 from monitor.serve.port import Port
 
 __all__ = ["Server", "bind", "make_server", "parse_listen"]
 
-# The name its lines had when the server was wired in monitor.app: log queries find them by it.
+# The name its lines had when the server was wired in the daemon's app: log queries find them by it.
 logger = structlog.get_logger("monitor.app")
 # The kernel holds up to this many new connections until the port accepts them (capped by
 # net.core.somaxconn): a burst past its queue is dropped, each client trying again 1 s, then

@@ -25,15 +25,15 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select, tuple_
 
-from monitor.listings import KINDS, Listing, SnapshotRef, read_cursor
-from monitor.model import CHANGE_RULES, REMOVAL_REASONS
+from monitor.core.model import CHANGE_RULES, REMOVAL_REASONS
+from monitor.listing.params import KINDS, Listing, SnapshotRef, read_cursor
+from monitor.listing.sorting import Sort, offered
 from monitor.robots import diff as robotsdiff
-from monitor.sorting import Sort, offered
 from monitor.store import changelocs
 from monitor.store.retry import transaction
 from monitor.store.rowreads import Packs, Rows, pinned, streaming, target_id
 from monitor.store.schema import changes, removal_answers, snapshots
-from monitor.store.targets import iso_time
+from monitor.store.targetrows import iso_time
 
 __all__ = ["CHANGES_COLUMNS", "SEARCH_LOCS", "open_changes"]
 

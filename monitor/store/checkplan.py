@@ -24,11 +24,11 @@ from sqlalchemy import Connection, Engine, bindparam, func, select, update
 
 from monitor.codec import changepacks, changerows
 from monitor.codec.states import StoredSet
-from monitor.errors import LeaseLost
-from monitor.model import Change
-from monitor.robots import versions as robots_versions
+from monitor.core.errors import LeaseLost
+from monitor.core.model import Change
 from monitor.store import checkwriter as writer
 from monitor.store import movepacks
+from monitor.store import robotsversions as robots_versions
 from monitor.store.checkwriter import EntrySetWrite, SnapshotWrite
 from monitor.store.retry import transaction
 from monitor.store.schema import snapshots, targets

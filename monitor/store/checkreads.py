@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from monitor.codec import entrydelta, entryset
 from monitor.codec.states import DocumentState, StoredSet, TargetState
-from monitor.errors import StoreError
+from monitor.core.errors import StoreError
 from monitor.store.schema import entry_sets, snapshots, target_documents, targets
 
 __all__ = [

@@ -17,8 +17,8 @@ from sqlalchemy import Connection, bindparam, delete, insert, update
 
 from monitor.codec import changepacks, changerows, entrydelta
 from monitor.codec.states import DocumentState
-from monitor.errors import StoreError
-from monitor.model import Change, CheckResult, DocumentResult
+from monitor.core.errors import StoreError
+from monitor.core.model import Change, CheckResult, DocumentResult
 from monitor.store import changelocs, historysize
 from monitor.store.checkreads import stored_value
 from monitor.store.schema import (

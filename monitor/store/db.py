@@ -33,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from monitor.errors import ConfigError, SchemaError, StoreError
+from monitor.core.errors import ConfigError, SchemaError, StoreError
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig

@@ -24,9 +24,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 
 from monitor.codec import changepacks
-from monitor.listings import DIFF_KINDS, BadParameter, Listing, SnapshotRef, read_cursor
-from monitor.model import OTHER_CHANGE_KINDS, addition_kind, change_kind
-from monitor.sorting import Sort, offered
+from monitor.core.model import OTHER_CHANGE_KINDS, addition_kind, change_kind
+from monitor.listing.params import DIFF_KINDS, BadParameter, Listing, SnapshotRef, read_cursor
+from monitor.listing.sorting import Sort, offered
 from monitor.store.retry import transaction
 from monitor.store.rowreads import Packs, Rows, pinned, snapshot_id, stream, streaming, target_id
 from monitor.store.schema import changes

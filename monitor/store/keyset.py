@@ -2,7 +2,7 @@
 values last either way) then a unique tie-break, each page after the last row's key.
 
 A key is (1 when the value is empty, the value as text, the tie-break): what a cursor holds
-(``monitor.sorting``), read back to the column's type to compare in SQL.
+(``monitor.listing.sorting``), read back to the column's type to compare in SQL.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from monitor.errors import BadParameter
+from monitor.core.errors import BadParameter
 
 __all__ = ["after", "key", "order"]
 

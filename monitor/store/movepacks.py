@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import Connection, delete, insert, select, update
 
 from monitor.codec import changepacks, changerows
-from monitor.model import Change
+from monitor.core.model import Change
 from monitor.store import changelocs, historysize
 from monitor.store.checkreads import read_columns, read_sets
 from monitor.store.checkwriter import write_changes

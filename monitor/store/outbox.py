@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, exists, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monitor.model import Notification, RuleContext
+from monitor.core.model import Notification, RuleContext
 from monitor.store.retry import transaction
 from monitor.store.schema import alert_states, notifications, snapshots, targets
 

@@ -43,7 +43,7 @@ from sqlalchemy import (
     update,
 )
 
-from monitor.errors import StoreError
+from monitor.core.errors import StoreError
 from monitor.store import changelocs, historysize
 from monitor.store.retry import transaction
 from monitor.store.schema import (

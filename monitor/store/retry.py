@@ -13,7 +13,7 @@ from typing import TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from monitor.errors import StoreError
+from monitor.core.errors import StoreError
 from monitor.store.db import redact
 
 __all__ = ["transaction"]

@@ -11,8 +11,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, func, select
 
 from monitor.codec import changepacks, entryset
-from monitor.errors import NotFound, StoreError
-from monitor.listings import SnapshotRef
+from monitor.core.errors import NotFound, StoreError
+from monitor.listing.params import SnapshotRef
 from monitor.store.checkreads import read_columns, read_sets
 from monitor.store.retry import transaction
 from monitor.store.schema import changes, entry_sets, snapshots, targets

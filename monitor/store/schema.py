@@ -261,7 +261,7 @@ url_states = Table(
     # when to check it next; NULL first (never checked, or dropped and awaiting its reason)
     Column("due_at", UTC, nullable=True),
     Column("removed_snapshot_id", Id, nullable=True),
-    # The URL's place in the check order: a keyed hash of the loc (monitor.sampling), so the
+    # The URL's place in the check order: a keyed hash of the loc (monitor.core.sampling), so the
     # URLs checked first are a random sample of the listing; below 0 for one checked ahead
     # of it (listed since), which stays out of the sample. NULL: not placed yet.
     Column("turn", BigInteger, nullable=True),
@@ -301,7 +301,7 @@ url_checks = Table(
     # When every URL the target listed had been checked once: before, the URL-health alerts
     # tell no count (migration 0016).
     Column("first_round_at", UTC, nullable=True),
-    # The key of the check order's hash (monitor.sampling.turn), drawn at random once
+    # The key of the check order's hash (monitor.core.sampling.turn), drawn at random once
     Column("sample_key", String(32), nullable=True),
 )
 

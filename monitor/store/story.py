@@ -19,8 +19,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, literal, select
 
 from monitor.codec import changepacks, entryset
-from monitor.errors import NotFound
-from monitor.model import RULES, Entry
+from monitor.core.errors import NotFound
+from monitor.core.model import RULES, Entry
 from monitor.store.checkreads import read_columns, read_sets
 from monitor.store.retry import transaction
 from monitor.store.schema import (
@@ -31,7 +31,7 @@ from monitor.store.schema import (
     targets,
     url_states,
 )
-from monitor.store.targets import iso_time
+from monitor.store.targetrows import iso_time
 
 __all__ = ["MAX_EVENTS", "PACK_VERSIONS", "read_story"]
 

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, func, select
 
 from monitor.store.retry import transaction
 from monitor.store.schema import changes, snapshots, targets, url_states
-from monitor.store.targets import iso_time
+from monitor.store.targetrows import iso_time
 
 __all__ = ["POINTS", "trend"]
 

@@ -1,6 +1,6 @@
 """The URL checks' random order and its sample: where each URL of a target stands in the
 order its URLs are checked in until each was checked once (``turn``, a keyed hash of its loc,
-``monitor.sampling``), and what the estimate of its URL health is made of.
+``monitor.core.sampling``), and what the estimate of its URL health is made of.
 
 ``place`` draws a target's key and places the URLs it has rows of (rows stored before the order
 had one); ``urlstates.sync`` places the URLs it adds. ``strata`` counts, per state, the checked
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, Engine, bindparam, func, select, update
 
-from monitor import sampling
+from monitor.core import sampling
 from monitor.store.retry import transaction
 from monitor.store.schema import url_checks, url_states
 

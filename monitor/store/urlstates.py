@@ -3,7 +3,7 @@ replicas that check them.
 
 ``sync`` makes ``url_states`` follow the target's snapshots: the first time from the URL set of
 the latest snapshot (one entry set at a time), then from the ``added`` and ``removed`` changes
-recorded since, each URL placed in the check order (``turn``, ``monitor.sampling``). ``due``
+recorded since, each URL placed in the check order (``turn``, ``monitor.core.sampling``). ``due``
 picks what to check next (never checked first, in that order, then the oldest due), ``save``
 writes a batch of verdicts: the row of each URL, a ``health`` change where its state moved, the
 ``reason`` of a removal once its URL was checked, the validators of its answer. ``health``
@@ -34,8 +34,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monitor import sampling
-from monitor.model import URL_NOTES, URL_STATES
+from monitor.core import sampling
+from monitor.core.model import URL_NOTES, URL_STATES
 from monitor.store import changelocs, historysize, movepacks, urlsample
 from monitor.store.checkreads import read_columns
 from monitor.store.retry import transaction
@@ -49,7 +49,7 @@ from monitor.store.schema import (
     url_checks,
     url_states,
 )
-from monitor.store.targets import target_id_of
+from monitor.store.targetrows import target_id_of
 
 __all__ = [
     "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "health",

@@ -6,7 +6,7 @@ the answers, robots.txt's rules). ``Budget`` spaces requests to each host ``rate
 (token bucket of one), slows a host that answers 429 and waits out its ``Retry-After``.
 ``check_all`` runs many URLs through a bounded set of workers and hands each verdict on as it
 comes, so memory holds the workers' pages, never the URL list's results. ``run_round`` is one
-round for one target: bring its URL states up to its latest snapshot (``store.health.sync``),
+round for one target: bring its URL states up to its latest snapshot (``urlstates.health.sync``),
 check the URLs that are due (or, for ``check --urls``, every one), and save the verdicts in
 small transactions, with a removed URL's reason. A round's re-check of a URL is conditional:
 it sends the validators of the URL's last answer back, and a 304 keeps the URL's state (as a
@@ -27,21 +27,20 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Engine
 
-from monitor import sampling
-from monitor.alerts import rules
+from monitor.alerts import firing
 from monitor.config import Alerts, Target
-from monitor.errors import FetchError
+from monitor.core import sampling
+from monitor.core.errors import FetchError
+from monitor.core.model import BROKEN_STATES
 from monitor.indexnow import submissions
-from monitor.model import BROKEN_STATES
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Answer, Fetcher, retry_after_seconds
 from monitor.robots import judge as robots_judge
 from monitor.robots import reader as robotsread
-from monitor.robots import versions as robots_store
 from monitor.robots.matcher import GOOGLEBOT, RobotsRules, agent_token, robots_url
 from monitor.store import notfoundpages as not_found_store
-from monitor.store import outbox, urlqueue, urlsample
-from monitor.store import urlstates as store
+from monitor.store import outbox, urlqueue, urlsample, urlstates
+from monitor.store import robotsversions as robots_versions
 from monitor.store.retry import transaction
 from monitor.urlhealth import page as pages
 from monitor.urlhealth import rejudge
@@ -392,10 +391,10 @@ class _Saver:
         self._recheck = recheck
         self._now = now
         self._round = result
-        self._pending: list[tuple[store.Due, Checked]] = []
+        self._pending: list[tuple[urlstates.Due, Checked]] = []
         self._final = final  # no later round: a removed URL gets its reason now
 
-    async def add(self, due: store.Due, checked: Checked) -> None:
+    async def add(self, due: urlstates.Due, checked: Checked) -> None:
         verdict = checked.verdict
         r = self._round
         r.checked += 1
@@ -426,7 +425,7 @@ class _Saver:
         target_id, snapshot_id = self._ids
         finals = [c.verdict.final_url for d, c in pending
                   if not d.listed and c.verdict.final_url is not None]
-        now_listed = (await asyncio.to_thread(store.listed, self._engine, target_id, finals)
+        now_listed = (await asyncio.to_thread(urlstates.listed, self._engine, target_id, finals)
                       if finals else set())
         saved = [_saved(d, c, now_listed, self._final) for d, c in pending]
         for item in saved:
@@ -447,7 +446,7 @@ class _Saver:
             def also(conn: Connection) -> int:  # a removal is submitted once it is gone
                 return submissions.enqueue_gone(conn, target, gone, now)
 
-        written = await asyncio.to_thread(store.save, self._engine, target_id, snapshot_id,
+        written = await asyncio.to_thread(urlstates.save, self._engine, target_id, snapshot_id,
                                           saved, now, self._recheck, also)
         self._round.transitions += written  # not `+= await`: it would read the count first
 
@@ -465,18 +464,18 @@ def _example(loc: str, verdict: health.Verdict) -> dict[str, Any]:
             "detail": verdict.detail}
 
 
-def _saved(due: store.Due, checked: Checked, now_listed: set[str], final: bool,
-           ) -> store.Saved:
+def _saved(due: urlstates.Due, checked: Checked, now_listed: set[str], final: bool,
+           ) -> urlstates.Saved:
     v = checked.verdict
     reason = None
-    if not due.listed and (final or not v.transient or due.attempts + 1 >= store.UNKNOWN_AFTER):
+    if not due.listed and (final or not v.transient or due.attempts + 1 >= urlstates.UNKNOWN_AFTER):
         reason = health.removal_reason(v, now_listed.__contains__)
-    return store.Saved(due, v.state, v.rule, v.status, v.final_url, v.hops, v.detail, v.transient,
-                       checked.retry_after, reason, checked.not_modified and due.listed,
-                       *checked.validators)
+    return urlstates.Saved(due, v.state, v.rule, v.status, v.final_url, v.hops, v.detail,
+                           v.transient, checked.retry_after, reason,
+                           checked.not_modified and due.listed, *checked.validators)
 
 
-def _next_batch(batches: Iterator[list[store.Due]]) -> list[store.Due]:
+def _next_batch(batches: Iterator[list[urlstates.Due]]) -> list[urlstates.Due]:
     return next(batches, [])
 
 
@@ -501,14 +500,14 @@ async def run_round(
     URL states were judged against; kept by the caller from round to round) has a changed
     robots.txt re-judge its host's listed URLs first (``rejudge``)."""
     started = time.monotonic()
-    synced = await asyncio.to_thread(store.sync, engine, target.name)
+    synced = await asyncio.to_thread(urlstates.sync, engine, target.name)
     if synced is None:
         return None
     target_id, snapshot_id = synced
     result = Round()
     cache = robotsread.RobotsCache() if robots is None else robots
     # The versions the target's checks read are in force here too, the newer one winning.
-    watched = await asyncio.to_thread(robots_store.in_force, engine, target_id)
+    watched = await asyncio.to_thread(robots_versions.in_force, engine, target_id)
     for url, (text, read_at) in watched.items():
         cache.offer(url, text, read_at)
     checker = Checker(target, fetcher, budget, cache, now, engine)
@@ -521,7 +520,7 @@ async def run_round(
             in_force = {url: held.rules for url in watched
                         if (held := cache.last(url)) is not None}
             await _rejudge(engine, target_id, in_force, judged, saver)
-        batch = await asyncio.to_thread(store.due, engine, target_id, now(), limit)
+        batch = await asyncio.to_thread(urlstates.due, engine, target_id, now(), limit)
         by_loc = {d.loc: d for d in batch}
 
         async def done(checked: Checked) -> None:
@@ -533,8 +532,8 @@ async def run_round(
         await check_all(checker, [(d.loc, d.attempts) for d in batch], done,
                         validators=conditional)
     else:
-        pending: dict[str, tuple[store.Due, int]] = {}  # loc -> (row, 5xx answers in a row)
-        retry: dict[str, tuple[store.Due, int]] = {}
+        pending: dict[str, tuple[urlstates.Due, int]] = {}  # loc -> (row, 5xx answers in a row)
+        retry: dict[str, tuple[urlstates.Due, int]] = {}
         finished = [0]
 
         async def done_all(checked: Checked) -> None:
@@ -547,7 +546,7 @@ async def run_round(
                 if progress is not None:
                     progress(finished[0])
 
-        batches = store.every(engine, target_id)
+        batches = urlstates.every(engine, target_id)
         while batch := await asyncio.to_thread(_next_batch, batches):
             pending.update((d.loc, (d, 0)) for d in batch)
             await check_all(checker, [(d.loc, 0) for d in batch], done_all)
@@ -556,10 +555,10 @@ async def run_round(
             await check_all(checker, [(loc, n) for loc, (_, n) in pending.items()], done_all)
     await saver.flush()
     result.states, result.rules, result.listed, result.covered = await asyncio.to_thread(
-        store.counts, engine, target_id, now(), recheck)
+        urlstates.counts, engine, target_id, now(), recheck)
     result.strata = await asyncio.to_thread(urlsample.strata, engine, target_id)
     result.seconds = time.monotonic() - started
-    if alerts is not None and any(rules.for_url_checks(r) and rules.matches(r, target.name)
+    if alerts is not None and any(firing.for_url_checks(r) and firing.matches(r, target.name)
                                   for r in alerts.rules):
         await asyncio.to_thread(_raise_alerts, engine, alerts, target, (target_id, snapshot_id),
                                 result, now())
@@ -575,7 +574,7 @@ async def _rejudge(engine: Engine, target_id: int, in_force: dict[str, RobotsRul
     if not fresh:
         return
     freed: list[str] = []
-    batches = store.every(engine, target_id)
+    batches = urlstates.every(engine, target_id)
     while batch := await asyncio.to_thread(_next_batch, batches):
         found = rejudge.judge(batch, fresh)
         for due, verdict in found.barred:
@@ -590,18 +589,18 @@ def _raise_alerts(engine: Engine, alerts: Alerts, target: Target, ids: tuple[int
                   found: Round, now: datetime) -> None:
     """The URL checks' alert rules on this round, written to the outbox in one transaction."""
     target_id, snapshot_id = ids
-    complete, unchecked = store.first_round(engine, target_id, now)
-    current = store.examples(engine, target_id,
+    complete, unchecked = urlstates.first_round(engine, target_id, now)
+    current = urlstates.examples(engine, target_id,
                              [s for s in found.states if s in health.STATES
                               and health.STATES[s] is not None],
                              alerts.delivery.examples)
-    summary = rules.UrlRound(target.url, snapshot_id, found.listed, found.states,
+    summary = firing.UrlRound(target.url, snapshot_id, found.listed, found.states,
                              found.reasons, found.examples, now, new=found.new,
                              complete=complete, unchecked=unchecked, current=current,
                              removed_snapshots=found.removed_snapshots, strata=found.strata)
 
     def write(conn: Connection) -> None:
-        notifications = rules.evaluate_urls(alerts, target.name, summary,
+        notifications = firing.evaluate_urls(alerts, target.name, summary,
                                             outbox.firing_rules(conn, target.name), now)
         outbox.write(conn, snapshot_id, notifications, now)
 

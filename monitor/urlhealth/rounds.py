@@ -1,7 +1,7 @@
 """WHEN the daemon checks listed URLs: rounds of a few URLs per target, leased.
 
 For each target whose ``url_checks.enabled`` is set, the daemon runs one round at a time: it
-takes the target's URL-check lease in the database (``store.health.claim``: one replica at a
+takes the target's URL-check lease in the database (``urlstates.health.claim``: one replica at a
 time, so no URL is checked twice in a period and a host's ``rate`` holds across replicas),
 checks the next due URLs (``urlcheck.run_round``: new URLs first, then the rest in a random
 order until each was checked once, then the oldest), gives the lease back and reports to the
@@ -25,13 +25,12 @@ import structlog
 from sqlalchemy import Engine
 
 from monitor import config
-from monitor.errors import MonitorError
-from monitor.metrics import Metrics
-from monitor.model import utcnow
+from monitor.core.errors import MonitorError
+from monitor.core.model import utcnow
+from monitor.observe.metrics import Metrics
 from monitor.read.fetch import Fetcher
 from monitor.robots import reader as robotsread
-from monitor.store import urlsample
-from monitor.store import urlstates as store
+from monitor.store import urlsample, urlstates
 from monitor.urlhealth import checker as urlcheck
 
 __all__ = ["UrlChecks"]
@@ -134,16 +133,16 @@ class UrlChecks:
     async def _claimed_round(self, target: config.Target) -> float:
         """One round under the lease; return how long the target waits before the next."""
         name = target.name
-        target_id = await asyncio.to_thread(store.target_id, self._engine, name)
+        target_id = await asyncio.to_thread(urlstates.target_id, self._engine, name)
         if target_id is None:
             return FIRST  # not registered yet
         now: datetime = utcnow()
-        if not await asyncio.to_thread(store.claim, self._engine, target_id, self._owner, now,
+        if not await asyncio.to_thread(urlstates.claim, self._engine, target_id, self._owner, now,
                                        self._lease):
             # Another replica's round: this one's gauges follow the database all the same, so
             # every replica's /metrics says the same.
             states, _rules, listed, covered = await asyncio.to_thread(
-                store.counts, self._engine, target_id, now,
+                urlstates.counts, self._engine, target_id, now,
                 target.settings.url_checks.recheck)
             strata = await asyncio.to_thread(urlsample.strata, self._engine, target_id)
             self._metrics.observe_urls(name, {}, states, listed, covered, strata)
@@ -156,7 +155,7 @@ class UrlChecks:
                     limit=batch_size(target, self._lease), alerts=self.alerts,
                     judged=self._judged.setdefault(name, {}))
         finally:
-            await asyncio.shield(asyncio.to_thread(store.release, self._engine, target_id,
+            await asyncio.shield(asyncio.to_thread(urlstates.release, self._engine, target_id,
                                                    self._owner))
         if found is None:
             return FIRST  # no snapshot yet: no URL set

@@ -20,7 +20,7 @@ from email.utils import parsedate_to_datetime
 from typing import Literal
 from urllib.parse import urljoin, urlsplit
 
-from monitor.model import (
+from monitor.core.model import (
     REMOVAL_REASONS,
     URL_CANONICAL_BROKEN,
     URL_CANONICAL_CONFLICT,
@@ -28,8 +28,8 @@ from monitor.model import (
     URL_STATES,
     Severity,
 )
+from monitor.core.rules import RuleId
 from monitor.robots.matcher import RobotsRules, robots_url
-from monitor.rules import RuleId
 from monitor.urlhealth import page as pages
 from monitor.urlhealth.notfound import says_not_found
 

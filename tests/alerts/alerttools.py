@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 from httpserver import Request
 from sqlalchemy import Engine, insert, select
 
-from monitor.alerts.outbox import Deliverer
-from monitor.alerts.rules import evaluate
+from monitor.alerts.delivery import Deliverer
+from monitor.alerts.firing import evaluate
 from monitor.config import Alerts, Channel, Delivery
-from monitor.model import CheckResult, Notification
+from monitor.core.model import CheckResult, Notification
 from monitor.store import outbox as store_outbox
 from monitor.store.outbox import SqlOutbox
 from monitor.store.schema import snapshots, targets

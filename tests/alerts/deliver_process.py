@@ -11,7 +11,7 @@ import sys
 
 import structlog
 
-from monitor.alerts.outbox import Deliverer
+from monitor.alerts.delivery import Deliverer
 from monitor.config import Channel, Delivery
 from monitor.store.db import make_engine
 from monitor.store.outbox import SqlOutbox

@@ -128,7 +128,7 @@ def test_send_test_reaches_alertmanager(alertmanager: str) -> None:
 def test_alertmanager_refusal_is_permanent(alertmanager: str) -> None:
     """A malformed alert (400 from Alertmanager) is a permanent failure, message readable."""
     from monitor.alerts.notifier import post
-    from monitor.errors import DeliveryError
+    from monitor.core.errors import DeliveryError
 
     channel = Channel(name="am", type="alertmanager", url=alertmanager)
 

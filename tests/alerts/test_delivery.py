@@ -19,11 +19,11 @@ from httpserver import Reply
 from sqlalchemy import Engine, select
 
 from monitor.alerts import send_test
-from monitor.alerts.outbox import Deliverer, backoff
+from monitor.alerts.delivery import Deliverer, backoff
 from monitor.alerts.payload import redact_url
 from monitor.config import Alerts, Channel, Delivery, Rule
-from monitor.errors import DeliveryError
-from monitor.model import Change, EntryState
+from monitor.core.errors import DeliveryError
+from monitor.core.model import Change, EntryState
 from monitor.store.outbox import SqlOutbox
 from monitor.store.schema import notifications
 

@@ -26,10 +26,10 @@ from conftest import Receiver
 from httpserver import Reply
 from sqlalchemy import Engine
 
-from monitor.alerts.outbox import Deliverer
+from monitor.alerts.delivery import Deliverer
 from monitor.alerts.payload import idempotency_key
 from monitor.config import Alerts, Channel, Delivery, Rule
-from monitor.model import Notification
+from monitor.core.model import Notification
 from monitor.store.outbox import SqlOutbox, write
 
 SCRIPT = Path(__file__).with_name("deliver_process.py")

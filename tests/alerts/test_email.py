@@ -19,8 +19,8 @@ from sqlalchemy import Engine
 
 from monitor.alerts import send_test
 from monitor.config import Alerts, Channel, Delivery, Rule
-from monitor.errors import DeliveryError
-from monitor.model import Change, EntryState
+from monitor.core.errors import DeliveryError
+from monitor.core.model import Change, EntryState
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import pytest
 from alerttools import T0, result, store_check
 from sqlalchemy import Engine, select
 
+from monitor.alerts.firing import evaluate
 from monitor.alerts.payload import idempotency_key
-from monitor.alerts.rules import evaluate
 from monitor.config import Alerts, Channel, Delivery, Rule
-from monitor.model import Change, EntryState, RuleContext
+from monitor.core.model import Change, EntryState, RuleContext
 from monitor.store.outbox import SqlOutbox, rule_context
 from monitor.store.schema import alert_states, notifications
 
@@ -322,7 +322,7 @@ def test_issues_fire_once_when_the_cms_starts_writing_bad_dates(engine: Engine) 
 # ---- the URL checks' rules ----------------------------------------------------------
 
 def url_round(states: dict[str, int], reasons: dict[str, int] | None = None) -> Any:
-    from monitor.alerts.rules import UrlRound
+    from monitor.alerts.firing import UrlRound
 
     listed = sum(states.values())
     return UrlRound("http://127.0.0.1/s.xml", 7, listed, states, reasons or {},
@@ -344,14 +344,14 @@ def url_round(states: dict[str, int], reasons: dict[str, int] | None = None) -> 
 ])
 def test_url_health_is_a_state(rule: dict[str, Any], states: dict[str, int],
                                firing: dict[str, Any], expected: list[tuple[str, str]]) -> None:
-    from monitor.alerts.rules import evaluate_urls
+    from monitor.alerts.firing import evaluate_urls
 
     found = evaluate_urls(alerts(rule), "shop", url_round(states), firing, T0)
     assert [(n.channel, n.state) for n in found] == expected
 
 
 def test_removals_by_reason_fire_from_the_url_checks_only() -> None:
-    from monitor.alerts.rules import evaluate_urls
+    from monitor.alerts.firing import evaluate_urls
 
     cfg = alerts({"when": "removed", "reason": ["live"]})
     found = evaluate_urls(cfg, "shop", url_round({"ok": 5}, {"live": 1, "gone": 3}), {}, T0)

@@ -8,9 +8,9 @@ from typing import Any
 
 from alerttools import T0
 
-from monitor.alerts.rules import UrlRound, evaluate_urls
+from monitor.alerts.firing import UrlRound, evaluate_urls
 from monitor.config import Alerts, Channel, Delivery, Rule
-from monitor.sampling import Strata
+from monitor.core.sampling import Strata
 
 HOOK = Channel(name="hook", type="webhook", url="http://127.0.0.1:9/hook")
 LISTED = 2_500_000

@@ -10,10 +10,10 @@ from typing import Any
 
 from alerttools import T0, result
 
+from monitor.alerts.firing import UrlRound, evaluate, evaluate_urls
 from monitor.alerts.payload import text_lines
-from monitor.alerts.rules import UrlRound, evaluate, evaluate_urls
 from monitor.config import Alerts, Channel, Delivery, Rule
-from monitor.model import Change, DocumentResult, EntryState, Issue, RuleContext
+from monitor.core.model import Change, DocumentResult, EntryState, Issue, RuleContext
 
 BASE = "https://monitor.example"
 CHANNELS = [Channel(name="hook", type="webhook", url="http://127.0.0.1:9/hook"),
@@ -175,7 +175,7 @@ def test_every_newly_broken_page_is_news() -> None:
 
 
 def test_broken_counts_errors_only() -> None:
-    from monitor.model import BROKEN_STATES
+    from monitor.core.model import BROKEN_STATES
 
     # the pages' "N broken" and the alerts' default states are the error states
     assert BROKEN_STATES == ("not-found", "gone", "forbidden", "client-error", "server-error",

@@ -40,12 +40,12 @@ from harness import database, serve_script
 from history_queries import _best, _page
 
 from monitor import config
-from monitor import listings as listing
 from monitor.check.pipeline import run_check
+from monitor.listing import params as listing
 from monitor.read.fetch import Fetcher
 from monitor.store import db
-from monitor.store import listings as store
-from monitor.store import targets as api
+from monitor.store import listingreads as store
+from monitor.store import targetrows as api
 from monitor.store.retention import (
     database_bytes,
     give_back,

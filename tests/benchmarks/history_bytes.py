@@ -39,7 +39,7 @@ from monitor import config
 from monitor.check.pipeline import run_check
 from monitor.read.fetch import Fetcher
 from monitor.store import db
-from monitor.store import listings as store
+from monitor.store import listingreads as store
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 LOC_LENGTH = len("https://shop.example.com/catalogue/01234567-1/0123456789-item-12345.html")

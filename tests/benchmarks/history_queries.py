@@ -24,10 +24,10 @@ from typing import Any
 from harness import database
 from sqlalchemy import Engine, text
 
-from monitor import listings as listing
+from monitor.listing import params as listing
 from monitor.store import db
-from monitor.store import listings as store
-from monitor.store import targets as targets_api
+from monitor.store import listingreads as store
+from monitor.store import targetrows as targets_api
 
 PER_SNAPSHOT = 1_000
 NOW = datetime.now(UTC)

@@ -31,7 +31,7 @@ import workloads
 from harness import child_env, database
 
 _MAIN_WITH_PEAK = (
-    "import re, sys; from monitor.cli import main; code = main(); sys.stdout.flush(); "
+    "import re, sys; from monitor.cli.commands import main; code = main(); sys.stdout.flush(); "
     "status = open('/proc/self/status').read(); "
     "print('peak-kib', re.search(r'VmHWM:\\s*(\\d+)', status)[1], file=sys.stderr); "
     "sys.exit(code)"

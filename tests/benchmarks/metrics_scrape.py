@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry
 
-from monitor.metrics import Metrics
-from monitor.model import CheckResult, DocumentResult
+from monitor.core.model import CheckResult, DocumentResult
+from monitor.observe.metrics import Metrics
 
 
 def _rss_mib() -> float:

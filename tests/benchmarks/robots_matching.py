@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from monitor.check.crawlable import _marked
 from monitor.codec import entryset
-from monitor.model import EntryState
+from monitor.core.model import EntryState
 from monitor.robots.matcher import RobotsRules
 
 ROBOTS = ("User-agent: *\nDisallow: /cart\nDisallow: /*?session=\nAllow: /cart/help\n"

@@ -36,13 +36,13 @@ from typing import Any
 
 from sqlalchemy import Engine, insert, text
 
-from monitor import listings as listing
-from monitor import sorting
 from monitor.codec import entryset
-from monitor.model import entry_state
+from monitor.core.model import entry_state
+from monitor.listing import params as listing
+from monitor.listing import sorting
 from monitor.read import validate
 from monitor.store import db
-from monitor.store import listings as store_listing
+from monitor.store import listingreads as store_listing
 from monitor.store.schema import changes, entry_sets, snapshots, targets, url_states
 from monitor.store.story import read_story
 

@@ -45,9 +45,9 @@ sys.path.insert(0, str(HERE))
 from estimate_site import truth  # noqa: E402
 
 from monitor import config as config_module  # noqa: E402
-from monitor import sampling  # noqa: E402
-from monitor.cli import main  # noqa: E402
-from monitor.model import BROKEN_STATES, utcnow  # noqa: E402
+from monitor.cli.commands import main  # noqa: E402
+from monitor.core import sampling  # noqa: E402
+from monitor.core.model import BROKEN_STATES, utcnow  # noqa: E402
 from monitor.read.fetch import Fetcher  # noqa: E402
 from monitor.store import urlstates  # noqa: E402
 from monitor.store.db import make_engine  # noqa: E402

@@ -25,7 +25,7 @@ import measure
 import workloads
 from harness import child_env, database, serve
 
-_RUN = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import monitor.cli as cli; "
+_RUN = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import monitor.cli.commands as cli; "
         "assert cli.__file__.startswith(sys.path[0]), cli.__file__; sys.exit(cli.main())")
 EXPECTED = workloads.W1_CHILDREN * workloads.W1_URLS_PER_CHILD
 

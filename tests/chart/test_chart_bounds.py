@@ -20,7 +20,7 @@ from charttools import CHART, ROOT, helm_template, one, render, require_tool, ru
 
 from monitor import config as monitor_config
 from monitor.config.values import Frozen
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 
 
 def _generator(monkeypatch: pytest.MonkeyPatch) -> ModuleType:

@@ -2,7 +2,7 @@
 
 test_chart_metrics.py checks that every metric a panel reads is one the daemon exports; here
 promtool parses every panel's query and evaluates the per-target tables on input series, and
-the issues table's severity matchers are compared with ``monitor.model.RULES``.
+the issues table's severity matchers are compared with ``monitor.core.model.RULES``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from charttools import (
     table_columns,
 )
 
-from monitor.model import BROKEN_STATES, CHANGE_KINDS, RULES
+from monitor.core.model import BROKEN_STATES, CHANGE_KINDS, RULES
 
 SEVERITY_OF_COLUMN = {"errors": "error", "warnings": "warning"}
 _RULE_MATCHER = re.compile(r'\brule=~"([^"]*)"')

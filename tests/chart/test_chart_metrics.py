@@ -69,7 +69,8 @@ def _daemon_command() -> list[str]:
     script = Path(sys.executable).parent / "sitemap-monitor"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from monitor.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c",
+            "import sys; from monitor.cli.commands import main; sys.exit(main())"]
 
 
 @pytest.fixture(scope="module")

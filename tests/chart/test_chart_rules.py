@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from charttools import MONITORING_APIS, one, render, require_tool, run
 
-from monitor.model import BROKEN_STATES
+from monitor.core.model import BROKEN_STATES
 
 RULES_TEST = Path(__file__).parent / "rules-test.yaml"
 

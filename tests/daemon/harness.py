@@ -81,7 +81,7 @@ def command() -> list[str]:
     script = Path(sys.executable).with_name("sitemap-monitor")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "monitor.cli"]
+    return [sys.executable, "-m", "monitor.cli.commands"]
 
 
 class Daemon:

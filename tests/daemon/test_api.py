@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 from waiting import until_async
 
 from monitor import config
-from monitor.metrics import Metrics
+from monitor.observe.metrics import Metrics
 from monitor.serve import api
 from monitor.store import db
 

@@ -14,8 +14,8 @@ from typing import Any
 from conftest import T0, add_snapshot, add_target
 from sqlalchemy import Engine, event
 
-from monitor import listings as listing
-from monitor.store import listings as store_listing
+from monitor.listing import params as listing
+from monitor.store import listingreads as store_listing
 
 LOCS = [f"https://shop.example/item-{i:02d}" for i in range(40)]
 NEEDLE = "https://shop.example/the-needle"

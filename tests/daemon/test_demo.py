@@ -10,7 +10,7 @@ import threading
 import pytest
 from harness import command
 
-from monitor.demo import DemoSite, page
+from monitor.cli.demo import DemoSite, page
 
 
 def locs(site: DemoSite) -> dict[str, str]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from monitor import log
+from monitor.observe import log
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor import __version__
-from monitor.metrics import Metrics
-from monitor.model import RULES, CheckResult, DocumentResult, Issue
+from monitor.core.model import RULES, CheckResult, DocumentResult, Issue
+from monitor.observe.metrics import Metrics
 
 WHEN = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 P = "sitemap_monitor"

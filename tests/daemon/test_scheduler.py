@@ -19,12 +19,12 @@ from structlog.testing import capture_logs
 from waiting import until_async
 
 from monitor import config
-from monitor.metrics import Metrics
-from monitor.model import CheckResult
+from monitor.core.model import CheckResult
+from monitor.observe.metrics import Metrics
 from monitor.scheduler import Scheduler
 from monitor.scheduler import report as scheduler_report
 from monitor.store import db
-from monitor.store import targets as store
+from monitor.store import targetrows as store
 from monitor.store.schema import targets
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 from starlette.types import ASGIApp
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.serve import api
 
 BOUND = 2_048  # characters: the longest loc the protocol allows

@@ -12,9 +12,9 @@ import pytest
 from conftest import T0, add_snapshot, add_target
 from sqlalchemy import Engine, select
 
-from monitor import listings as listing
-from monitor.store import listings as store_listing
-from monitor.store import targets as store
+from monitor.listing import params as listing
+from monitor.store import listingreads as store_listing
+from monitor.store import targetrows as store
 from monitor.store.schema import targets
 
 

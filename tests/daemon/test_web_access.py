@@ -11,7 +11,7 @@ import pytest
 from harness import Daemon, sitemap, write_config
 from httpserver import Reply, TestServer, self_signed
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.serve.auth import FREE_FAILURES, hash_password
 
 USER, PASSWORD = "seo", "correct horse"

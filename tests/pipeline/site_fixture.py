@@ -11,7 +11,7 @@ import pytest
 from httpserver import Reply, Request, TestServer
 from sqlalchemy import Table, create_engine, func, select
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.store import checkreads as sql
 from monitor.store.schema import targets
 

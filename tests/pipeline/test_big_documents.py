@@ -18,7 +18,7 @@ import pytest
 from site_fixture import Site, index, url_set_at, urlset
 
 from monitor.check import walk
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.read import digest
 from monitor.read.workers import DigestPool
 

@@ -10,7 +10,7 @@ import pytest
 from site_fixture import Site, index, pages, urlset
 from sqlalchemy import func, select
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.codec import entryset
 from monitor.store.db import make_engine
 from monitor.store.schema import changes, entry_sets

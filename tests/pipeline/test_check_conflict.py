@@ -15,9 +15,9 @@ from sqlalchemy import func, select
 from waiting import until_async
 
 from monitor.check.pipeline import run_check
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.config import Target
-from monitor.errors import LeaseLost
+from monitor.core.errors import LeaseLost
 from monitor.read.fetch import Fetcher
 from monitor.store.db import make_engine
 from monitor.store.schema import entry_sets, snapshots

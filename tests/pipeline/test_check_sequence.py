@@ -13,7 +13,7 @@ import pytest
 from site_fixture import Site, index, row_counts, url_set_at, urlset
 from sqlalchemy import Engine, create_engine, event, func, select
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.store.schema import changes, entry_sets, snapshots, target_documents, targets
 
 U = "https://example.test/"  # entries' locs: never fetched

@@ -21,7 +21,7 @@ def _check(config: Path, timeout: float) -> tuple[int, dict[str, Any], float]:
     """``sitemap-monitor check big --json`` in a child process: exit code, JSON and seconds."""
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-c", "from monitor.cli import script; script()",
+        [sys.executable, "-c", "from monitor.cli.commands import script; script()",
          "check", "big", "--config", str(config), "--json"],
         capture_output=True, text=True, timeout=timeout, check=False,
     )

@@ -10,8 +10,8 @@ import io
 import pytest
 from site_fixture import Site, urlset
 
-from monitor import listings as listing
-from monitor.cli import main
+from monitor.cli.commands import main
+from monitor.listing import params as listing
 
 # Every character a spreadsheet starts a formula with, each leading a loc as a site can list it.
 FORMULAS = [

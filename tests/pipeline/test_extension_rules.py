@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from site_fixture import Site, index
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.read import extensions
 
 DATA = Path(__file__).parent.parent / "data" / "extensions"

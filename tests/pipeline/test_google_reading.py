@@ -15,7 +15,7 @@ from site_fixture import Site, urlset
 from sqlalchemy import select
 from test_url_health import by_url_checks, check_urls, page, run
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.store.db import make_engine
 from monitor.store.schema import changes, url_states
 
@@ -141,7 +141,7 @@ def test_a_robots_change_seen_by_a_check_is_in_force_for_the_url_checks(
     through the version the check stored."""
     from monitor import config as config_module
     from monitor.check.pipeline import run_check
-    from monitor.model import utcnow
+    from monitor.core.model import utcnow
     from monitor.read.fetch import Fetcher
     from monitor.robots import reader as robotsread
     from monitor.urlhealth import checker as urlcheck

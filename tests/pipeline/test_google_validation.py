@@ -14,7 +14,7 @@ import pytest
 from httpserver import Reply, TestServer
 from site_fixture import Site, index, urlset
 
-from monitor.cli import main
+from monitor.cli.commands import main
 
 HEAD = ('<?xml version="1.0" encoding="UTF-8"?>\n'
         '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'

@@ -14,7 +14,7 @@ import pytest
 from site_fixture import Site, urlset
 from sqlalchemy import Engine, select, text
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.store import checkreads as sql
 from monitor.store.db import make_engine
 from monitor.store.schema import snapshots, targets

@@ -13,7 +13,7 @@ from httpserver import Reply, TestServer
 from peak import run_cli
 from site_fixture import Site, index, urlset
 
-from monitor.cli import main
+from monitor.cli.commands import main
 
 U = "https://example.test/"
 

@@ -18,13 +18,13 @@ from indexnow_receiver import KEY, Receiver
 from site_fixture import Site, urlset
 from sqlalchemy import func, select, update
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.config import load
 from monitor.indexnow.submitter import Submitter
 from monitor.net.addresses import Resolver
 from monitor.read.fetch import Fetcher
 from monitor.store.db import make_engine
-from monitor.store.indexnow import SqlSubmissions
+from monitor.store.indexnowrows import SqlSubmissions
 from monitor.store.schema import indexnow_keys, indexnow_submissions
 
 LASTMOD = "2026-01-01"
@@ -232,6 +232,35 @@ def test_a_key_file_in_a_folder_vouches_for_that_folder_only(
     assert [(b["urlList"], b["keyLocation"]) for b in receiver.accepted] == [
         ([site.url("/seo/b"), site.url("/seo/c/d")], site.url(f"/seo/{KEY}.txt"))]
     assert receiver.key_fetches == []  # the root's key file is not the one that vouches
+
+
+def test_urls_outside_the_folder_are_counted_once_however_often_the_rest_is_retried(
+    site: Site, receiver: Receiver, db: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], delivery_of: Callable[[str], Delivery],
+) -> None:
+    cfg = config(tmp_path, site, receiver, extra=f", key_location: /seo/{KEY}.txt")
+    site.server.route(f"/seo/{KEY}.txt", Reply(200, KEY.encode()))
+    sitemap(site, {"/a": None})
+    check(capsys, cfg, db)
+    sitemap(site, {"/a": None, "/seo/b": None, "/e": None, "/f": None})
+    check(capsys, cfg, db)
+    receiver.answer = 503  # fails first...
+    delivery = delivery_of(cfg)
+    assert delivery.passes() == 1
+    assert receiver.refused[0][1]["urlList"] == [site.url("/seo/b")]
+    assert delivery.counted == {("t", "out_of_scope"): 2, ("t", "retry"): 1}
+    delivery.advance(3600)
+    assert delivery.passes() == 1
+    assert [row["status"] for row in delivery.rows()] == ["pending"]  # ...twice...
+    receiver.answer = 200  # ...then accepts
+    delivery.advance(3600)
+    assert delivery.passes() == 1
+    assert [b["urlList"] for b in receiver.accepted] == [[site.url("/seo/b")]]
+    assert delivery.counted == {("t", "out_of_scope"): 2, ("t", "retry"): 2,
+                                ("t", "submitted"): 1}
+    # The row holds what it may submit: `indexnow status` counts what was sent.
+    assert [(r["status"], r["urls"], r["attempts"]) for r in delivery.rows()] == [
+        ("delivered", 1, 3)]
 
 
 def test_a_wrong_key_file_holds_the_host_and_the_key_is_never_logged(

@@ -14,8 +14,8 @@ import pytest
 from httpserver import Reply, Request, TestServer
 from site_fixture import Site, index, urlset
 
-from monitor.alerts.outbox import Deliverer
-from monitor.cli import main
+from monitor.alerts.delivery import Deliverer
+from monitor.cli.commands import main
 from monitor.config import Channel, Delivery
 from monitor.store.db import make_engine
 from monitor.store.outbox import SqlOutbox

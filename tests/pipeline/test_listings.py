@@ -19,11 +19,11 @@ from peak import run_cli
 from site_fixture import Site, index, pages, urlset
 from sqlalchemy import func, select
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.store.db import make_engine
-from monitor.store.listings import net
+from monitor.store.listingreads import net
 from monitor.store.schema import changes, targets
-from monitor.store.targets import list_targets
+from monitor.store.targetrows import list_targets
 
 U = "https://example.test/"  # entries' locs: never fetched
 
@@ -325,8 +325,8 @@ def test_a_reader_that_stops_early_ends_the_listing_quietly(
     site.set("/s.xml", urlset(many("q", 50_000)))
     root = site.url("/s.xml")
     check(capsys, root, db)
-    proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "urls", root, "--database-url",
-                             db, "--format", "csv"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "monitor.cli.commands", "urls", root,
+                             "--database-url", db, "--format", "csv"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     assert proc.stdout is not None
     assert proc.stderr is not None

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from site_fixture import Site, index, urlset
 
-from monitor.cli import main
+from monitor.cli.commands import main
 
 U = "https://shop.example/p/"
 

@@ -18,8 +18,8 @@ import pytest
 from site_fixture import Site, urlset
 from sqlalchemy import Engine, event, func, select
 
-from monitor.cli import main
-from monitor.errors import StoreError
+from monitor.cli.commands import main
+from monitor.core.errors import StoreError
 from monitor.store import movepacks
 from monitor.store.db import make_engine
 from monitor.store.retention import VACUUM_WAIT, give_back, prune_target, vacuum

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from site_fixture import Site, index, urlset
 from sqlalchemy import func, select, text
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.store.db import make_engine
 from monitor.store.retention import prune_target
 from monitor.store.schema import change_locs, changes, entry_sets, snapshots, targets

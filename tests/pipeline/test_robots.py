@@ -13,7 +13,7 @@ import pytest
 from httpserver import Reply
 from site_fixture import Site, urlset
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.robots import judge as robots
 from monitor.robots.matcher import RobotsRules
 

@@ -16,7 +16,7 @@ from httpserver import Reply, gzip_bytes
 from peak import run_cli
 from site_fixture import NS, Site, index, urlset
 
-from monitor.cli import main
+from monitor.cli.commands import main
 
 
 def check(capsys: pytest.CaptureFixture[str], url: str, db: str, *extra: str) -> tuple[int, Any]:

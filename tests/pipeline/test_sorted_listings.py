@@ -17,10 +17,10 @@ import pytest
 from httpserver import Reply
 from site_fixture import Site, urlset
 
-from monitor.cli import main
-from monitor.sorting import SORTS
+from monitor.cli.commands import main
+from monitor.listing.sorting import SORTS
 from monitor.store import changelisting
-from monitor.store import listings as store_listings
+from monitor.store import listingreads as store_listings
 
 PAGE = b"<!doctype html><html><head><title>p</title></head><body>" + b"x" * 600 + b"</body></html>"
 SEVERITY = {"error": 0, "warning": 1}

@@ -14,7 +14,7 @@ import pytest
 from site_fixture import Site, urlset
 from sqlalchemy import text
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.codec import entryset
 from monitor.store.db import make_engine
 

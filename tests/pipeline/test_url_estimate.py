@@ -17,7 +17,7 @@ from httpserver import Reply, TestServer
 from site_fixture import Site, index, urlset
 from sqlalchemy import func, select
 
-from monitor.cli import main
+from monitor.cli.commands import main
 from monitor.store.db import make_engine
 from monitor.store.schema import url_states
 
@@ -56,7 +56,7 @@ def rounds(tmp_path: Path, site: Site, db: str, sizes: list[int], key: str | Non
     """A check of the sitemap, then URL-check rounds of these sizes; each round's result.
     ``key``: the target's sample key, stored before its first round (else one is drawn)."""
     from monitor import config as config_module
-    from monitor.model import utcnow
+    from monitor.core.model import utcnow
     from monitor.read.fetch import Fetcher
     from monitor.urlhealth import checker as urlcheck
 
@@ -132,7 +132,7 @@ def a_fair_key(site: Site, n: int) -> tuple[str, set[str]]:
     those URLs. The locs hold the test server's port, so each run has other samples; 95% of
     keys are fair (tests/test_sampling.py), and picking one makes the run the same every time:
     what this test asks is that the daemon checks exactly that sample and tells its estimate."""
-    from monitor import sampling
+    from monitor.core import sampling
 
     locs = {site.url(loc(c, i)): loc(c, i) for c in range(CHILDREN) for i in range(PER_CHILD)}
     for k in range(100):
@@ -153,7 +153,7 @@ def test_the_urls_checked_first_are_a_sample_whose_interval_holds_the_truth(
 ) -> None:
     """300 of 2,000 URLs checked (15%): their broken share is the site's, not the first
     child's 0%, and the 95% interval of each state's estimate holds its true share."""
-    from monitor import sampling
+    from monitor.core import sampling
 
     clustered_site(site, http_server)
     key, sample = a_fair_key(site, 300)
@@ -216,7 +216,7 @@ def test_new_urls_go_first_and_stay_out_of_the_sample(
     assert strata.known == {"not-found": 40}
     assert sum(strata.sampled.values()) == 50
     assert strata.sampled.get("not-found", 0) == 0
-    from monitor import sampling
+    from monitor.core import sampling
 
     got = sampling.combined(strata, ["not-found"])
     assert got.low <= 40 / 400 <= got.high
@@ -271,7 +271,7 @@ def test_urls_stored_before_the_check_order_are_placed_in_it(
             key = conn.execute(select(url_checks.c.sample_key)).scalar_one()
     finally:
         engine.dispose()
-    from monitor import sampling
+    from monitor.core import sampling
 
     assert key is not None
     assert all(row.turn == sampling.turn(key, row.loc) for row in placed)

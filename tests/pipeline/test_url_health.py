@@ -13,8 +13,8 @@ from httpserver import Reply, TestServer
 from site_fixture import Site, urlset
 from sqlalchemy import select
 
-from monitor.cli import main
-from monitor.model import BROKEN_STATES
+from monitor.cli.commands import main
+from monitor.core.model import BROKEN_STATES
 from monitor.store.db import make_engine
 from monitor.store.schema import changes, url_states
 

@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry
 from site_fixture import Site, urlset
 from sqlalchemy import select
 
-from monitor.cli import main
-from monitor.model import utcnow
+from monitor.cli.commands import main
+from monitor.core.model import utcnow
 from monitor.store.db import make_engine
 from monitor.store.schema import url_states
 
@@ -201,8 +201,8 @@ def test_an_etag_is_sent_back_and_a_304_keeps_a_broken_state(
 def test_not_modified_is_an_outcome_of_url_checks_total() -> None:
     """url_checks_total{outcome="not_modified"} and the estimate's label sets exist at 0 from
     the start, and a round's 304s are counted there."""
-    from monitor.metrics import Metrics
-    from monitor.sampling import Strata
+    from monitor.core.sampling import Strata
+    from monitor.observe.metrics import Metrics
 
     registry = CollectorRegistry()
     metrics = Metrics(registry, ["t"], [])

@@ -14,7 +14,7 @@ import pytest
 from httpserver import Reply, TestServer
 from site_fixture import Site, urlset
 
-from monitor.cli import main
+from monitor.cli.commands import main
 
 PAGE = b"<!doctype html><html><head><title>p</title></head><body>" + b"x" * 2000 + b"</body></html>"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from site_fixture import Site, index, urlset
 
-from monitor.cli import main
+from monitor.cli.commands import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from monitor.errors import ConfigError
-from monitor.model import CHANGE_KINDS, OTHER_CHANGE_KINDS, RULES, URL_RULES, CheckResult
+from monitor.core.errors import ConfigError
+from monitor.core.model import CHANGE_KINDS, OTHER_CHANGE_KINDS, RULES, URL_RULES, CheckResult
 
 __all__ = ["KINDS", "held", "parse"]
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from datetime import UTC
 from typing import Any
 
-from monitor.listings import answer_text
-from monitor.model import CheckResult
+from monitor.core.model import CheckResult
+from monitor.listing.params import answer_text
 
 __all__ = ["Out", "hints", "print_result", "table"]
 

@@ -29,9 +29,10 @@ from prometheus_client import (
 )
 from prometheus_client.metrics_core import Metric
 
-from monitor import __version__, sampling
-from monitor.metrics_targets import Targets, TargetSeries
-from monitor.model import URL_STATES, CheckResult
+from monitor import __version__
+from monitor.core import sampling
+from monitor.core.model import URL_STATES, CheckResult
+from monitor.observe.targetseries import Targets, TargetSeries
 
 # What a URL check may find: a state, or (a conditional re-check answered 304) that the page
 # did not change, its state standing.
@@ -70,7 +71,7 @@ class _Collectors:
 class Metrics:
     """The daemon's metrics; one instance per registry.
 
-    The per-target series are kept by ``Targets`` (monitor.metrics_targets) as plain numbers;
+    The per-target series are kept by ``Targets`` (monitor.observe.targetseries) as plain numbers;
     the few others are prometheus_client metrics. ``exposition`` is what a scrape sends."""
 
     def __init__(

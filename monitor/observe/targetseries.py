@@ -23,7 +23,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
-from monitor.model import CHANGE_KINDS, CHECK_OUTCOMES
+from monitor.core.model import CHANGE_KINDS, CHECK_OUTCOMES
 
 __all__ = ["TargetSeries", "Targets"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
 
-from monitor.rules import RuleId
+from monitor.core.rules import RuleId
 from monitor.store.schema import changes, robots_files, targets
 
 __all__ = ["VERSIONS_SHOWN", "Version", "current", "history", "in_force", "save"]

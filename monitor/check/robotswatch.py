@@ -10,11 +10,11 @@ from typing import Any
 
 from monitor.check.context import Context
 from monitor.check.tally import RobotsFound
-from monitor.model import Issue
+from monitor.core.model import Issue
 from monitor.robots import judge as robots
 from monitor.robots import reader
 from monitor.robots.matcher import RobotsRules, robots_url
-from monitor.robots.versions import Version
+from monitor.store.robotsversions import Version
 
 __all__ = ["ROBOTS_HOSTS", "Watched", "answer", "watch"]
 

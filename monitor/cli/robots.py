@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from monitor.config import Config
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 from monitor.robots.matcher import MAX_BYTES, RobotsRules, robots_url
 from monitor.robots.tester import answer, describe
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
-from monitor.rules import TABLE, RuleId, Severity
+from monitor.core.rules import TABLE, RuleId, Severity
 
 __all__ = ["RuleId", "Severity"]  # re-exported: the value types of a rule, beside the rest
 

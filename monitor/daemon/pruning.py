@@ -17,7 +17,7 @@ import structlog
 from sqlalchemy import Engine
 
 from monitor import config
-from monitor.metrics import Metrics
+from monitor.observe.metrics import Metrics
 from monitor.store.retention import (
     NO_VACUUM,
     Pruned,
@@ -29,6 +29,7 @@ from monitor.store.retention import (
 
 __all__ = ["Pruner"]
 
+# The log name of the pruning lines (the `logger` field), kept as it was for log queries.
 logger = structlog.get_logger("monitor.pruning")
 _FIRST = 60.0  # seconds after start-up: the first round waits for the checks to begin
 

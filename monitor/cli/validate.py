@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from monitor.config import Config
-from monitor.errors import ConfigError, FetchError
-from monitor.model import CheckResult, DocumentResult, Entry, Issue
-from monitor.rules import RuleId, rule_id
+from monitor.core.errors import ConfigError, FetchError
+from monitor.core.model import CheckResult, DocumentResult, Entry, Issue
+from monitor.core.rules import RuleId, rule_id
 
 if TYPE_CHECKING:  # the reading modules are imported by the command that uses them
     from monitor.read.digest import Digest

@@ -33,9 +33,11 @@ from sqlalchemy import (
     select,
 )
 
-from monitor import sorting
 from monitor.codec import entryset
-from monitor.listings import (
+from monitor.core.model import RULES, Entry
+from monitor.core.rules import RuleId
+from monitor.listing import sorting
+from monitor.listing.params import (
     HEALTH_FILTERS,
     BadParameter,
     Listing,
@@ -44,9 +46,7 @@ from monitor.listings import (
     read_cursor,
     states_of,
 )
-from monitor.model import RULES, Entry
-from monitor.rules import RuleId
-from monitor.sorting import Key, Sort
+from monitor.listing.sorting import Key, Sort
 from monitor.store import keyset
 from monitor.store.changelisting import open_changes
 from monitor.store.difflisting import net, open_diff
@@ -272,7 +272,7 @@ def _open_health(engine: Engine, name: str, state: str, after: str | None,
 
 def _health_rows(engine: Engine, target_id: int, states: Sequence[str],
                  after: tuple[Any, ...] | None, q: str | None, sort: Sort | None) -> _ROWS:
-    from monitor.store.targets import iso_time
+    from monitor.store.targetrows import iso_time
 
     u = url_states.c
     statement = (select(u.loc, u.state, u.rule, u.http_status, u.final_url, u.hops, u.detail,
@@ -449,7 +449,7 @@ def open_snapshots(engine: Engine, name: str, before: int | None,
     """Every snapshot of a target (with an id below ``before``), newest first or ``sort``ed,
     streamed: the CSV and NDJSON exports of the snapshots page (the JSON API pages them
     itself)."""
-    from monitor.store.targets import iso_time
+    from monitor.store.targetrows import iso_time
 
     sort = sorting.offered(sort, "snapshots")
     target_id = transaction(engine, lambda conn: _target_id(conn, name))

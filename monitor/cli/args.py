@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from monitor import __version__
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 
 __all__ = ["parser"]
 
@@ -149,8 +149,8 @@ def parser() -> argparse.ArgumentParser:
 
 def _listings(commands: Any, *common: Callable[[argparse.ArgumentParser], None]) -> None:
     """The listings: every count, row by row."""
-    from monitor.listings import FORMATS, KINDS, STATUSES
-    from monitor.sorting import SORTS
+    from monitor.listing.params import FORMATS, KINDS, STATUSES
+    from monitor.listing.sorting import SORTS
 
     def listing(name: str, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = commands.add_parser(name, help=help_text)

@@ -26,14 +26,15 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
-from monitor import __version__, config, log
-from monitor.alerts.outbox import Deliverer
+from monitor import __version__, config
+from monitor.alerts.delivery import Deliverer
 from monitor.check import pipeline
-from monitor.errors import ConfigError, MonitorError, SchemaError
+from monitor.core.errors import ConfigError, MonitorError, SchemaError
+from monitor.core.model import CheckResult, utcnow
+from monitor.daemon.pruning import Pruner
 from monitor.indexnow.submitter import Submitter
-from monitor.metrics import Metrics
-from monitor.model import CheckResult, utcnow
-from monitor.pruning import Pruner
+from monitor.observe import log
+from monitor.observe.metrics import Metrics
 from monitor.read import process
 from monitor.read.fetch import Fetcher
 from monitor.read.workers import DigestPool
@@ -41,15 +42,15 @@ from monitor.robots.reader import RobotsCache
 from monitor.scheduler import Scheduler
 from monitor.serve import api
 from monitor.serve.server import bind, make_server
-from monitor.store import db
-from monitor.store import targets as store
-from monitor.store.indexnow import SqlSubmissions
+from monitor.store import db, targetrows
+from monitor.store.indexnowrows import SqlSubmissions
 from monitor.store.outbox import SqlOutbox
-from monitor.store.targets import Lease
+from monitor.store.targetrows import Lease
 from monitor.urlhealth.rounds import UrlChecks
 
 __all__ = ["run"]
 
+# The daemon's log name (the `logger` field), which log queries select by: kept as it was.
 logger = structlog.get_logger("monitor.app")
 
 
@@ -299,7 +300,8 @@ async def _serve(
     # between which /healthz is answered. The gauges are restored before the first check can
     # run, so a restored value never overwrites a fresh one; targets never checked keep zeros.
     names = [t.name for t in targets]
-    for count, gauges in enumerate(await asyncio.to_thread(store.last_gauges, engine, names), 1):
+    restored = await asyncio.to_thread(targetrows.last_gauges, engine, names)
+    for count, gauges in enumerate(restored, 1):
         metrics.restore(
             gauges.name, last_check=gauges.last_check, last_success=gauges.last_success,
             urls=gauges.urls, invalid=gauges.invalid, issue_counts=gauges.issue_counts,

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.errors import BadParameter
+from monitor.core.errors import BadParameter
 
 __all__ = ["SORTS", "Key", "Sort", "best", "follows", "key", "offered", "ordered", "parse"]
 

@@ -18,12 +18,12 @@ from typing import Generic, Protocol, TypeVar
 import httpx
 import structlog
 
-from monitor import deliveryloop
 from monitor.alerts.channels import make_client, make_notifier
 from monitor.alerts.notifier import Notifier
 from monitor.config import Channel, Delivery
-from monitor.errors import DeliveryError
-from monitor.model import Notification
+from monitor.core.errors import DeliveryError
+from monitor.core.model import Notification
+from monitor.net import deliveryloop
 
 __all__ = ["Deliverer", "OutboxRepository", "backoff"]
 

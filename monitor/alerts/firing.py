@@ -33,7 +33,6 @@ from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any
 
-from monitor import sampling
 from monitor.alerts import details
 from monitor.alerts.payload import (
     PAYLOAD_VERSION,
@@ -43,7 +42,8 @@ from monitor.alerts.payload import (
     target_link,
 )
 from monitor.config import Alerts, Channel, Delivery, Rule
-from monitor.model import (
+from monitor.core import sampling
+from monitor.core.model import (
     BROKEN_STATES,
     CHANGE_KINDS,
     URL_STATES,

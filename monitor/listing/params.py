@@ -1,7 +1,7 @@
 """Listings : their parameters, cursors and output formats (pure).
 
 Every count the monitor reports can be listed row by row: ``urls``, ``issues``, ``diff`` and
-``changes``. The rows come from ``monitor.store.listings`` as an iterator of (row, cursor)
+``changes``. The rows come from ``monitor.store.listingreads`` as an iterator of (row, cursor)
 pairs, where the cursor continues the listing after that row; this module parses what a user
 gives (times, snapshots, rule globs, kinds), makes and reads the opaque cursors, and writes the
 rows as JSON, NDJSON, CSV or a table, a row at a time, so that a listing of any length runs in
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from monitor import times
 from monitor.config import parse_duration
-from monitor.errors import BadParameter, NotFound
-from monitor.model import (
+from monitor.core import times
+from monitor.core.errors import BadParameter, NotFound
+from monitor.core.model import (
     BROKEN_STATES,
     CHANGE_KINDS,
     OTHER_CHANGE_KINDS,

@@ -17,10 +17,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select
 
 from monitor.config import Config, Target
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 from monitor.indexnow import protocol as indexnow
 from monitor.indexnow import submissions
-from monitor.store import indexnow as store
+from monitor.store import indexnowrows
 from monitor.store.checkplan import Written
 from monitor.store.schema import snapshots
 
@@ -98,7 +98,7 @@ def dry_run(target: Target, engine: Engine, cfg: Config, *, as_json: bool, out: 
 
 def status(target_name: str, engine: Engine, *, fmt: str, limit: int, out: Out) -> int:
     """Print a target's submissions, newest first, and its hosts' key files."""
-    repo = store.SqlSubmissions(engine)
+    repo = indexnowrows.SqlSubmissions(engine)
     rows = repo.history(target_name, limit)
     keys = repo.keys(target_name)
     if fmt == "json":

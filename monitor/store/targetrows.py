@@ -42,10 +42,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monitor.errors import LeaseLost
-from monitor.listings import cursor, read_cursor
-from monitor.rules import RuleId
-from monitor.sorting import Sort, offered
+from monitor.core.errors import LeaseLost
+from monitor.core.rules import RuleId
+from monitor.listing.params import cursor, read_cursor
+from monitor.listing.sorting import Sort, offered
 from monitor.store import keyset
 from monitor.store.retry import transaction
 from monitor.store.schema import documents, snapshots, targets

@@ -22,11 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monitor import cli_args, cli_output, failon, sorting
+from monitor.cli import args as cli_args
+from monitor.cli import failon
+from monitor.cli import output as cli_output
 from monitor.config import Config, Target, adhoc_target, load
 from monitor.config import warnings as config_warnings
-from monitor.errors import BadParameter, ConfigError, MonitorError, NotFound, StoreError
-from monitor.model import CHANGE_RULES, CheckResult
+from monitor.core.errors import BadParameter, ConfigError, MonitorError, NotFound, StoreError
+from monitor.core.model import CHANGE_RULES, CheckResult
+from monitor.listing import sorting
 
 if TYPE_CHECKING:  # validate is imported by the commands that use it (start-up time)
     pass
@@ -70,7 +73,7 @@ def _drop_stdout() -> None:
 
 
 def script() -> None:
-    """The console script's work (``monitor.script``): ``main``, then an exit without the
+    """The console script's work (``monitor.cli.script``): ``main``, then an exit without the
     interpreter's teardown, which would free one by one every object a big check leaves behind
     (its loc fingerprints, caches, modules): about 0.1 s after 500,000 URLs. By then the output
     is written, the database closed and the worker processes stopped; this finishes the rest."""
@@ -91,11 +94,11 @@ def script() -> None:
 def _dispatch(args: argparse.Namespace) -> int:
     command = args.command
     if command == "run":
-        from monitor import app
+        from monitor.daemon import app
 
         return app.run(_config_path(args), args.database_url)
     if command == "demo":
-        from monitor import demo
+        from monitor.cli import demo
 
         return demo.run()
     if command == "check":
@@ -137,7 +140,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "web":
         return _hash_password()
     if command == "robots":
-        from monitor import cli_robots
+        from monitor.cli import robots as cli_robots
 
         return cli_robots.test(args.source, args.agent, args.urls, _config(args, read_only=True),
                                as_json=args.json, out=_out)
@@ -145,7 +148,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _indexnow_status(args: argparse.Namespace) -> int:
-    from monitor import cli_indexnow
+    from monitor.cli import indexnow as cli_indexnow
 
     engine = _open_engine(_database_url(args, _config(args)))
     try:
@@ -283,7 +286,7 @@ def _check(args: argparse.Namespace) -> int:
     kinds = failon.parse(args.fail_on, urls=args.urls)
     engine = _open_engine(_database_url(args, cfg))
     if args.indexnow_dry_run:
-        from monitor import cli_indexnow
+        from monitor.cli import indexnow as cli_indexnow
 
         try:
             return cli_indexnow.dry_run(target, engine, cfg, as_json=args.json, out=_out)
@@ -380,7 +383,7 @@ async def _run_check(target: Target, engine: Any, cfg: Config, max_changes: int,
                      progress: Callable[[int], None] | None = None,
                      ) -> tuple[CheckResult, Any]:
     from monitor.check.pipeline import run_check
-    from monitor.model import utcnow
+    from monitor.core.model import utcnow
     from monitor.read.fetch import Fetcher
 
     fetcher = Fetcher(user_agent=target.settings.user_agent, per_host=cfg.scheduler.per_host)
@@ -424,7 +427,7 @@ def _validate(args: argparse.Namespace) -> int:
             finally:
                 engine.dispose()
     else:
-        from monitor.cli_validate import validate_file
+        from monitor.cli.validate import validate_file
 
         result = validate_file(Path(source), cfg)
     output = result.as_json()
@@ -440,12 +443,12 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from monitor import times
-    from monitor.store import targets as store
+    from monitor.core import times
+    from monitor.store import targetrows
 
     cfg = _config(args, read_only=True)
     sort = sorting.parse(args.sort, "snapshots", "--sort")  # a bad one: exit code 2
-    sort = None if sort == store.NEWEST else sort
+    sort = None if sort == targetrows.NEWEST else sort
     before = None
     if args.cursor is not None and sort is None:
         raw = args.cursor.strip()
@@ -454,7 +457,7 @@ def _history(args: argparse.Namespace) -> int:
         before = int(raw)
     engine = _open_engine(_database_url(args, cfg))
     try:
-        rows = store.list_snapshots(engine, args.target, limit=args.limit + 1, before=before,
+        rows = targetrows.list_snapshots(engine, args.target, limit=args.limit + 1, before=before,
                                     sort=sort, cursor=args.cursor if sort else None)
     finally:
         engine.dispose()
@@ -466,7 +469,7 @@ def _history(args: argparse.Namespace) -> int:
     next_cursor = None
     if more and rows:
         next_cursor = (str(rows[-1]["id"]) if sort is None
-                       else store.snapshot_cursor(sort, rows[-1]))
+                       else targetrows.snapshot_cursor(sort, rows[-1]))
     if args.json:
         _out(json.dumps({"target": args.target, "snapshots": rows, "next_cursor": next_cursor},
                         ensure_ascii=False))
@@ -499,15 +502,15 @@ def _snapshot_error(row: dict[str, Any]) -> str:
 def _list(args: argparse.Namespace) -> int:
     """``urls``, ``issues``, ``diff``, ``changes``: streamed to the end, or to ``--limit``. A
     reader that stops early (``| head``) ends the listing: there is nothing to finish."""
-    from monitor import listings as listing
-    from monitor.store import listings as store
+    from monitor.listing import params as listing
+    from monitor.store import listingreads
 
     cfg = _config(args, read_only=True)
     fmt = args.format or ("json" if args.json else "table")
     engine = _open_engine(_database_url(args, cfg))
     try:
         try:
-            opened = _open_listing(args, engine, store, listing)
+            opened = _open_listing(args, engine, listingreads, listing)
         except (listing.BadParameter, listing.NotFound) as exc:
             raise ConfigError(str(exc)) from None
         try:
@@ -530,20 +533,20 @@ def _list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: Any) -> Any:
+def _open_listing(args: argparse.Namespace, engine: Any, reads: Any, listing: Any) -> Any:
     now = datetime.now(UTC)
     if args.command == "urls":
         health = args.status in listing.HEALTH_FILTERS
         sort = sorting.parse(args.sort, "health" if health else "urls", "--sort")
-        return store.open_urls(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
+        return reads.open_urls(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
                                args.status, args.cursor, _search(args.loc), sort)
     sort = sorting.parse(args.sort, args.command, "--sort")
     if args.command == "issues":
-        from monitor.model import RULES
+        from monitor.core.model import RULES
         from monitor.read import validate
 
         rules = listing.parse_rules(args.rule, RULES, "--rule")
-        return store.open_issues(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
+        return reads.open_issues(engine, args.target, listing.parse_snapshot(args.at, "--at", now),
                                  rules, args.cursor, validate.describe, sort)
     known = listing.DIFF_KINDS if args.command == "diff" else listing.KINDS
     kinds = listing.parse_kinds(args.kind, "--kind", known)
@@ -551,11 +554,11 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
         start = listing.parse_snapshot(args.start, "--from", now)
         if start is None:
             raise ConfigError("--from: a snapshot id, an ISO time or a duration is needed")
-        return store.open_diff(engine, args.target, start,
+        return reads.open_diff(engine, args.target, start,
                                listing.parse_snapshot(args.end, "--to", now), kinds, args.cursor,
                                sort)
     since = listing.parse_snapshot(args.since, "--since", now)
-    return store.open_changes(engine, args.target, since, kinds, args.cursor,
+    return reads.open_changes(engine, args.target, since, kinds, args.cursor,
                               (args.since or "").strip(),
                               listing.parse_reasons(args.reason, "--reason"),
                               listing.rule_ids(args.rule, CHANGE_RULES, "--rule"),
@@ -565,15 +568,15 @@ def _open_listing(args: argparse.Namespace, engine: Any, store: Any, listing: An
 
 def _search(raw: str | None) -> str | None:
     """``--loc TEXT``: None when not given; a NUL, or more than a loc's length, is refused."""
-    from monitor import listings as listing
+    from monitor.listing import params as listing
 
     return listing.parse_search(raw, "--loc")
 
 
 def _story(args: argparse.Namespace) -> int:
     """``url TARGET LOC``: one URL's whole story."""
-    from monitor import listings as listing
-    from monitor import story
+    from monitor.listing import params as listing
+    from monitor.listing import story
     from monitor.read import validate
     from monitor.store.story import read_story
 

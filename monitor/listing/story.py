@@ -10,9 +10,9 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from monitor import times
-from monitor.listings import answer_text, change_detail
-from monitor.model import URL_NOTES
+from monitor.core import times
+from monitor.core.model import URL_NOTES
+from monitor.listing.params import answer_text, change_detail
 
 __all__ = ["health_line", "lines", "told"]
 

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from monitor import app
+from monitor.daemon import app
 
 __all__ = ["DemoSite", "run"]
 

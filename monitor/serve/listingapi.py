@@ -1,11 +1,11 @@
 """The API's listings: ``urls``, ``issues``, ``diff`` and ``changes`` of a target.
 
-The same listings as the command line (monitor.listings, monitor.store.listings) over HTTP: JSON,
-NDJSON or CSV (``?format=``, or ``Accept: text/csv`` / ``application/x-ndjson``). A page (a
-``limit``, and every JSON answer: 1,000 rows unless it says) is read whole in one of the API's
-threads and carries the cursor that continues it (``next_cursor``, ``next`` and a ``Link``
-header); CSV and NDJSON without a limit stream every row to the end, read a document or a few
-thousand rows at a time, in constant memory.
+The same listings as the command line (monitor.listing.params, monitor.store.listingreads)
+over HTTP: JSON, NDJSON or CSV (``?format=``, or ``Accept: text/csv`` /
+``application/x-ndjson``). A page (a ``limit``, and every JSON answer: 1,000 rows unless it
+says) is read whole in one of the API's threads and carries the cursor that continues it
+(``next_cursor``, ``next`` and a ``Link`` header); CSV and NDJSON without a limit stream
+every row to the end, read a document or a few thousand rows at a time, in constant memory.
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from monitor import listings as listing
-from monitor import sorting
-from monitor.model import CHANGE_RULES, RULES
+from monitor.core.model import CHANGE_RULES, RULES
+from monitor.listing import params as listing
+from monitor.listing import sorting
 from monitor.read import validate
-from monitor.store import listings as store
-from monitor.store import targets as store_daemon
+from monitor.store import listingreads, targetrows
 
 __all__ = [
     "MAX_LIMIT", "MEDIA", "ROUTES", "SNAPSHOTS_MAX_LIMIT", "download", "error", "format_of",
@@ -49,7 +48,7 @@ async def split_path(read: Read, path: str, suffixes: Collection[str],
     None; the name; the suffix, "" for the target itself). A target's name may itself contain
     "/": the whole path wins if it names a target."""
     name, _, suffix = path.rpartition("/")
-    whole = await read(store_daemon.get_target, path)
+    whole = await read(targetrows.get_target, path)
     if whole is not None or suffix not in suffixes or not name:
         return whole, path, ""
     return None, name, suffix
@@ -103,12 +102,12 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
                                        f"{', '.join(listing.STATUSES)}")
         q = listing.parse_search(one(request, "q"))
         sort = sorting.parse(_text(request, "sort"), sorts_of(suffix, status))
-        return lambda engine: store.open_urls(engine, name, at, status, after, q, sort)
+        return lambda engine: listingreads.open_urls(engine, name, at, status, after, q, sort)
     sort = sorting.parse(_text(request, "sort"), suffix)
     if suffix == "issues":
         at = listing.parse_snapshot(_text(request, "at"), "at", now)
         rules = listing.parse_rules(params.getlist("rule"), RULES)
-        return lambda engine: store.open_issues(engine, name, at, rules, after,
+        return lambda engine: listingreads.open_issues(engine, name, at, rules, after,
                                                 validate.describe, sort)
     known = listing.DIFF_KINDS if suffix == "diff" else listing.KINDS
     kinds = listing.parse_kinds(params.getlist("kind"), known=known)
@@ -118,14 +117,14 @@ def opening(request: Request, name: str, suffix: str, now: datetime) -> Callable
             raise listing.BadParameter("from: required (a snapshot id, an ISO time or a "
                                        "duration back from now)")
         end = listing.parse_snapshot(_text(request, "to"), "to", now)
-        return lambda engine: store.open_diff(engine, name, start, end, kinds, after, sort)
+        return lambda engine: listingreads.open_diff(engine, name, start, end, kinds, after, sort)
     raw_since = _text(request, "since")
     since = listing.parse_snapshot(raw_since, "since", now)
     until = listing.parse_snapshot(_text(request, "until"), "until", now)
     reasons = listing.parse_reasons(params.getlist("reason"))
     rules = listing.rule_ids(params.getlist("rule"), CHANGE_RULES)
     q = listing.parse_search(one(request, "q"))
-    return lambda engine: store.open_changes(engine, name, since, kinds, after,
+    return lambda engine: listingreads.open_changes(engine, name, since, kinds, after,
                                              (raw_since or "").strip(), reasons, rules, q, sort,
                                              until=until)
 

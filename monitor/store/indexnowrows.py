@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Engine, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.codec import changepacks
-from monitor.errors import StoreError
+from monitor.core.errors import StoreError
 from monitor.store.checkreads import read_columns, read_sets
 from monitor.store.retry import transaction
 from monitor.store.schema import (
@@ -31,14 +31,14 @@ from monitor.store.schema import (
     entry_sets,
     indexnow_keys,
     indexnow_submissions,
+    snapshots,
     target_documents,
     targets,
 )
 
 __all__ = [
-    "Claimed", "KeyState", "NewSubmission", "SqlSubmissions", "document_origins", "enqueue",
-    "failing_keys",
-    "recent", "recorded",
+    "Claimed", "KeyState", "NewSubmission", "SqlSubmissions", "document_origins",
+    "documents_version", "enqueue", "failing_keys", "recent", "recorded",
 ]
 
 _LEVEL = 6
@@ -163,6 +163,14 @@ def document_origins(conn: Connection, target_name: str,
     return found
 
 
+def documents_version(conn: Connection, target_name: str) -> int:
+    """The id of the target's last snapshot (0: none yet): its documents are only written in
+    a snapshot's transaction, so while this stays the same, so do they."""
+    last = (select(func.max(snapshots.c.id)).join(targets, targets.c.id == snapshots.c.target_id)
+            .where(targets.c.name == target_name))
+    return int(conn.execute(last).scalar() or 0)
+
+
 def failing_keys(conn: Connection, target_name: str, since: datetime) -> list[KeyState]:
     """The hosts whose key file did not verify at its last fetch, if that was ``since`` or
     later (a host nothing waits for any more is not fetched again), for the target's issues."""
@@ -220,6 +228,20 @@ class SqlSubmissions:
         """Give up on a row: a permanent refusal, or expired."""
         return self._finish(row, status="failed", attempted_at=now, http_status=status,
                             last_error=error[:2000])
+
+    def narrow(self, row: Claimed, urls: tuple[str, ...]) -> bool:
+        """Keep only ``urls`` of a row (those it may submit), so that a retry sends, and
+        counts, only them; False when the lease was lost meanwhile."""
+        s = indexnow_submissions
+
+        def work(conn: Connection) -> bool:
+            result = conn.execute(
+                update(s).where(s.c.id == row.id, s.c.lease_owner == row.lease)
+                .values(urls=zlib.compress("\n".join(urls).encode(), _LEVEL),
+                        url_count=len(urls)))
+            return result.rowcount == 1
+
+        return transaction(self.engine, work)
 
     def mark_retry(self, row: Claimed, now: datetime, next_attempt_at: datetime, error: str,
                    status: int | None = None, *, attempted: bool = True) -> bool:
@@ -313,10 +335,18 @@ class SqlSubmissions:
         } for r in rows]
 
     def document_origins(self, target_name: str, origin: Callable[[str], str | None],
-                         ) -> set[str]:
-        """``origin`` of each current document of a target (its sitemaps)."""
-        return transaction(self.engine,
-                           lambda conn: document_origins(conn, target_name, origin))
+                         known: int = -1) -> tuple[int, set[str] | None]:
+        """The target's ``documents_version`` and, unless it is ``known``, ``origin`` of each
+        of its current documents (its sitemaps)."""
+
+        def work(conn: Connection) -> tuple[int, set[str] | None]:
+            # The version first: a check written between the two reads is read again later.
+            version = documents_version(conn, target_name)
+            if version == known:
+                return version, None
+            return version, document_origins(conn, target_name, origin)
+
+        return transaction(self.engine, work)
 
     def keys(self, target_name: str) -> list[KeyState]:
         """Every key file fetched for a target, by origin."""
