@@ -53,7 +53,8 @@ class Answer:
 
 @dataclass(slots=True)
 class Finding:
-    """One robots.txt after this check: what to store, what changed, its issues."""
+    """One robots.txt after this check: what to store, what changed, its issues, and its
+    ``rules``: the version in force, parsed once (the watch hands them on)."""
 
     url: str
     outcome: str  # ok | not_modified | absent | unreachable
@@ -63,6 +64,10 @@ class Finding:
     before: str | None = None
     store: bool = False  # a new version to keep (a change, or the first fetch)
     issues: list[Issue] = field(default_factory=list)
+    rules: RobotsRules = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.rules = RobotsRules(self.text)
 
     def as_json(self, *, with_text: bool = False) -> dict[str, object]:
         """The check's JSON (``robots``); ``with_text`` adds the text before and after."""
@@ -97,9 +102,8 @@ def judge(url: str, previous: Stored | None, answer: Answer, *, sitemaps: Sequen
             found.changed, found.before = True, before
             found.issues.append(Issue(RuleId.ROBOTS_CHANGED, f"{url} changed "
                                       f"({_size(before)} -> {_size(text)})", url, url))
-    rules = RobotsRules(found.text)
     for sitemap in sitemaps:
-        if not rules.allows(sitemap):
+        if not found.rules.allows(sitemap):
             found.issues.append(Issue(RuleId.SITEMAP_DISALLOWED, f"{url} disallows the sitemap "
                                       f"{sitemap} to Googlebot: Google cannot read it", sitemap,
                                       url))
