@@ -76,7 +76,7 @@ class Entries:
     async def _dedupe(self, found: Digest, job: Job) -> None:
         """Drop locs that an earlier document of this check listed (``loc-duplicate``)."""
         await self._dedupe_unchanged(found, job)
-        if found.hashes is None:  # digested without its fingerprints (see Walk.digest)
+        if found.hashes is None:  # digested without its fingerprints (see check.fetching)
             # Its locs: a version stored as a delta alone lists its base's
             listed = found.data if found.data is not None else digesting.base_value(job)
             if not self.seen:

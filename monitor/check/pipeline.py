@@ -142,8 +142,8 @@ class _Check:
     async def _walk(self, ctx: Context) -> tuple[Entries, robots_watch.Watched]:
         ctx.allow_private = ctx.allow_private or await is_private_target(self.target.url)
         walk = Walk(ctx)
-        await walk.run()
-        watched = await robots_watch.watch(ctx, walk.root_robots)
+        root_robots = await walk.run()
+        watched = await robots_watch.watch(ctx, root_robots)
         ctx.tally.take(watched.found)
         return walk.entries, watched
 

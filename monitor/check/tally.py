@@ -45,6 +45,7 @@ __all__ = [
     "Wire",
     "document_state",
     "failure",
+    "one_issue",
     "touched",
 ]
 
@@ -107,7 +108,7 @@ class Gone:
 
 @dataclass(frozen=True, slots=True)
 class DocumentOutcome:
-    """What one document gave the check, in its listed turn (``monitor.check.walk``)."""
+    """What one document gave the check, in its listed turn (``monitor.check.turn``)."""
 
     result: DocumentResult
     found: Sequence[Found] = ()  # in the order they were found
@@ -292,6 +293,12 @@ def failure(doc: DocumentResult, kind: str, message: str, status: int | None, *,
         return DocumentOutcome(result, found, failed=True, root_failure=(kind, message))
     child = Issue(RuleId.CHILD_FETCH_FAILED, message, loc=doc.url, document=doc.parent)
     return DocumentOutcome(result, (*found, Found((child,))), failed=True)
+
+
+def one_issue(rule: RuleId, message: str, document: str | None, loc: str | None = None,
+              ) -> Found:
+    """One issue of the check, counted (not a document's own)."""
+    return Found((Issue(rule, message, loc=loc, document=document),))
 
 
 def touched(previous: DocumentState, doc: DocumentResult) -> Touched:
