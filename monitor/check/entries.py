@@ -15,6 +15,7 @@ from monitor.check.tally import INDEX_KINDS, Gone, Recorded
 from monitor.codec import entryset, fingerprints
 from monitor.codec.states import StoredSet
 from monitor.core.model import EntryState
+from monitor.core.rules import RuleId
 from monitor.read import digest as digesting
 from monitor.read.digest import Digest, Job
 from monitor.robots.matcher import robots_url
@@ -22,7 +23,7 @@ from monitor.robots.sitemaps import parse_robots
 
 __all__ = ["Entries"]
 
-_OUT_OF_SCOPE = "loc-out-of-scope"
+_OUT_OF_SCOPE = RuleId.LOC_OUT_OF_SCOPE
 
 
 class Entries:

@@ -291,7 +291,7 @@ def failure(doc: DocumentResult, kind: str, message: str, status: int | None, *,
     result = replace(doc, outcome="failed", error=message, http_status=status or doc.http_status)
     if root:
         return DocumentOutcome(result, found, failed=True, root_failure=(kind, message))
-    child = Issue("child-fetch-failed", message, loc=doc.url, document=doc.parent)
+    child = Issue(RuleId.CHILD_FETCH_FAILED, message, loc=doc.url, document=doc.parent)
     return DocumentOutcome(result, (*found, Found((child,))), failed=True)
 
 

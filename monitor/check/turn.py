@@ -27,7 +27,7 @@ from monitor.check.tally import (
 )
 from monitor.codec.states import DocumentState
 from monitor.core.model import RULES
-from monitor.core.rules import rule_id
+from monitor.core.rules import RuleId, rule_id
 from monitor.robots.sitemaps import parse_robots
 
 __all__ = ["Turn", "take_turn"]
@@ -66,7 +66,7 @@ def _unchanged(ctx: Context, got: Got) -> Turn:
     assert previous is not None
     doc = replace(got.doc, kind=previous.kind, urls=previous.urls,  # type: ignore[arg-type]
                   invalid=previous.invalid,
-                  duplicates=previous.issue_counts.get("loc-duplicate", 0))
+                  duplicates=previous.issue_counts.get(RuleId.LOC_DUPLICATE, 0))
     notes = _nested(ctx, got.url, doc.parent) if previous.kind == "sitemapindex" else []
     return Turn(DocumentOutcome(doc, notes, lastmods_compared=_lastmods(previous)),
                 previous.children if previous.kind in INDEX_KINDS else None)
@@ -76,7 +76,7 @@ def _nested(ctx: Context, url: str, parent: str | None) -> list[Found]:
     """``index-nested`` on the parent, when an index is listed by an index."""
     if parent is None or ctx.kind(parent) != "sitemapindex":
         return []
-    return [one_issue("index-nested", f"{url} is a sitemap index inside an index", parent)]
+    return [one_issue(RuleId.INDEX_NESTED, f"{url} is a sitemap index inside an index", parent)]
 
 
 def _robots(ctx: Context, got: Got, text: str) -> Turn:
@@ -86,11 +86,11 @@ def _robots(ctx: Context, got: Got, text: str) -> Turn:
     relative: list[str] = []
     children = parse_robots(text, url, limit=limit + 1, relative=relative)
     doc = replace(got.doc, outcome="ok", kind="robots")
-    found = [one_issue("robots-sitemap-relative", f"{url} has a relative Sitemap: line "
+    found = [one_issue(RuleId.ROBOTS_SITEMAP_RELATIVE, f"{url} has a relative Sitemap: line "
                        f"{value!r}: search engines require a full URL, it is ignored", url)
              for value in relative]
     if len(children) > limit:
-        found.append(one_issue("index-too-many", f"{url} lists more than {limit} sitemaps; "
+        found.append(one_issue(RuleId.INDEX_TOO_MANY, f"{url} lists more than {limit} sitemaps; "
                                f"the first {limit} are read", url))
         del children[limit:]
     if not children:
@@ -139,4 +139,4 @@ def _lastmods(doc: DocumentState) -> int:
     churn ratio: an entry without a lastmod counts as compared and unchanged)."""
     if doc.lastmods is not None:
         return doc.lastmods
-    return max(0, doc.urls + doc.invalid - doc.issue_counts.get("lastmod-invalid", 0))
+    return max(0, doc.urls + doc.invalid - doc.issue_counts.get(RuleId.LASTMOD_INVALID, 0))

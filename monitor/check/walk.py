@@ -23,6 +23,7 @@ from monitor.check.fetching import DocumentReader, Got
 from monitor.check.tally import Admitted, Found, one_issue
 from monitor.check.turn import take_turn
 from monitor.core.model import DocumentResult
+from monitor.core.rules import RuleId
 from monitor.read import validate
 from monitor.robots import judge as robots
 
@@ -59,7 +60,7 @@ class Walk:
                ) -> DocumentResult | None:
         """The document's result row, or None when it is not to be read (cycle, seen, scope)."""
         if url in ancestors:
-            self.ctx.tally.take(one_issue("index-cycle",
+            self.ctx.tally.take(one_issue(RuleId.INDEX_CYCLE,
                                           f"{url} lists an index that reaches it again", parent))
             return None
         if url in self.visited:
@@ -81,7 +82,7 @@ class Walk:
         turn = await take_turn(self.ctx, self.entries, got, root=root)
         outcome, children = turn.outcome, turn.children
         if children is not None and depth + 1 > limit:
-            deep = one_issue("index-nested", f"{got.url}: index depth limit {limit} reached; "
+            deep = one_issue(RuleId.INDEX_NESTED, f"{got.url}: index depth limit {limit} reached; "
                              "children not read", got.url)
             outcome = replace(outcome, found=(*outcome.found, deep), failed=True)
             children = None
@@ -143,9 +144,9 @@ def _out_of_scope(ctx: Context, url: str, parent: str) -> Found | None:
         return None
     if where == "directory":
         # Out of the index's scope as another host is (sitemaps.org, Google): not read.
-        return one_issue("index-child-out-of-scope", f"{url} is outside the directory of its "
+        return one_issue(RuleId.INDEX_CHILD_OUT_OF_SCOPE, f"{url} is outside the directory of its "
                          "index; not fetched", parent, loc=url)
-    return one_issue("index-child-out-of-scope",
+    return one_issue(RuleId.INDEX_CHILD_OUT_OF_SCOPE,
                      f"{url} is on another host than its index; not fetched", parent)
 
 

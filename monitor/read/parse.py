@@ -116,7 +116,7 @@ def _sniff(buf: bytes, eof: bool) -> _Head:
     capped = len(buf) - bom >= _PROLOG_MAX
     _scan_prolog(text, eof or capped, head)
     if capped and head.kind is None and head.failure is not None:
-        head.failure = ("xml-malformed", f"no root element in the first {_PROLOG_MAX} bytes")
+        head.failure = (RuleId.XML_MALFORMED, f"no root element in the first {_PROLOG_MAX} bytes")
     # Only ASCII whitespace precedes ``start``, so UTF-16 offsets are twice the scanned ones.
     head.start = bom + head.start * unit
     if codec:
@@ -147,7 +147,7 @@ def _scan_prolog(s: bytes, eof: bool, head: _Head) -> None:
     i = _skip_ws(s, 0)
     if i == n:
         if eof:
-            head.failure = ("xml-malformed", "the document is empty")
+            head.failure = (RuleId.XML_MALFORMED, "the document is empty")
         return
     head.start = i
     if s[i] != 0x3C:  # not "<": a text sitemap starts with an absolute URL
@@ -155,14 +155,14 @@ def _scan_prolog(s: bytes, eof: bool, head: _Head) -> None:
         if word.startswith((b"http://", b"https://")):
             head.kind = "text"
         elif eof or n - i >= 8 or not (b"https://".startswith(word) or b"http://".startswith(word)):
-            head.failure = ("root-unknown", "neither XML nor a text sitemap (one URL a line)")
+            head.failure = (RuleId.ROOT_UNKNOWN, "neither XML nor a text sitemap (one URL a line)")
         return
     first = True
     while True:
         if i == n or (n - i < 9 and not eof):
             break  # every decision below needs up to 9 bytes
         if s[i] != 0x3C:
-            head.failure = ("xml-malformed", "text before the root element")
+            head.failure = (RuleId.XML_MALFORMED, "text before the root element")
             return
         if s.startswith(b"<?", i):
             j = s.find(b"?>", i + 2)
@@ -186,13 +186,13 @@ def _scan_prolog(s: bytes, eof: bool, head: _Head) -> None:
                 if name.end() == n and not eof:
                     break  # the name may go on in the next chunk
                 if name.group().lower() == b"html":  # a web page, not an attack
-                    head.failure = ("root-unknown", _HTML_PAGE.format("<!DOCTYPE html>"))
+                    head.failure = (RuleId.ROOT_UNKNOWN, _HTML_PAGE.format("<!DOCTYPE html>"))
                 else:
-                    head.failure = ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
+                    head.failure = (RuleId.XML_DOCTYPE, "a DOCTYPE or entity declaration (refused)")
             elif word.startswith(b"ENTITY"):
-                head.failure = ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
+                head.failure = (RuleId.XML_DOCTYPE, "a DOCTYPE or entity declaration (refused)")
             else:
-                head.failure = ("xml-malformed", "markup declaration before the root element")
+                head.failure = (RuleId.XML_MALFORMED, "markup declaration before the root element")
             return
         else:
             name = _NAME.match(s, i + 1)
@@ -200,7 +200,7 @@ def _scan_prolog(s: bytes, eof: bool, head: _Head) -> None:
             if end == n:
                 break  # the name may go on in the next chunk
             if end == i + 1:
-                head.failure = ("xml-malformed", "a '<' without an element name")
+                head.failure = (RuleId.XML_MALFORMED, "a '<' without an element name")
                 return
             head.kind, head.root = "xml", s[i + 1 : end].rpartition(b":")[2]
             _sitemap_xmlns(s, end, head)
@@ -208,7 +208,7 @@ def _scan_prolog(s: bytes, eof: bool, head: _Head) -> None:
         first = False
         i = _skip_ws(s, i)
     if eof:
-        head.failure = ("xml-malformed", "the document ends before its root element")
+        head.failure = (RuleId.XML_MALFORMED, "the document ends before its root element")
 
 
 class DocumentParser:
@@ -260,7 +260,7 @@ class DocumentParser:
             return
         self._size += len(chunk)
         if self._size > self._max_bytes:
-            self._fail("size-too-large", f"more than {self._max_bytes} bytes (decompressed)")
+            self._fail(RuleId.SIZE_TOO_LARGE, f"more than {self._max_bytes} bytes (decompressed)")
             return
         try:
             if self._xml is not None:
@@ -270,7 +270,7 @@ class DocumentParser:
             else:
                 self._feed_head(chunk, eof=False)
         except (etree.LxmlError, ValueError) as exc:
-            self._fail("xml-malformed", _syntax_message(exc))
+            self._fail(RuleId.XML_MALFORMED, _syntax_message(exc))
 
     def take_batch(self) -> tuple[list[Entry], Links | None]:
         """The entries read since the last ``take_batch()``, which ``close()`` will then not
@@ -298,7 +298,7 @@ class DocumentParser:
             elif self._failure is None and self._text_tail is not None:
                 self._text_line(self._text_tail)
         except (etree.LxmlError, ValueError) as exc:
-            self._fail("xml-malformed", _syntax_message(exc))
+            self._fail(RuleId.XML_MALFORMED, _syntax_message(exc))
         self._xml = None
         # Bound methods kept on self make a reference cycle: without these two lines the
         # parser, and with it every entry, would wait for the cycle collector (digest
@@ -309,10 +309,10 @@ class DocumentParser:
             self._result = ParsedDocument(kind=self._kind, failure=self._failure)
             return self._result
         if self._items > self._max_urls and self._kind != "sitemapindex":
-            self._issue("urls-too-many", f"{self._items} URLs; the limit is {self._max_urls}")
+            self._issue(RuleId.URLS_TOO_MANY, f"{self._items} URLs; the limit is {self._max_urls}")
         if len(self._children) > self._max_children:
             self._issue(
-                "index-too-many",
+                RuleId.INDEX_TOO_MANY,
                 f"{len(self._children)} sitemaps; the limit is {self._max_children}",
             )
         self._result = ParsedDocument(
@@ -353,13 +353,14 @@ class DocumentParser:
 
     def _missing_loc(self, element: str, loc: str = "loc") -> None:
         self._unkeyed += 1
-        self._entry_issue("loc-missing", f"a <{element}> without a <{loc}> (or with an empty one)")
+        self._entry_issue(RuleId.LOC_MISSING,
+                          f"a <{element}> without a <{loc}> (or with an empty one)")
 
     def _more_locs(self, element: str, first: str, others: list[str | None]) -> None:
         """``loc-multiple``: the first loc is read; every other one is named."""
         named = ", ".join(repr((text or "").strip()) for text in others)
         self._entry_issue(
-            "loc-multiple", f"a <{element}> with {len(others) + 1} <loc> elements: "
+            RuleId.LOC_MULTIPLE, f"a <{element}> with {len(others) + 1} <loc> elements: "
             f"{first!r} is read, not {named}", first)
 
     # -- format detection -----------------------------------------------------------------------
@@ -387,13 +388,13 @@ class DocumentParser:
         if kind is None:
             root = head.root.decode("utf-8", "replace")
             if root.lower() == "html":
-                self._fail("root-unknown", _HTML_PAGE.format("an <html> root element"))
+                self._fail(RuleId.ROOT_UNKNOWN, _HTML_PAGE.format("an <html> root element"))
             else:
-                self._fail("root-unknown", f"root element <{root}> is not a sitemap or a feed")
+                self._fail(RuleId.ROOT_UNKNOWN, f"root element <{root}> is not a sitemap or a feed")
             return
         self._kind = kind
         if head.encoding is not None:
-            self._issue("encoding-not-utf8", f"the document is encoded as {head.encoding}")
+            self._issue(RuleId.ENCODING_NOT_UTF8, f"the document is encoded as {head.encoding}")
         self._reader = self._read_urls if kind == "urlset" else self._read_items
         self._read_item = {"sitemapindex": self._sitemap, "rss": self._rss_item}.get(
             kind, self._atom_entry
@@ -440,7 +441,7 @@ class DocumentParser:
         namespace = tag[1 : tag.find("}")] if tag[:1] == "{" else None
         if namespace != SITEMAP_NS:
             found = "no namespace" if namespace is None else f"namespace {namespace!r}"
-            self._issue("namespace-wrong", f"root element has {found}, not {SITEMAP_NS!r}")
+            self._issue(RuleId.NAMESPACE_WRONG, f"root element has {found}, not {SITEMAP_NS!r}")
 
     # -- XML ----------------------------------------------------------------------------------
 
@@ -457,8 +458,8 @@ class DocumentParser:
             else:
                 self._unread += len(piece)
                 if self._unread > _ITEM_MAX:
-                    self._fail("size-too-large", f"more than {_ITEM_MAX} bytes without the end "
-                               "of a <url>, <sitemap> or feed item (an element that big is "
+                    self._fail(RuleId.SIZE_TOO_LARGE, f"more than {_ITEM_MAX} bytes without the "
+                               "end of a <url>, <sitemap> or feed item (an element that big is "
                                "refused)")
                     return
 
@@ -625,8 +626,8 @@ class DocumentParser:
         try:
             loc = line.decode("utf-8")
         except UnicodeDecodeError:
-            if not any(issue.rule == "encoding-not-utf8" for issue in self._issues):
-                self._issue("encoding-not-utf8", "a line of the text sitemap is not UTF-8")
+            if not any(issue.rule == RuleId.ENCODING_NOT_UTF8 for issue in self._issues):
+                self._issue(RuleId.ENCODING_NOT_UTF8, "a line of the text sitemap is not UTF-8")
             loc = line.decode("utf-8", "replace")
         self._items += 1
         # \x00-\x02 cannot occur in XML; out of text they would break stored entry sets.

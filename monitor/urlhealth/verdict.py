@@ -28,6 +28,7 @@ from monitor.core.model import (
     URL_STATES,
     Severity,
 )
+from monitor.core.rules import RuleId
 from monitor.robots.matcher import RobotsRules, robots_url
 from monitor.urlhealth import page as pages
 from monitor.urlhealth.notfound import says_not_found
@@ -91,12 +92,12 @@ class Verdict:
     loop: bool = False  # a redirect state that is a loop (or ran out of hops)
     # An info finding of a state without a rule of its own (model.URL_NOTES): why an ok page
     # is ok, such as canonicals that disagree and are ignored
-    note: str | None = None
+    note: RuleId | None = None
     # a canonicalized page whose canonical is not ok itself (``canonical_broken``)
     broken_canonical: bool = False
 
     @property
-    def rule(self) -> str | None:
+    def rule(self) -> RuleId | None:
         """The rule id of this state (``url-redirect-loop`` for a loop), else its note's, or
         None."""
         if self.loop:
@@ -108,12 +109,9 @@ class Verdict:
 
     @property
     def severity(self) -> Severity | None:
-        if self.loop:
-            return "error"
-        known = STATES.get(self.state)
-        if known is None:
-            return None if self.note is None else "info"
-        return known[1]
+        """The severity of ``rule`` (a note's is ``info``), or None."""
+        rule = self.rule
+        return None if rule is None else rule.severity
 
     @property
     def broken(self) -> bool:
