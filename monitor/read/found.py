@@ -54,23 +54,24 @@ class Found:
     def missing_loc(self, element: str, loc: str = "loc") -> None:
         """``loc-missing``: an item read without its key."""
         self.unkeyed += 1
-        self.entry_issue("loc-missing", f"a <{element}> without a <{loc}> (or with an empty one)")
+        self.entry_issue(RuleId.LOC_MISSING,
+                         f"a <{element}> without a <{loc}> (or with an empty one)")
 
     def more_locs(self, element: str, first: str, others: list[str | None]) -> None:
         """``loc-multiple``: the first loc is read; every other one is named."""
         named = ", ".join(repr((text or "").strip()) for text in others)
         self.entry_issue(
-            "loc-multiple", f"a <{element}> with {len(others) + 1} <loc> elements: "
+            RuleId.LOC_MULTIPLE, f"a <{element}> with {len(others) + 1} <loc> elements: "
             f"{first!r} is read, not {named}", first)
 
     def document(self, kind: DocumentKind | None, max_urls: int, max_children: int,
                  ) -> ParsedDocument:
         """The whole document read: its entries not yet taken, with the issues of its size."""
         if self.items > max_urls and kind != "sitemapindex":
-            self.issue("urls-too-many", f"{self.items} URLs; the limit is {max_urls}")
+            self.issue(RuleId.URLS_TOO_MANY, f"{self.items} URLs; the limit is {max_urls}")
         if len(self.children) > max_children:
             self.issue(
-                "index-too-many", f"{len(self.children)} sitemaps; the limit is {max_children}"
+                RuleId.INDEX_TOO_MANY, f"{len(self.children)} sitemaps; the limit is {max_children}"
             )
         return ParsedDocument(
             kind=kind,

@@ -10,6 +10,7 @@ from email.utils import parsedate_to_datetime
 from lxml import etree
 
 from monitor.core.model import DocumentKind, Entry
+from monitor.core.rules import RuleId
 from monitor.read.extjson import local
 from monitor.read.found import Found, drop_through, events
 
@@ -113,8 +114,8 @@ class TextLines:
         try:
             loc = line.decode("utf-8")
         except UnicodeDecodeError:
-            if not any(issue.rule == "encoding-not-utf8" for issue in found.issues):
-                found.issue("encoding-not-utf8", "a line of the text sitemap is not UTF-8")
+            if not any(issue.rule == RuleId.ENCODING_NOT_UTF8 for issue in found.issues):
+                found.issue(RuleId.ENCODING_NOT_UTF8, "a line of the text sitemap is not UTF-8")
             loc = line.decode("utf-8", "replace")
         found.items += 1
         # \x00-\x02 cannot occur in XML; out of text they would break stored entry sets.

@@ -78,7 +78,7 @@ class DocumentParser:
             return
         self._size += len(chunk)
         if self._size > self._max_bytes:
-            self._fail("size-too-large", f"more than {self._max_bytes} bytes (decompressed)")
+            self._fail(RuleId.SIZE_TOO_LARGE, f"more than {self._max_bytes} bytes (decompressed)")
             return
         try:
             if self._xml is not None:
@@ -88,7 +88,7 @@ class DocumentParser:
             else:
                 self._feed_head(chunk, eof=False)
         except (etree.LxmlError, ValueError) as exc:
-            self._fail("xml-malformed", _syntax_message(exc))
+            self._fail(RuleId.XML_MALFORMED, _syntax_message(exc))
 
     def take_batch(self) -> tuple[list[Entry], Links | None]:
         """The entries read since the last ``take_batch()``, which ``close()`` will then not
@@ -114,7 +114,7 @@ class DocumentParser:
             elif self._failure is None and self._text is not None:
                 self._text.close()
         except (etree.LxmlError, ValueError) as exc:
-            self._fail("xml-malformed", _syntax_message(exc))
+            self._fail(RuleId.XML_MALFORMED, _syntax_message(exc))
         self._xml = self._text = None
         if self._failure is not None:
             self._result = ParsedDocument(kind=self._kind, failure=self._failure)
@@ -155,7 +155,8 @@ class DocumentParser:
             self._text.feed(buf[head.start :])
             return
         if head.encoding is not None:
-            self._found.issue("encoding-not-utf8", f"the document is encoded as {head.encoding}")
+            self._found.issue(RuleId.ENCODING_NOT_UTF8,
+                              f"the document is encoded as {head.encoding}")
         self._xml, first = _open_xml(head, head.document, buf, self._found)
         self._reader = self._xml.reader
         self._feed_xml(first)
@@ -164,7 +165,7 @@ class DocumentParser:
         assert self._xml is not None
         refused = self._xml.feed(chunk)
         if refused is not None:
-            self._fail("size-too-large", refused)
+            self._fail(RuleId.SIZE_TOO_LARGE, refused)
 
 
 class _XmlStream:
@@ -207,7 +208,8 @@ class _XmlStream:
         namespace = tag[1 : tag.find("}")] if tag[:1] == "{" else None
         if namespace != SITEMAP_NS:
             found = "no namespace" if namespace is None else f"namespace {namespace!r}"
-            self._found.issue("namespace-wrong", f"root element has {found}, not {SITEMAP_NS!r}")
+            self._found.issue(RuleId.NAMESPACE_WRONG,
+                              f"root element has {found}, not {SITEMAP_NS!r}")
 
 
 def _open_xml(head: Head, kind: DocumentKind, buf: bytes, found: Found,

@@ -76,7 +76,7 @@ def sniff(buf: bytes, eof: bool) -> Head:
     capped = len(buf) - bom >= _PROLOG_MAX
     _scan_prolog(text, eof or capped, head)
     if capped and head.kind is None and head.failure is not None:
-        head.failure = ("xml-malformed", f"no root element in the first {_PROLOG_MAX} bytes")
+        head.failure = (RuleId.XML_MALFORMED, f"no root element in the first {_PROLOG_MAX} bytes")
     # Only ASCII whitespace precedes ``start``, so UTF-16 offsets are twice the scanned ones.
     head.start = bom + head.start * unit
     if codec:
@@ -89,7 +89,7 @@ def sniff(buf: bytes, eof: bool) -> Head:
     elif head.kind == "xml":
         head.document = _ROOTS.get(head.root)
         if head.document is None:
-            head.failure = ("root-unknown", _unknown_root(head.root))
+            head.failure = (RuleId.ROOT_UNKNOWN, _unknown_root(head.root))
     return head
 
 
@@ -123,11 +123,11 @@ def _declaration(s: bytes, i: int, eof: bool) -> tuple[RuleId, str] | None:
         if name.end() == len(s) and not eof:
             return None
         if name.group().lower() == b"html":  # a web page, not an attack
-            return ("root-unknown", _HTML_PAGE.format("<!DOCTYPE html>"))
-        return ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
+            return (RuleId.ROOT_UNKNOWN, _HTML_PAGE.format("<!DOCTYPE html>"))
+        return (RuleId.XML_DOCTYPE, "a DOCTYPE or entity declaration (refused)")
     if word.startswith(b"ENTITY"):
-        return ("xml-doctype", "a DOCTYPE or entity declaration (refused)")
-    return ("xml-malformed", "markup declaration before the root element")
+        return (RuleId.XML_DOCTYPE, "a DOCTYPE or entity declaration (refused)")
+    return (RuleId.XML_MALFORMED, "markup declaration before the root element")
 
 
 def _scan_prolog(s: bytes, eof: bool, head: Head) -> None:
@@ -136,7 +136,7 @@ def _scan_prolog(s: bytes, eof: bool, head: Head) -> None:
     i = _skip_ws(s, 0)
     if i == n:
         if eof:
-            head.failure = ("xml-malformed", "the document is empty")
+            head.failure = (RuleId.XML_MALFORMED, "the document is empty")
         return
     head.start = i
     if s[i] != 0x3C:  # not "<": a text sitemap starts with an absolute URL
@@ -144,14 +144,14 @@ def _scan_prolog(s: bytes, eof: bool, head: Head) -> None:
         if word.startswith((b"http://", b"https://")):
             head.kind = "text"
         elif eof or n - i >= 8 or not (b"https://".startswith(word) or b"http://".startswith(word)):
-            head.failure = ("root-unknown", "neither XML nor a text sitemap (one URL a line)")
+            head.failure = (RuleId.ROOT_UNKNOWN, "neither XML nor a text sitemap (one URL a line)")
         return
     first = True
     while True:
         if i == n or (n - i < 9 and not eof):
             break  # every decision below needs up to 9 bytes
         if s[i] != 0x3C:
-            head.failure = ("xml-malformed", "text before the root element")
+            head.failure = (RuleId.XML_MALFORMED, "text before the root element")
             return
         if s.startswith(b"<?", i):
             j = s.find(b"?>", i + 2)
@@ -179,7 +179,7 @@ def _scan_prolog(s: bytes, eof: bool, head: Head) -> None:
             if end == n:
                 break  # the name may go on in the next chunk
             if end == i + 1:
-                head.failure = ("xml-malformed", "a '<' without an element name")
+                head.failure = (RuleId.XML_MALFORMED, "a '<' without an element name")
                 return
             head.kind, head.root = "xml", s[i + 1 : end].rpartition(b":")[2]
             _sitemap_xmlns(s, end, head)
@@ -187,4 +187,4 @@ def _scan_prolog(s: bytes, eof: bool, head: Head) -> None:
         first = False
         i = _skip_ws(s, i)
     if eof:
-        head.failure = ("xml-malformed", "the document ends before its root element")
+        head.failure = (RuleId.XML_MALFORMED, "the document ends before its root element")
