@@ -120,3 +120,41 @@ def test_positional_members_extended_a_batch_at_a_time_pack_as_one_at_a_time(
         position += 2 * n
     assert packs_many == packs_one
     assert many.finish() == one.finish()
+
+
+locs = st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",),
+                                               blacklist_characters="\x00"), max_size=12),
+                max_size=30)
+
+
+@given(locs, st.text(max_size=4))
+def test_a_search_of_the_locs_text_finds_the_locs_a_search_of_each_finds(
+    listed: list[str], q: str,
+) -> None:
+    """One search of the joined text (case aside, as a search lowers it) holds to a search of
+    each loc: no hit across two locs, a loc with two hits once, a ``\\x00`` never found."""
+    q = q.lower()
+    expected = [i for i, loc in enumerate(listed) if q and q in loc.lower()]
+    assert changepacks.holding("\x00".join(listed), q) == expected
+
+
+@given(members, st.sets(st.integers(0, 60_000), max_size=40), st.booleans())
+def test_the_members_at_positions_are_those_unpack_gives(
+    found: list[changepacks.Member], wanted: set[int], of_the_pack: bool,
+) -> None:
+    if of_the_pack:
+        wanted |= {position for position, _ in found[::3]}
+    data = changepacks.pack(found)
+    expected = {j: m for j, m in enumerate(changepacks.unpack(data)) if m[0] in wanted}
+    assert changepacks.at_positions(data, wanted) == expected
+
+
+@given(st.integers(0, 60_000), st.integers(1, 300),
+       st.sets(st.integers(0, 61_000), max_size=40))
+def test_the_members_of_a_run_at_positions_are_found_without_unpacking(
+    first: int, n: int, wanted: set[int],
+) -> None:
+    data = changepacks.pack([(p, None) for p in range(first, first + n)])
+    wanted |= {first, first + n - 1, first + n, first - 1}
+    expected = {p - first: (p, None) for p in wanted if first <= p < first + n}
+    assert changepacks.at_positions(data, wanted) == expected

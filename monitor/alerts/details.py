@@ -17,6 +17,7 @@ from typing import Any
 from monitor.alerts.payload import iso, target_link
 from monitor.config import Rule
 from monitor.core.model import CheckResult
+from monitor.core.rules import RuleId
 from monitor.robots import diff as robotsdiff
 
 __all__ = ["check_links", "documents", "dropped_text", "issues", "news_links", "removal_links",
@@ -53,7 +54,7 @@ def check_links(base: str | None, target: str, rule: Rule, snapshot_id: int | No
     if rule.when == "issues":
         return _both(base, target, "issues", {"rule": ",".join(rule.rule or []), "at": at})
     if rule.when == "partial":
-        return _both(base, target, "issues", {"rule": "child-fetch-failed", "at": at})
+        return _both(base, target, "issues", {"rule": RuleId.CHILD_FETCH_FAILED, "at": at})
     if rule.when in ("check_failed", "recovered"):
         return _both(base, target, "snapshots", {})
     if rule.when == "url_count_below":
@@ -89,7 +90,7 @@ def removal_links(base: str | None, target: str, reasons: Sequence[str],
 def issues(rule: Rule, result: CheckResult, limit: int) -> list[dict[str, Any]]:
     """The issues this check found of an ``issues`` rule's globs (or of ``partial``'s
     ``child-fetch-failed``): rule, the URL or document it is about and its message."""
-    globs = rule.rule or ["child-fetch-failed"]
+    globs = rule.rule or [RuleId.CHILD_FETCH_FAILED]
     found = [i for i in result.issues if any(fnmatchcase(i.rule, g) for g in globs)]
     return [{"rule": i.rule, "loc": i.loc, "document": i.document, "message": i.message}
             for i in found[:limit]]

@@ -15,6 +15,7 @@ from monitor.check.tally import INDEX_KINDS, Gone, Recorded
 from monitor.codec import entryset, fingerprints
 from monitor.codec.states import StoredSet
 from monitor.core.model import EntryState
+from monitor.core.rules import RuleId
 from monitor.read import digest as digesting
 from monitor.read.digest import Digest, Job
 from monitor.robots.matcher import robots_url
@@ -22,7 +23,7 @@ from monitor.robots.sitemaps import parse_robots
 
 __all__ = ["Entries"]
 
-_OUT_OF_SCOPE = "loc-out-of-scope"
+_OUT_OF_SCOPE = RuleId.LOC_OUT_OF_SCOPE
 
 
 class Entries:
@@ -75,7 +76,7 @@ class Entries:
     async def _dedupe(self, found: Digest, job: Job) -> None:
         """Drop locs that an earlier document of this check listed (``loc-duplicate``)."""
         await self._dedupe_unchanged(found, job)
-        if found.hashes is None:  # digested without its fingerprints (see Walk.digest)
+        if found.hashes is None:  # digested without its fingerprints (see check.fetching)
             # Its locs: a version stored as a delta alone lists its base's
             listed = found.data if found.data is not None else digesting.base_value(job)
             if not self.seen:

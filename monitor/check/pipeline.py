@@ -36,6 +36,7 @@ from monitor.check.walk import Walk
 from monitor.codec.states import DocumentState
 from monitor.config import Alerts, Target
 from monitor.core.model import CheckResult, DocumentResult, Issue, utcnow
+from monitor.core.rules import RuleId
 from monitor.indexnow import submissions
 from monitor.net.addresses import is_private_target
 from monitor.read.fetch import Fetcher
@@ -141,8 +142,8 @@ class _Check:
     async def _walk(self, ctx: Context) -> tuple[Entries, robots_watch.Watched]:
         ctx.allow_private = ctx.allow_private or await is_private_target(self.target.url)
         walk = Walk(ctx)
-        await walk.run()
-        watched = await robots_watch.watch(ctx, walk.root_robots)
+        root_robots = await walk.run()
+        watched = await robots_watch.watch(ctx, root_robots)
         ctx.tally.take(watched.found)
         return walk.entries, watched
 
@@ -250,7 +251,7 @@ def _result(ctx: Context, current_docs: dict[str, DocumentState], issue_counts: 
         changes_truncated=sum(counts.values()) > len(tally.changes.kept),
         urls=sum(d.urls for d in current_docs.values()),
         invalid=sum(d.invalid for d in current_docs.values()),
-        duplicates=issue_counts["loc-duplicate"], issue_counts=dict(issue_counts),
+        duplicates=issue_counts[RuleId.LOC_DUPLICATE], issue_counts=dict(issue_counts),
         dropped_documents={url: ctx.state.documents[url].urls for url in dropped
                            if url in ctx.state.documents},
         lastmod_compared=tally.lastmods_compared if compared else None,

@@ -25,7 +25,7 @@ from monitor.store import checkreads
 
 __all__ = ["NOT_RECIPROCAL", "mark_unanswered"]
 
-NOT_RECIPROCAL: RuleId = "hreflang-not-reciprocal"
+NOT_RECIPROCAL: RuleId = RuleId.HREFLANG_NOT_RECIPROCAL
 
 
 async def mark_unanswered(ctx: Context, dropped: list[str]) -> list[Marked]:

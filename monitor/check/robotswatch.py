@@ -74,12 +74,12 @@ async def watch(ctx: Context, root_robots: robots.Answer | None) -> Watched:
         found = robots.judge(url, previous, got, sitemaps=sitemaps, listed=(
             [root] if not ctx.target.site and url == root_robots_url else []))
         issues.extend(found.issues)
-        in_force[url] = RobotsRules(found.text)
+        in_force[url] = found.rules
         if found.store:
             new.add(url)
         rows.append(found.as_json(with_text=found.changed))
         if ctx.robots_cache is not None and found.outcome != "unreachable":
-            ctx.robots_cache.offer(url, found.text, ctx.started)
+            ctx.robots_cache.offer(url, found.text, ctx.started, rules=found.rules)
         # new validators to keep (an answer without any, a 304 of the root, keeps the old)
         moved = (got.etag or got.last_modified) is not None and (
             (got.etag, got.last_modified) != (stored.get(url) or (None,) * 3)[1:])

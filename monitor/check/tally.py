@@ -27,6 +27,7 @@ from monitor.core.model import (
     EntryState,
     Issue,
 )
+from monitor.core.rules import RuleId
 
 __all__ = [
     "INDEX_KINDS",
@@ -44,6 +45,7 @@ __all__ = [
     "Wire",
     "document_state",
     "failure",
+    "one_issue",
     "touched",
 ]
 
@@ -106,7 +108,7 @@ class Gone:
 
 @dataclass(frozen=True, slots=True)
 class DocumentOutcome:
-    """What one document gave the check, in its listed turn (``monitor.check.walk``)."""
+    """What one document gave the check, in its listed turn (``monitor.check.turn``)."""
 
     result: DocumentResult
     found: Sequence[Found] = ()  # in the order they were found
@@ -289,8 +291,14 @@ def failure(doc: DocumentResult, kind: str, message: str, status: int | None, *,
     result = replace(doc, outcome="failed", error=message, http_status=status or doc.http_status)
     if root:
         return DocumentOutcome(result, found, failed=True, root_failure=(kind, message))
-    child = Issue("child-fetch-failed", message, loc=doc.url, document=doc.parent)
+    child = Issue(RuleId.CHILD_FETCH_FAILED, message, loc=doc.url, document=doc.parent)
     return DocumentOutcome(result, (*found, Found((child,))), failed=True)
+
+
+def one_issue(rule: RuleId, message: str, document: str | None, loc: str | None = None,
+              ) -> Found:
+    """One issue of the check, counted (not a document's own)."""
+    return Found((Issue(rule, message, loc=loc, document=document),))
 
 
 def touched(previous: DocumentState, doc: DocumentResult) -> Touched:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from monitor.core.model import Change, EntryState, Issue, addition_kind, change_kind
+from monitor.core.rules import RuleId
 from monitor.read import validate
 
 __all__ = ["CHURN_MIN", "CHURN_PERCENT", "Moves", "churn_issue", "churning", "settle_moves"]
@@ -73,7 +74,7 @@ def churn_issue(previous: tuple[int, int] | None, now: tuple[int, int],
     examples = [c.loc for c in changes if c.kind == "changed"
                 and c.before is not None and c.after is not None
                 and c.before.lastmod != c.after.lastmod][:CHURN_EXAMPLES]
-    return Issue("lastmod-churn", (
+    return Issue(RuleId.LASTMOD_CHURN, (
         f"{_share(*now)} changed their lastmod on this re-check, {_share(*previous)} on "
         "the one before: a lastmod that changes at every check (the time of the request, "
         "say) is one search engines learn to ignore"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from monitor.config import Config
 from monitor.core.errors import ConfigError, FetchError
 from monitor.core.model import CheckResult, DocumentResult, Entry, Issue
-from monitor.core.rules import rule_id
+from monitor.core.rules import RuleId, rule_id
 
 if TYPE_CHECKING:  # the reading modules are imported by the command that uses them
     from monitor.read.digest import Digest
@@ -61,7 +61,7 @@ def validate_file(path: Path, cfg: Config) -> CheckResult:
               *filter(None, (validate.child_issue(c, url) for c in found.children)),
               *found.entry_issues, *_not_reciprocal(found, url)]
     # one file, not a target of several documents
-    issues = [replace(i, message=IN_THIS_FILE) if i.rule == "loc-duplicate" else i
+    issues = [replace(i, message=IN_THIS_FILE) if i.rule == RuleId.LOC_DUPLICATE else i
               for i in issues]
     doc = DocumentResult(url=url, outcome="ok", kind=found.kind, bytes=size, urls=found.urls,
                          invalid=found.invalid, duplicates=found.duplicates)
@@ -90,5 +90,5 @@ def _not_reciprocal(found: Digest, url: str) -> list[Issue]:
     locs, exts = columns.locs(), columns.column(4)
     held = alternates.Alternates()
     held.add(url, locs, exts)
-    return [validate.issue("hreflang-not-reciprocal", Entry(locs[i], extensions=exts[i]), url)
+    return [validate.issue(RuleId.HREFLANG_NOT_RECIPROCAL, Entry(locs[i], extensions=exts[i]), url)
             for i in sorted(held.unanswered().get(url, ()))]

@@ -22,49 +22,48 @@ CheckOutcome = Literal["ok", "unchanged", "partial", "failed", "error"]
 CHANGE_KINDS: tuple[ChangeKind, ...] = ("added", "removed", "changed", "invalid")
 CHECK_OUTCOMES: tuple[CheckOutcome, ...] = ("ok", "unchanged", "partial", "failed", "error")
 
-# The states of a listed URL, each with its rule id and severity (ok and unknown have
+# The states of a listed URL, each with its rule and that rule's severity (ok and unknown have
 # none); a redirect that loops is the rule ``url-redirect-loop``.
-URL_STATES: dict[str, tuple[str, Severity] | None] = {
-    state: None if rule is None else (rule, TABLE[rule].severity)
+URL_STATES: dict[str, tuple[RuleId, Severity] | None] = {
+    state: None if rule is None else (rule, rule.severity)
     for state, rule in (
         ("ok", None),
-        ("redirect", "url-redirect"),
-        ("not-found", "url-not-found"),
-        ("gone", "url-gone"),
+        ("redirect", RuleId.URL_REDIRECT),
+        ("not-found", RuleId.URL_NOT_FOUND),
+        ("gone", RuleId.URL_GONE),
         # Google treats every 4xx but 429 as "the content does not exist"
-        ("forbidden", "url-forbidden"),
-        ("client-error", "url-client-error"),
-        ("server-error", "url-server-error"),
-        ("noindex", "url-noindex"),
-        ("canonicalized", "url-canonicalized"),
-        ("soft-404", "url-soft-404"),
-        ("disallowed", "url-disallowed"),
+        ("forbidden", RuleId.URL_FORBIDDEN),
+        ("client-error", RuleId.URL_CLIENT_ERROR),
+        ("server-error", RuleId.URL_SERVER_ERROR),
+        ("noindex", RuleId.URL_NOINDEX),
+        ("canonicalized", RuleId.URL_CANONICALIZED),
+        ("soft-404", RuleId.URL_SOFT_404),
+        ("disallowed", RuleId.URL_DISALLOWED),
         ("unknown", None),
     )
 }
 # "Broken" pages are those in an error state: a redirect or a canonical elsewhere is a warning.
 BROKEN_STATES: tuple[str, ...] = tuple(
     state for state, rule in URL_STATES.items() if rule is not None and rule[1] == "error")
-URL_REDIRECT_LOOP = "url-redirect-loop"
+URL_REDIRECT_LOOP = RuleId.URL_REDIRECT_LOOP
 # A canonicalized page whose canonical target is not ok itself (a warning, like the state).
-URL_CANONICAL_BROKEN = "url-canonical-broken"
+URL_CANONICAL_BROKEN = RuleId.URL_CANONICAL_BROKEN
 # The info findings a URL's state may carry as its rule (an ok page whose canonicals disagree):
 # never broken, never a health change.
-URL_CANONICAL_CONFLICT = "url-canonical-conflict"
-URL_NOTES: tuple[str, ...] = (URL_CANONICAL_CONFLICT,)
-URL_RULES: tuple[str, ...] = tuple(
-    [rule[0] for rule in URL_STATES.values() if rule is not None] + [URL_REDIRECT_LOOP,
-                                                                     URL_CANONICAL_BROKEN,
-                                                                     *URL_NOTES])
+URL_CANONICAL_CONFLICT = RuleId.URL_CANONICAL_CONFLICT
+URL_NOTES: tuple[RuleId, ...] = (URL_CANONICAL_CONFLICT,)
+URL_RULES: tuple[RuleId, ...] = (
+    *(rule[0] for rule in URL_STATES.values() if rule is not None), URL_REDIRECT_LOOP,
+    URL_CANONICAL_BROKEN, *URL_NOTES)
 # What became of a removed URL, once checked.
 REMOVAL_REASONS = ("moved", "gone", "live", "unknown")
 
 # Every rule id with its default severity (docs/rules.md). Stable: used in JSON, metrics, alerts.
 RULES: dict[str, Severity] = {
-    rule.id: rule.severity for rule in TABLE.values() if not rule.id.startswith("url-")}
+    rule: rule.severity for rule in RuleId if not rule.startswith("url-")}
 # The rules that make an entry invalid: its loc is unusable to a crawler . Any
 # other issue leaves the entry a URL, counted in ``urls``: search engines still crawl it.
-UNUSABLE_LOC = frozenset({"loc-missing", "loc-not-absolute", "loc-too-long"})
+UNUSABLE_LOC = frozenset({RuleId.LOC_MISSING, RuleId.LOC_NOT_ABSOLUTE, RuleId.LOC_TOO_LONG})
 MAX_LOC_LENGTH = 2048  # sitemaps.org: "less than 2,048 characters"
 # An escape spelled with a lower-case hex digit: the same byte as its upper-case spelling
 # (RFC 3986 6.2.2.1), so the same page.
@@ -111,17 +110,17 @@ def addition_kind(is_valid: bool) -> ChangeKind:
     return "added" if is_valid else "invalid"
 
 
-def invalid_rule(loc: str) -> str:
+def invalid_rule(loc: str) -> RuleId:
     """The rule that made an entry with this loc invalid (an ``invalid`` change is about it):
     a loc too long is that first, as validation lists it."""
-    return "loc-too-long" if len(loc) >= MAX_LOC_LENGTH else "loc-not-absolute"
+    return RuleId.LOC_TOO_LONG if len(loc) >= MAX_LOC_LENGTH else RuleId.LOC_NOT_ABSOLUTE
 
 
 # The rule ids a recorded change can be about (``changes.rule``): an entry that became invalid,
 # a URL whose health moved to a broken state (the pages filter changes by them).
-CHANGE_RULES: tuple[str, ...] = (
-    "loc-not-absolute", "loc-too-long", *(r for r in URL_RULES if r not in URL_NOTES),
-    "robots-changed")
+CHANGE_RULES: tuple[RuleId, ...] = (
+    RuleId.LOC_NOT_ABSOLUTE, RuleId.LOC_TOO_LONG, *(r for r in URL_RULES if r not in URL_NOTES),
+    RuleId.ROBOTS_CHANGED)
 # Changes that are not about the URL set, which a diff compares: the URL checks' health
 # transitions and the new versions of a host's robots.txt.
 OTHER_CHANGE_KINDS = ("health", "robots")

@@ -50,7 +50,7 @@ __all__ = [
 MAX_URLS = 10_000  # the protocol's limit per request
 KEY_TTL = 86400.0  # a key file that answered is fetched again daily
 KEY_RETRY = 900.0  # one that did not, at most every 15 minutes, so a fix is seen soon
-KEY_RULE: RuleId = "indexnow-key-missing"
+KEY_RULE: RuleId = RuleId.INDEXNOW_KEY_MISSING
 MAX_AGE = 3 * 86400.0  # a submission not delivered by then is dropped (and counted)
 KEEP = 30 * 86400.0  # delivered and failed submissions are kept this long
 # The outcomes of ``sitemap_monitor_indexnow_urls_total``, counted in URLs.

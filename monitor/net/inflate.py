@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Iterator
 
 from monitor.core.errors import FetchError
+from monitor.core.rules import RuleId
 
 __all__ = ["CHUNK_SIZE", "Body", "Inflate", "layers", "read_file"]
 
@@ -37,7 +38,7 @@ class Inflate:
         self._done = False  # trailing bytes after the (last) member are ignored, like gzip(1)
 
     def _error(self, reason: str) -> FetchError:
-        kind = "decode" if self._mode == "deflate" else "gzip-invalid"
+        kind = "decode" if self._mode == "deflate" else RuleId.GZIP_INVALID
         return FetchError(kind, f"cannot decompress {self._url}: {reason}", permanent=True)
 
     def _start(self, head: bytes) -> None:
@@ -170,7 +171,7 @@ class Body:
 
 def _too_large(url: str, max_bytes: int) -> FetchError:
     return FetchError(
-        "size-too-large", f"{url} is larger than max_bytes ({max_bytes} bytes, decompressed)",
+        RuleId.SIZE_TOO_LARGE, f"{url} is larger than max_bytes ({max_bytes} bytes, decompressed)",
         permanent=True,
     )
 

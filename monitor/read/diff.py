@@ -40,8 +40,8 @@ from monitor.core.rules import RuleId
 __all__ = ["INVALID", "REGRESSED", "Lastmods", "apply", "count", "diff", "diff_stored",
            "lastmod_earlier", "lastmods_earlier"]
 
-REGRESSED: RuleId = "lastmod-regressed"  # the rule id of a lastmod that went back
-INVALID: RuleId = "lastmod-invalid"  # the rule id of a lastmod that is no W3C Datetime
+REGRESSED: RuleId = RuleId.LASTMOD_REGRESSED  # the rule id of a lastmod that went back
+INVALID: RuleId = RuleId.LASTMOD_INVALID  # the rule id of a lastmod that is no W3C Datetime
 
 
 def diff(previous: Mapping[str, EntryState], current: Mapping[str, EntryState]) -> list[Change]:

@@ -31,6 +31,7 @@ from monitor.core.model import (
     entry_state,
     page,
 )
+from monitor.core.rules import RuleId
 from monitor.read import alternates, extensions, parse, reread, validate
 from monitor.read import diff as diffing
 
@@ -354,7 +355,7 @@ def _finish(result: Digest, checked: validate.ValidatedDocument, unkeyed_invalid
     result.duplicates = checked.duplicates
     if checked.duplicates:
         result.duplicate_locs = [i.loc for i in checked.issues
-                                 if i.rule == "loc-duplicate" and i.loc is not None]
+                                 if i.rule == RuleId.LOC_DUPLICATE and i.loc is not None]
     columns = _fill(result, checked.entries, checked.rules, checked.invalid + unkeyed_invalid,
                     job, stored)
     checked.entries, checked.rules = {}, {}  # the states go before their columns are compressed
@@ -429,10 +430,11 @@ def _extension_data(result: Digest, columns: entryset.Columns, url: str,
 
 def _news(result: Digest, news: int, url: str) -> None:
     """``news-too-many``, unless the parse found it already."""
-    if news > extensions.MAX_NEWS and not any(i.rule == "news-too-many" for i in result.issues):
-        result.issues.append(Issue("news-too-many", f"{news} news:news tags; the limit "
+    if news > extensions.MAX_NEWS and not any(
+            i.rule == RuleId.NEWS_TOO_MANY for i in result.issues):
+        result.issues.append(Issue(RuleId.NEWS_TOO_MANY, f"{news} news:news tags; the limit "
                                    f"is {extensions.MAX_NEWS} a document", document=url))
-        result.counts["news-too-many"] += 1
+        result.counts[RuleId.NEWS_TOO_MANY] += 1
 
 
 def _clean_additions(locs: list[str], fields: tuple[list[str | None], ...]) -> Iterator[Change]:
@@ -547,16 +549,16 @@ def drop_duplicates(result: Digest, duplicates: Collection[str], job: Job) -> No
             result.counts[rule] -= 1
         result.invalid -= not state.valid  # a duplicate now, as within a document
         result.duplicates += 1
-        result.counts["loc-duplicate"] += 1
+        result.counts[RuleId.LOC_DUPLICATE] += 1
         if len(result.entry_issues) < job.examples:
             result.entry_issues.append(Issue(
-                "loc-duplicate", "loc is listed more than once in this target", loc=loc,
+                RuleId.LOC_DUPLICATE, "loc is listed more than once in this target", loc=loc,
                 document=job.url,
             ))
     result.counts = +result.counts
     # A duplicate is not validated further: its other issues go (as within a document).
     result.entry_issues = [
-        i for i in result.entry_issues if i.loc not in dropped or i.rule == "loc-duplicate"
+        i for i in result.entry_issues if i.loc not in dropped or i.rule == RuleId.LOC_DUPLICATE
     ]
     # The check has fingerprints of this document's locs (it found their duplicates): it needs
     # those of the locs that stay.

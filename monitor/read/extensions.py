@@ -32,11 +32,29 @@ from monitor.read.langcodes import LANGUAGES, REGIONS, SCRIPTS
 __all__ = ["ENTRY_RULES", "Checker", "batch_ok", "message", "news_count", "news_language_ok"]
 
 ENTRY_RULES: tuple[RuleId, ...] = (
-    "news-too-old", "news-missing-field", "news-field-invalid", "video-missing-field",
-    "video-description-too-long", "video-field-invalid", "video-expired",
-    "image-too-many", "image-missing-loc", "extension-deprecated",
-    "hreflang-invalid-code", "hreflang-relative", "hreflang-incomplete",
-    "hreflang-no-self", "hreflang-conflict")
+    RuleId.NEWS_TOO_OLD, RuleId.NEWS_MISSING_FIELD, RuleId.NEWS_FIELD_INVALID,
+    RuleId.VIDEO_MISSING_FIELD, RuleId.VIDEO_DESCRIPTION_TOO_LONG, RuleId.VIDEO_FIELD_INVALID,
+    RuleId.VIDEO_EXPIRED, RuleId.IMAGE_TOO_MANY, RuleId.IMAGE_MISSING_LOC,
+    RuleId.EXTENSION_DEPRECATED, RuleId.HREFLANG_INVALID_CODE, RuleId.HREFLANG_RELATIVE,
+    RuleId.HREFLANG_INCOMPLETE, RuleId.HREFLANG_NO_SELF, RuleId.HREFLANG_CONFLICT)
+# The rules named once an entry or an issue, bound here: a member read off RuleId costs a
+# metaclass __getattr__ on Python 3.11 (monitor.core.rules), a module global does not.
+_NEWS_TOO_OLD = RuleId.NEWS_TOO_OLD
+_NEWS_MISSING_FIELD = RuleId.NEWS_MISSING_FIELD
+_NEWS_FIELD_INVALID = RuleId.NEWS_FIELD_INVALID
+_VIDEO_MISSING_FIELD = RuleId.VIDEO_MISSING_FIELD
+_VIDEO_DESCRIPTION_TOO_LONG = RuleId.VIDEO_DESCRIPTION_TOO_LONG
+_VIDEO_FIELD_INVALID = RuleId.VIDEO_FIELD_INVALID
+_VIDEO_EXPIRED = RuleId.VIDEO_EXPIRED
+_IMAGE_TOO_MANY = RuleId.IMAGE_TOO_MANY
+_IMAGE_MISSING_LOC = RuleId.IMAGE_MISSING_LOC
+_EXTENSION_DEPRECATED = RuleId.EXTENSION_DEPRECATED
+_HREFLANG_INVALID_CODE = RuleId.HREFLANG_INVALID_CODE
+_HREFLANG_RELATIVE = RuleId.HREFLANG_RELATIVE
+_HREFLANG_INCOMPLETE = RuleId.HREFLANG_INCOMPLETE
+_HREFLANG_NO_SELF = RuleId.HREFLANG_NO_SELF
+_HREFLANG_CONFLICT = RuleId.HREFLANG_CONFLICT
+_HREFLANG_NOT_RECIPROCAL = RuleId.HREFLANG_NOT_RECIPROCAL
 MAX_IMAGES = 1000  # per URL (Google's image sitemaps)
 MAX_NEWS = 1000  # news:news tags per document (Google's news sitemaps)
 MAX_DESCRIPTION = 2048  # characters of a video:description
@@ -157,50 +175,50 @@ class Checker:
         relative = False
         for href, code in pairs:
             if not href or not code:
-                found.add("hreflang-incomplete")
+                found.add(_HREFLANG_INCOMPLETE)
                 continue
             if not _absolute(href):
                 relative = True
                 continue
             if not self.code_ok(code):
-                found.add("hreflang-invalid-code")
+                found.add(_HREFLANG_INVALID_CODE)
             key = code.lower()
             if by_code.setdefault(key, href) != href:
-                found.add("hreflang-conflict")
+                found.add(_HREFLANG_CONFLICT)
         if relative:
             # Ignored, as Google ignores it: it may well have meant this URL itself, so its
             # absence among the rest is not called hreflang-no-self.
-            found.add("hreflang-relative")
+            found.add(_HREFLANG_RELATIVE)
         elif pairs and '{"href":' + _json_string(loc) + "," not in text:
-            found.add("hreflang-no-self")
+            found.add(_HREFLANG_NO_SELF)
 
     def _others(self, loc: str, data: dict[str, Any], found: set[RuleId]) -> None:
         images = data.get("image") or []
         if len(images) > MAX_IMAGES:
-            found.add("image-too-many")
+            found.add(_IMAGE_TOO_MANY)
         if _images_without_loc(images):
-            found.add("image-missing-loc")
+            found.add(_IMAGE_MISSING_LOC)
         if _deprecated(data):
-            found.add("extension-deprecated")
+            found.add(_EXTENSION_DEPRECATED)
         for video in data.get("video") or []:
             if _video_missing(video):
-                found.add("video-missing-field")
+                found.add(_VIDEO_MISSING_FIELD)
             if len(_text(video, "description")) > MAX_DESCRIPTION:
-                found.add("video-description-too-long")
+                found.add(_VIDEO_DESCRIPTION_TOO_LONG)
             if _video_invalid(loc, video):
-                found.add("video-field-invalid")
+                found.add(_VIDEO_FIELD_INVALID)
             expires = _moment(_text(video, "expiration_date"))
             if expires is not None and expires < self._now:
-                found.add("video-expired")
+                found.add(_VIDEO_EXPIRED)
         items = data.get("news") or []
         if _news_invalid(items):
-            found.add("news-field-invalid")
+            found.add(_NEWS_FIELD_INVALID)
         for news in items:
             published = _moment(_text(news, "publication_date"))
             if _news_missing(news) or published is None:
-                found.add("news-missing-field")
+                found.add(_NEWS_MISSING_FIELD)
             elif self._now - published > NEWS_AGE:
-                found.add("news-too-old")
+                found.add(_NEWS_TOO_OLD)
 
 
 _json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False)
@@ -396,55 +414,55 @@ def _deprecated(data: dict[str, Any]) -> list[str]:
 def message(rule: str, loc: str, ext: str | None) -> str:
     """The message of an entry's extension rule, made from the entry's own data."""
     data: dict[str, Any] = json.loads(ext) if ext else {}
-    if rule == "news-too-old":
+    if rule == _NEWS_TOO_OLD:
         return f"news published more than {NEWS_AGE.days} days before the check"
-    if rule == "news-missing-field":
+    if rule == _NEWS_MISSING_FIELD:
         missing = sorted({name for news in data.get("news") or [] for name in (
             _news_missing(news) or (["publication_date (not a W3C Datetime)"]
                                     if _moment(_text(news, "publication_date")) is None
                                     else []))})
         return "news lacks " + ", ".join(missing or ["a required field"])
-    if rule == "video-missing-field":
+    if rule == _VIDEO_MISSING_FIELD:
         missing = sorted({n for video in data.get("video") or [] for n in _video_missing(video)})
         return "video lacks " + ", ".join(missing or ["a required field"])
-    if rule == "video-description-too-long":
+    if rule == _VIDEO_DESCRIPTION_TOO_LONG:
         return f"video:description over {MAX_DESCRIPTION} characters"
-    if rule == "video-field-invalid":
+    if rule == _VIDEO_FIELD_INVALID:
         wrong = [w for video in data.get("video") or [] for w in _video_invalid(loc, video)]
         return "video " + "; ".join(dict.fromkeys(wrong or ["has a field out of bounds"]))
-    if rule == "news-field-invalid":
+    if rule == _NEWS_FIELD_INVALID:
         wrong = _news_invalid(data.get("news") or [])
         return "; ".join(wrong or ["news is not as Google reads it"])
-    if rule == "image-missing-loc":
+    if rule == _IMAGE_MISSING_LOC:
         count = _images_without_loc(data.get("image") or [])
         return f"{count} image:image without an image:loc (Google requires it)"
-    if rule == "video-expired":
+    if rule == _VIDEO_EXPIRED:
         dates = sorted({_text(v, "expiration_date") for v in data.get("video") or []
                         if _text(v, "expiration_date")})
         return (f"video:expiration_date {', '.join(dates)} has passed: Google no longer shows "
                 "the video")
-    if rule == "image-too-many":
+    if rule == _IMAGE_TOO_MANY:
         return f"{len(data.get('image') or [])} images; the limit is {MAX_IMAGES} a URL"
-    if rule == "extension-deprecated":
+    if rule == _EXTENSION_DEPRECATED:
         return ("tags Google retired in 2022 (ignored since): "
                 + ", ".join(_deprecated(data) or ["?"]))
-    if rule == "hreflang-invalid-code":
+    if rule == _HREFLANG_INVALID_CODE:
         bad = sorted({code for href, code in pairs_of(data)
                       if code and href and _absolute(href) and not _code_ok(code)})
         return ("hreflang " + ", ".join(map(repr, bad)) + " is not an ISO 639-1 language with"
                 " an optional ISO 15924 script and ISO 3166-1 alpha-2 region, nor x-default")
-    if rule == "hreflang-relative":
+    if rule == _HREFLANG_RELATIVE:
         bad = sorted({href for href, code in pairs_of(data) if href and code
                       and not _absolute(href)})
         return ("alternate href " + ", ".join(map(repr, bad)) + " is not a full URL"
                 " (search engines ignore it)")
-    if rule == "hreflang-incomplete":
+    if rule == _HREFLANG_INCOMPLETE:
         return "an alternate without href or hreflang (search engines drop it)"
-    if rule == "hreflang-no-self":
+    if rule == _HREFLANG_NO_SELF:
         return "the alternates do not include this URL itself"
-    if rule == "hreflang-conflict":
+    if rule == _HREFLANG_CONFLICT:
         return "one hreflang value names two different URLs"
-    if rule == "hreflang-not-reciprocal":
+    if rule == _HREFLANG_NOT_RECIPROCAL:
         return "an alternate listed in this target does not name this URL back"
     raise KeyError(rule)
 

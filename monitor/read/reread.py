@@ -43,7 +43,7 @@ from monitor.core.model import (
     entry_state,
     invalid_rule,
 )
-from monitor.core.rules import rule_id
+from monitor.core.rules import RuleId, rule_id
 from monitor.read import diff as diffing
 from monitor.read import validate
 
@@ -51,11 +51,11 @@ __all__ = ["Reread", "Rereader", "reread"]
 
 _UNSET = "\x01"  # an unset value in a stored column (monitor.codec.entryset)
 
-_FUTURE = "lastmod-future"
-_INVALID = "lastmod-invalid"
+_FUTURE = RuleId.LASTMOD_FUTURE
+_INVALID = RuleId.LASTMOD_INVALID
 # A verdict of the whole target (monitor.check.reciprocity), not of the entry: a document is
 # digested without it, and the check adds it back where it still holds.
-_TARGET_RULES = frozenset({"hreflang-not-reciprocal"})
+_TARGET_RULES = frozenset({RuleId.HREFLANG_NOT_RECIPROCAL})
 
 
 # A batch's lastmods, in order, and the positions at which they differ from the stored ones

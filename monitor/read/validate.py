@@ -81,6 +81,18 @@ _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 # The first place on Earth where a day begins is UTC+14 (Kiribati): a bare date is in the
 # future only once it is later than the date there.
 _EASTMOST = timedelta(hours=14)
+# The rules named once an entry, bound here: a member read off RuleId costs a metaclass
+# __getattr__ on Python 3.11 (monitor.core.rules), a module global does not.
+_LOC_TOO_LONG = RuleId.LOC_TOO_LONG
+_LOC_NOT_ABSOLUTE = RuleId.LOC_NOT_ABSOLUTE
+_LOC_OUT_OF_SCOPE = RuleId.LOC_OUT_OF_SCOPE
+_LOC_DUPLICATE = RuleId.LOC_DUPLICATE
+_LOC_NOT_ENCODED = RuleId.LOC_NOT_ENCODED
+_LASTMOD_INVALID = RuleId.LASTMOD_INVALID
+_LASTMOD_FUTURE = RuleId.LASTMOD_FUTURE
+_LASTMOD_REGRESSED = RuleId.LASTMOD_REGRESSED
+_CHANGEFREQ_INVALID = RuleId.CHANGEFREQ_INVALID
+_PRIORITY_INVALID = RuleId.PRIORITY_INVALID
 _CACHE_MAX = 100_000  # distinct lastmod values remembered per document
 _SHARED_MAX = 10_000  # distinct values of a field a CleanDocument keeps as one string each
 
@@ -182,8 +194,8 @@ def child_issue(child: str, index_url: str) -> Issue | None:
             return None
     except ValueError:
         pass
-    return Issue("loc-not-absolute", f"sitemap {child} of an index is not an absolute http(s) "
-                 "URL; not read", loc=child, document=index_url)
+    return Issue(RuleId.LOC_NOT_ABSOLUTE, f"sitemap {child} of an index is not an absolute "
+                 "http(s) URL; not read", loc=child, document=index_url)
 
 
 def child_scope(child: str, index_url: str) -> str | None:
@@ -204,20 +216,20 @@ def _loc_rules(loc: str, scope: _Scope) -> list[RuleId]:
     """The slow path for a loc that does not start with the document's own prefix."""
     rules: list[RuleId] = []
     if len(loc) >= MAX_LOC_LENGTH:
-        rules.append("loc-too-long")
+        rules.append(_LOC_TOO_LONG)
     try:
         parts = urlsplit(loc)
         port = parts.port
     except ValueError:
-        return [*rules, "loc-not-absolute"]
+        return [*rules, _LOC_NOT_ABSOLUTE]
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return [*rules, "loc-not-absolute"]
+        return [*rules, _LOC_NOT_ABSOLUTE]
     if scope.origin is not None and (
         (scheme, _ascii_host(parts.hostname), port or _DEFAULT_PORTS[scheme]) != scope.origin
         or not (parts.path or "/").startswith(scope.directory)
     ):
-        rules.append("loc-out-of-scope")
+        rules.append(_LOC_OUT_OF_SCOPE)
     return rules
 
 
@@ -228,26 +240,26 @@ def _lastmod_rule(value: str, now: datetime, today: date) -> RuleId | None:
     try:
         if size == 10:
             if _DATE.fullmatch(value) is None:
-                return "lastmod-invalid"
+                return _LASTMOD_INVALID
             # A bare date is in the future only when the whole day is.
-            return "lastmod-future" if date.fromisoformat(value) > today else None
+            return _LASTMOD_FUTURE if date.fromisoformat(value) > today else None
         if size > 10:
             if _DATETIME.fullmatch(value) is None:
-                return "lastmod-invalid"
+                return _LASTMOD_INVALID
             moment = datetime.fromisoformat(value)  # checks the calendar; Python >= 3.11 takes Z
-            return "lastmod-future" if moment > now else None
+            return _LASTMOD_FUTURE if moment > now else None
         match = _YEAR_MONTH.fullmatch(value)
         if match is None:
-            return "lastmod-invalid"
+            return _LASTMOD_INVALID
         year, month = int(match.group(1)), int(match.group(2) or 1)
         if year < 1 or not 1 <= month <= 12:
-            return "lastmod-invalid"
+            return _LASTMOD_INVALID
         if match.group(2) is None:
-            return "lastmod-future" if year > today.year else None
+            return _LASTMOD_FUTURE if year > today.year else None
         later = (year, month) > (today.year, today.month)
-        return "lastmod-future" if later else None
+        return _LASTMOD_FUTURE if later else None
     except ValueError:
-        return "lastmod-invalid"
+        return _LASTMOD_INVALID
 
 
 def index_issues(child_lastmods: Iterable[tuple[str, str]], index_url: str,
@@ -267,7 +279,7 @@ def index_issues(child_lastmods: Iterable[tuple[str, str]], index_url: str,
 def lastmod_valid(value: str) -> bool:
     """Whether a lastmod is a W3C Datetime (``lastmod-invalid`` is not raised for it)."""
     now = datetime.now(UTC)
-    return _lastmod_rule(value, now, _latest_day(now)) != "lastmod-invalid"
+    return _lastmod_rule(value, now, _latest_day(now)) != _LASTMOD_INVALID
 
 
 def _past_cutoff(today: date) -> str:
@@ -293,31 +305,31 @@ def _priority_ok(value: str) -> bool:
 
 
 _MESSAGES = {
-    "loc-not-absolute": "loc is not an absolute http(s) URL",
-    "loc-too-long": f"loc has {MAX_LOC_LENGTH} characters or more",
-    "loc-out-of-scope": (
+    RuleId.LOC_NOT_ABSOLUTE: "loc is not an absolute http(s) URL",
+    RuleId.LOC_TOO_LONG: f"loc has {MAX_LOC_LENGTH} characters or more",
+    RuleId.LOC_OUT_OF_SCOPE: (
         "loc is on another scheme, host or port than the sitemap, or above its directory"
     ),
-    "loc-duplicate": "loc is listed more than once in this target",
-    "news-disallowed": ("robots.txt disallows this news URL to Googlebot-News (to Googlebot "
-                        "when it has no group for Googlebot-News)"),
-    "image-disallowed": ("robots.txt disallows an image of this URL to Googlebot-Image (to "
-                         "Googlebot when it has no group for Googlebot-Image)"),
-    "loc-not-encoded": ("loc holds characters a URL must escape (a space, a quote, non-ASCII, "
-                        "a % not followed by two hex digits)"),
+    RuleId.LOC_DUPLICATE: "loc is listed more than once in this target",
+    RuleId.NEWS_DISALLOWED: ("robots.txt disallows this news URL to Googlebot-News (to "
+                             "Googlebot when it has no group for Googlebot-News)"),
+    RuleId.IMAGE_DISALLOWED: ("robots.txt disallows an image of this URL to Googlebot-Image (to "
+                              "Googlebot when it has no group for Googlebot-Image)"),
+    RuleId.LOC_NOT_ENCODED: ("loc holds characters a URL must escape (a space, a quote, "
+                             "non-ASCII, a % not followed by two hex digits)"),
 }
 
 
 def issue(rule: RuleId, entry: Entry, document_url: str) -> Issue:
     """The issue ``rule`` raises for one entry of a document, with its message."""
-    if rule == "lastmod-regressed":  # found by the diff, listed as an entry's issue
+    if rule == _LASTMOD_REGRESSED:  # found by the diff, listed as an entry's issue
         message = f"lastmod {entry.lastmod!r} is earlier than the lastmod this URL had before"
     elif rule.startswith("lastmod"):
-        what = "not a W3C Datetime" if rule == "lastmod-invalid" else "later than the check"
+        what = "not a W3C Datetime" if rule == _LASTMOD_INVALID else "later than the check"
         message = f"lastmod {entry.lastmod!r} is {what}"
-    elif rule == "changefreq-invalid":
+    elif rule == _CHANGEFREQ_INVALID:
         message = f"changefreq {entry.changefreq!r} is not one of {', '.join(sorted(CHANGEFREQS))}"
-    elif rule == "priority-invalid":
+    elif rule == _PRIORITY_INVALID:
         message = f"priority {entry.priority!r} is not a number from 0.0 to 1.0"
     elif rule in _MESSAGES:
         message = _MESSAGES[rule]
@@ -367,7 +379,7 @@ def validate_document(
         other = _other_page(loc)
         if (loc in known or (pages and loc in pages)
                 or (other is not None and (other in known or other in pages))):
-            issues.append(issue("loc-duplicate", entry, document_url))
+            issues.append(issue(_LOC_DUPLICATE, entry, document_url))
             duplicates += 1
             continue
         if seen is not None:
@@ -380,7 +392,7 @@ def validate_document(
             rules = _loc_rules(loc, scope) or None
             valid = rules is None or UNUSABLE_LOC.isdisjoint(rules)
         if not _encoded(loc):
-            rules = ["loc-not-encoded"] if rules is None else [*rules, "loc-not-encoded"]
+            rules = [_LOC_NOT_ENCODED] if rules is None else [*rules, _LOC_NOT_ENCODED]
         lastmod = entry.lastmod
         repeated = True  # worth looking for a state to share: a lastmod seen before, or none
         if lastmod is not None:
@@ -410,20 +422,23 @@ def validate_document(
             if spelling is not None:
                 changefreq = spelling
             elif changefreq.lower() not in CHANGEFREQS:
-                rules = ["changefreq-invalid"] if rules is None else [*rules, "changefreq-invalid"]
+                rules = ([_CHANGEFREQ_INVALID] if rules is None
+                         else [*rules, _CHANGEFREQ_INVALID])
         priority = entry.priority
         if priority is not None:
             spelling = priority_spellings(priority)
             if spelling is not None:
                 priority = spelling
             elif not _priority_ok(priority):
-                rules = ["priority-invalid"] if rules is None else [*rules, "priority-invalid"]
+                rules = [_PRIORITY_INVALID] if rules is None else [*rules, _PRIORITY_INVALID]
         if entry.extensions is not None:
             found = extension_issues(loc, entry.extensions)
             if found is not None:
                 rules = found if rules is None else [*rules, *found]
         if rules is not None:
-            rules_by_loc[loc] = " ".join(rules)
+            # One rule: the member itself, shared, as its string literal was (str.join copies
+            # a lone item that is not an exact str).
+            rules_by_loc[loc] = rules[0] if len(rules) == 1 else " ".join(rules)
             if messages:
                 issues.extend(issue(rule, entry, document_url) for rule in rules)
             invalid += not valid

@@ -22,7 +22,7 @@ __all__ = ["IMAGE_AGENT", "NEWS_AGENT", "RULES", "agent_for", "disallowed"]
 
 NEWS_AGENT = "Googlebot-News"
 IMAGE_AGENT = "Googlebot-Image"
-RULES: tuple[RuleId, ...] = ("news-disallowed", "image-disallowed")
+RULES: tuple[RuleId, ...] = (RuleId.NEWS_DISALLOWED, RuleId.IMAGE_DISALLOWED)
 _LONE_IMAGE = re.compile(r'\{"image":\[\{"loc":"([^"\\]*)"\}\]\}')
 
 
@@ -41,14 +41,14 @@ def disallowed(loc: str, extensions: str | None,
         return []
     lone = _LONE_IMAGE.fullmatch(extensions)  # the usual shape, read without a parser
     if lone is not None:
-        return ["image-disallowed"] if _barred(lone.group(1), IMAGE_AGENT, rules_of) else []
+        return [RuleId.IMAGE_DISALLOWED] if _barred(lone.group(1), IMAGE_AGENT, rules_of) else []
     data: dict[str, Any] = json.loads(extensions)
     found: list[RuleId] = []
     if data.get("news") and _barred(loc, NEWS_AGENT, rules_of):
-        found.append("news-disallowed")
+        found.append(RuleId.NEWS_DISALLOWED)
     images = data.get("image") or []
     if any(_barred(src, IMAGE_AGENT, rules_of) for src in map(_loc_of, images) if src):
-        found.append("image-disallowed")
+        found.append(RuleId.IMAGE_DISALLOWED)
     return found
 
 

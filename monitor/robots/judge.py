@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from monitor.core.model import Issue
+from monitor.core.rules import RuleId
 from monitor.robots.matcher import MAX_BYTES, RobotsRules
 from monitor.robots.sitemaps import parse_robots
 
@@ -52,7 +53,8 @@ class Answer:
 
 @dataclass(slots=True)
 class Finding:
-    """One robots.txt after this check: what to store, what changed, its issues."""
+    """One robots.txt after this check: what to store, what changed, its issues, and its
+    ``rules``: the version in force, parsed once (the watch hands them on)."""
 
     url: str
     outcome: str  # ok | not_modified | absent | unreachable
@@ -62,6 +64,10 @@ class Finding:
     before: str | None = None
     store: bool = False  # a new version to keep (a change, or the first fetch)
     issues: list[Issue] = field(default_factory=list)
+    rules: RobotsRules = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.rules = RobotsRules(self.text)
 
     def as_json(self, *, with_text: bool = False) -> dict[str, object]:
         """The check's JSON (``robots``); ``with_text`` adds the text before and after."""
@@ -81,7 +87,7 @@ def judge(url: str, previous: Stored | None, answer: Answer, *, sitemaps: Sequen
         why = answer.error or f"HTTP {answer.status}"
         found = Finding(url, "unreachable", answer.status,
                         None if previous is None else previous.text)
-        found.issues.append(Issue("robots-unreachable", f"{url} cannot be read ({why}): "
+        found.issues.append(Issue(RuleId.ROBOTS_UNREACHABLE, f"{url} cannot be read ({why}): "
                                   "Google stops crawling a site whose robots.txt fails", url,
                                   url))
     elif answer.not_modified and previous is not None:
@@ -94,19 +100,18 @@ def judge(url: str, previous: Stored | None, answer: Answer, *, sitemaps: Sequen
         found.store = previous is None or (before or "") != (text or "")
         if previous is not None and found.store:
             found.changed, found.before = True, before
-            found.issues.append(Issue("robots-changed", f"{url} changed "
+            found.issues.append(Issue(RuleId.ROBOTS_CHANGED, f"{url} changed "
                                       f"({_size(before)} -> {_size(text)})", url, url))
-    rules = RobotsRules(found.text)
     for sitemap in sitemaps:
-        if not rules.allows(sitemap):
-            found.issues.append(Issue("sitemap-disallowed", f"{url} disallows the sitemap "
+        if not found.rules.allows(sitemap):
+            found.issues.append(Issue(RuleId.SITEMAP_DISALLOWED, f"{url} disallows the sitemap "
                                       f"{sitemap} to Googlebot: Google cannot read it", sitemap,
                                       url))
     if found.outcome != "unreachable" and found.text is not None:
         named = set(parse_robots(found.text, url))
         for sitemap in listed:
             if sitemap not in named:
-                found.issues.append(Issue("robots-sitemap-missing", f"{url} has no Sitemap: "
+                found.issues.append(Issue(RuleId.ROBOTS_SITEMAP_MISSING, f"{url} has no Sitemap: "
                                           f"line for {sitemap}", sitemap, url))
     return found
 

@@ -16,7 +16,7 @@ up to a day.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from monitor import config
@@ -71,16 +71,16 @@ def failed(exc: FetchError) -> robots.Answer:
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """One robots.txt version in force: its text (None: the host has none) and when it was
-    read."""
+    """One robots.txt version in force, parsed (the URL checks ask it for every URL of the
+    host), and when it was read."""
 
-    text: str | None
+    rules: RobotsRules
     read_at: datetime
-    rules: RobotsRules = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        # parsed once: the URL checks ask it for every URL of the host
-        object.__setattr__(self, "rules", RobotsRules(self.text))
+    @property
+    def text(self) -> str | None:
+        """The version's text (None: the host has none)."""
+        return self.rules.text
 
 
 class RobotsCache:
@@ -92,13 +92,19 @@ class RobotsCache:
         # one read at a time per URL: the version read, or None and why it could not be
         self.pending: dict[str, asyncio.Task[tuple[Held | None, str]]] = {}
 
-    def offer(self, url: str, text: str | None, read_at: datetime) -> None:
-        """A version read at ``read_at``: in force unless a newer one is held."""
+    def offer(self, url: str, text: str | None, read_at: datetime, *,
+              rules: RobotsRules | None = None) -> None:
+        """A version read at ``read_at``: in force unless a newer one is held. ``rules``:
+        ``text`` as its reader parsed it already; without them, it is parsed only when it is
+        taken and is not the text held (a round offers the stored version it holds)."""
         if read_at.tzinfo is None:  # a database that keeps UTC times without their zone
             read_at = read_at.replace(tzinfo=UTC)
         held = self._held.get(url)
-        if held is None or held.read_at <= read_at:
-            self._held[url] = Held(text, read_at)
+        if held is not None and held.read_at > read_at:
+            return
+        if rules is None:
+            rules = held.rules if held is not None and held.text == text else RobotsRules(text)
+        self._held[url] = Held(rules, read_at)
 
     def fresh(self, url: str, now: datetime) -> Held | None:
         """The version in force, if it was read within a day of ``now``."""

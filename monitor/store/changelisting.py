@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,6 +42,7 @@ CHANGES_COLUMNS = ("id", "snapshot_id", "at", "kind", "loc", "before", "after", 
 # Locs found by a search whose rows are read by the loc index and sorted; a search that finds
 # more reads the rows in order (many matching locs fill a page soon).
 SEARCH_LOCS = 10_000
+Member = tuple[str, str | None, str | None]  # a change's loc, before and after, as stored
 NEWEST_FIRST = Sort("at", descending=True)  # the stored order: no sort to name in a cursor
 _PACKED = ("added", "removed", "changed")  # the kinds a pack holds (store.movepacks)
 
@@ -288,16 +289,22 @@ def _change_rows(engine: Engine, bounded: tuple[int, int | None], floor: int, gr
             if snapshot_id not in times:  # a time per snapshot, not per row
                 times[snapshot_id] = iso_time(conn.execute(
                     select(s.started_at).where(s.id == snapshot_id)).scalar())
+            # a list, or the members of a pack that hold ``q`` by their places in it
+            found: Sequence[Member] | Mapping[int, Member]
+            places: Iterable[int]
             if members is None:
-                found = [(loc, before_text, after_text)]
-                places: Iterable[int] = (0,)
-            elif q and not packs.holds(set_id, q):
-                continue
+                found, places = [(loc, before_text, after_text)], (0,)
             else:
-                found = packs.members(change_id, set_id, before_id, q)
                 rest = left if (snapshot_id, change_id) == point else members
-                places = (range(members - rest, members) if ascending
-                          else reversed(range(rest)))
+                if q:  # the members that hold it, by their place in the pack
+                    found = packs.found(change_id, set_id, before_id, q)
+                    places = sorted((j for j in found if (j >= members - rest if ascending
+                                                          else j < rest)),
+                                    reverse=not ascending)
+                else:
+                    found = packs.members(change_id, set_id, before_id)
+                    places = (range(members - rest, members) if ascending
+                              else reversed(range(rest)))
             for j in places:
                 loc, before_text, after_text = found[j]
                 if q and q not in loc.lower():

@@ -35,6 +35,7 @@ from sqlalchemy import (
 
 from monitor.codec import entryset
 from monitor.core.model import RULES, Entry
+from monitor.core.rules import RuleId
 from monitor.listing import sorting
 from monitor.listing.params import (
     HEALTH_FILTERS,
@@ -401,7 +402,7 @@ def _set_issues(document: str, stored: entryset.Columns, describe: Describe,
     for rule, count in sorted(stored.dropped().items()):
         yield _stored_issue({"rule": rule, "dropped": count}, document)
     for loc in stored.duplicates():
-        yield _issue("loc-duplicate", "loc is listed more than once in this target", loc,
+        yield _issue(RuleId.LOC_DUPLICATE, "loc is listed more than once in this target", loc,
                      document)
     by_position = stored.rules()
     if not by_position:

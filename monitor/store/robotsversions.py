@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
 
+from monitor.core.rules import RuleId
 from monitor.store.schema import changes, robots_files, targets
 
 __all__ = ["VERSIONS_SHOWN", "Version", "current", "history", "in_force", "save"]
@@ -117,6 +118,6 @@ def save(conn: Connection, target_id: int, snapshot_id: int | None, now: datetim
                 before=json.dumps({"text": v.before}, ensure_ascii=False),
                 after=json.dumps({"text": v.text, "http_status": v.http_status},
                                  ensure_ascii=False),
-                rule="robots-changed"))
+                rule=RuleId.ROBOTS_CHANGED))
             written += 1
     return written  # counted in targets.change_count with the check's other changes

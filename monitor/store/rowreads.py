@@ -114,41 +114,67 @@ class Packs:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self._versions: dict[int, changepacks.Version] = {}
-        self._holding: dict[int, bool] = {}
+        # A search's: the positions of each version's locs that hold its text, the version
+        # kept while it has some (a few: newest first, a version's additions and its removals
+        # are a pack of another version apart); the versions without one, all of them.
+        self._hits: dict[tuple[int, str], tuple[changepacks.Version, set[int]]] = {}
+        self._without: set[tuple[int, str]] = set()
 
-    def holds(self, set_id: int, q: str) -> bool:
-        """Whether the version ``set_id`` lists a loc that holds ``q`` (lower case): a search
-        unpacks no pack into a version without one. One text search a version."""
-        if set_id not in self._holding:
-            v = entry_sets.c
-            rows = read_columns(self._conn, select(v.id, v.data).where(v.id == set_id))
-            # a missing version: members() says so
-            self._holding[set_id] = not rows or q in rows[0][1].loc_text().lower()
-        return self._holding[set_id]
-
-    def members(self, pack_id: int, set_id: int, before_id: int | None, q: str | None = None,
+    def members(self, pack_id: int, set_id: int, before_id: int | None,
                 ) -> list[tuple[str, str | None, str | None]]:
         """(loc, before, after) of each member, in the order the check recorded them (a pack
-        of ``added`` or ``removed`` changes: monitor.store.movepacks); with ``q`` (lower
-        case), a member whose loc does not hold it comes without its states."""
-        c = changes.c
+        of ``added`` or ``removed`` changes: monitor.store.movepacks)."""
         wanted = [set_id] if before_id is None else [set_id, before_id]
         self._versions = {i: v for i, v in self._versions.items() if i in wanted}
         for i in wanted:
             if i not in self._versions:
-                v = entry_sets.c
-                rows = read_columns(self._conn, select(v.id, v.data).where(v.id == i))
-                if not rows:
-                    raise StoreError(f"entry set {i}, which the changes of row {pack_id} "
-                                     "point into, is missing")
-                self._versions[i] = changepacks.Version(rows[0][1])
-        kind, data = read_sets(self._conn, select(c.kind, c.pack).where(c.id == pack_id),
-                               whole=False)[0]
+                self._versions[i] = changepacks.Version(self._columns(i, pack_id))
+        kind, data = self._pack(pack_id)
         version, before = self._versions[set_id], (
             None if before_id is None else self._versions[before_id])
-        members = changepacks.unpack(data)
-        if not q:
-            return version.changes(members, before, kind)
-        # A search lists few of a pack's members: the states of the others are not built.
-        return [version.changes([m], before, kind)[0] if q in version.locs[m[0]].lower()
-                else (version.locs[m[0]], None, None) for m in members]
+        return version.changes(changepacks.unpack(data), before, kind)
+
+    def found(self, pack_id: int, set_id: int, before_id: int | None, q: str,
+              ) -> dict[int, tuple[str, str | None, str | None]]:
+        """The members whose locs hold ``q`` (lower case), by their place in the pack (as
+        ``members`` lists them): (loc, before, after). A version is searched once, as one
+        text; the states of the members it lists alone are built, and a pack into a version
+        without one is not read."""
+        key = (set_id, q)
+        if key in self._without:
+            return {}
+        if key not in self._hits:
+            columns = self._columns(set_id, pack_id)
+            holding = changepacks.holding(columns.loc_text(), q)
+            if not holding:
+                self._without.add(key)
+                return {}
+            if len(self._hits) >= 3:
+                del self._hits[next(iter(self._hits))]
+            self._hits[key] = (changepacks.Version(columns), set(holding))
+        version, positions = self._hits[key]
+        kind, data = self._pack(pack_id)
+        hits = changepacks.at_positions(data, positions)
+        before = None
+        if kind == "changed" and before_id is not None and any(
+                was is None for _p, was in hits.values()):
+            if before_id not in self._versions:  # the version before: the same for a document
+                self._versions = {before_id: changepacks.Version(
+                    self._columns(before_id, pack_id))}
+            before = self._versions[before_id]
+        return {j: version.changes([member], before, kind)[0] for j, member in hits.items()}
+
+    def _columns(self, set_id: int, pack_id: int) -> entryset.Columns:
+        v = entry_sets.c
+        rows = read_columns(self._conn, select(v.id, v.data).where(v.id == set_id))
+        if not rows:
+            raise StoreError(f"entry set {set_id}, which the changes of row {pack_id} "
+                             "point into, is missing")
+        columns: entryset.Columns = rows[0][1]
+        return columns
+
+    def _pack(self, pack_id: int) -> tuple[str, bytes]:
+        c = changes.c
+        kind, data = read_sets(self._conn, select(c.kind, c.pack).where(c.id == pack_id),
+                               whole=False)[0]
+        return kind, data

@@ -43,6 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.core.errors import LeaseLost
+from monitor.core.rules import RuleId
 from monitor.listing.params import cursor, read_cursor
 from monitor.listing.sorting import Sort, offered
 from monitor.store import keyset
@@ -385,7 +386,7 @@ def _snapshot_json(row: Any) -> dict[str, Any]:
         "outcome": row.outcome,
         "urls": row.urls,
         "invalid": row.invalid,
-        "duplicates": issues.get("loc-duplicate", 0),
+        "duplicates": issues.get(RuleId.LOC_DUPLICATE, 0),
         "added": row.added,
         "removed": row.removed,
         "changed": row.changed,

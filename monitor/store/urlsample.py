@@ -3,12 +3,17 @@ order its URLs are checked in until each was checked once (``turn``, a keyed has
 ``monitor.core.sampling``), and what the estimate of its URL health is made of.
 
 ``place`` draws a target's key and places the URLs it has rows of (rows stored before the order
-had one); ``urlstates.sync`` places the URLs it adds. ``strata`` counts, per state, the checked
-URLs of the random order (the sample) and those checked ahead of it (listed since, or allowed
-again by robots.txt), which are counted as they are.
+had one); ``urlstates.sync`` places the URLs it adds. ``counts`` reads, in one grouped query,
+what a round reports of the listed URLs: per state and rule id, the coverage, and the strata
+of the estimate (per state, the checked URLs of the random order, the sample, and those
+checked ahead of it, listed since or allowed again by robots.txt, which are counted as they
+are).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine, bindparam, func, select, update
 
@@ -16,7 +21,7 @@ from monitor.core import sampling
 from monitor.store.retry import transaction
 from monitor.store.schema import url_checks, url_states
 
-__all__ = ["place", "strata"]
+__all__ = ["Counts", "counts", "place"]
 
 _BATCH = 5000
 
@@ -54,30 +59,52 @@ def place(engine: Engine, target_id: int) -> str:
     return transaction(engine, keep)
 
 
-def strata(engine: Engine, target_id: int) -> sampling.Strata:
-    """What the estimate of the target's URL health is made of: its listed URLs, those of the
-    random order checked (the sample) per state, how many that order holds, those checked
-    ahead of it per state, and how many were never checked."""
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """The target's listed URLs as one grouped read counts them, after a round: per state and
+    per rule id, how many, how many were checked within ``recheck`` (the coverage), how many
+    were never tried, and what the estimate of their health is made of (``strata``)."""
+
+    states: dict[str, int]
+    rules: dict[str, int]
+    listed: int
+    covered: int
+    unchecked: int  # listed URLs never tried (not even without an answer)
+    strata: sampling.Strata
+
+
+def counts(engine: Engine, target_id: int, now: datetime, recheck: float) -> Counts:
+    """What the round's metrics, alert rules and the API read of the target's listed URLs, in
+    one ``GROUP BY`` over them: per state and rule id, whether the URL went ahead of the
+    random order, whether it was never tried, whether it was checked within ``recheck``."""
     u = url_states.c
     ahead = u.turn < 0
     untried = u.checked_at.is_(None) & (u.attempts == 0)
-    query = (select(u.state, ahead, untried, func.count())
+    fresh = u.checked_at >= now - timedelta(seconds=recheck)
+    query = (select(u.state, u.rule, ahead, untried, fresh, func.count())
              .where(u.target_id == target_id, u.listed.is_(True))
-             .group_by(u.state, ahead, untried))
+             .group_by(u.state, u.rule, ahead, untried, fresh))
 
-    def read(conn: Connection) -> sampling.Strata:
+    def read(conn: Connection) -> Counts:
+        states: dict[str, int] = {}
+        rules: dict[str, int] = {}
         sampled: dict[str, int] = {}
         known: dict[str, int] = {}
-        listed = pool = unchecked = 0
-        for state, first, never, n in conn.execute(query):
+        listed = pool = unchecked = covered = 0
+        for state, rule, first, never, recent, n in conn.execute(query):
             n = int(n)
             listed += n
+            states[state] = states.get(state, 0) + n
+            if rule is not None:
+                rules[rule] = rules.get(rule, 0) + n
+            covered += n if recent else 0
             pool += 0 if first else n
             if never:
                 unchecked += n
                 continue
             into = known if first else sampled
             into[state] = into.get(state, 0) + n
-        return sampling.Strata(listed, sampled, pool, known, unchecked)
+        return Counts(states, rules, listed, covered, unchecked,
+                      sampling.Strata(listed, sampled, pool, known, unchecked))
 
     return transaction(engine, read)

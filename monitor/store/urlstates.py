@@ -7,7 +7,7 @@ recorded since, each URL placed in the check order (``turn``, ``monitor.core.sam
 picks what to check next (never checked first, in that order, then the oldest due), ``save``
 writes a batch of verdicts: the row of each URL, a ``health`` change where its state moved, the
 ``reason`` of a removal once its URL was checked, the validators of its answer. ``health``
-tells the counts and each state's estimate (``urlsample``). ``claim`` and
+tells the counts and each state's estimate (``urlsample.counts``, read once). ``claim`` and
 ``release`` hold a target's URL checks for one replica at a time, so two replicas never check
 the same URL in one period and a host's ``rate`` holds across them.
 """
@@ -52,7 +52,7 @@ from monitor.store.schema import (
 from monitor.store.targetrows import target_id_of
 
 __all__ = [
-    "Due", "Saved", "claim", "counts", "due", "every", "examples", "first_round", "health",
+    "Due", "Saved", "claim", "due", "every", "examples", "first_round", "health",
     "listed", "release", "removals", "save", "sync", "target_id",
 ]
 
@@ -473,29 +473,6 @@ def removals(engine: Engine, target_id: int, snapshot_id: int, locs: Sequence[st
     return transaction(engine, read) if wanted else {}
 
 
-def counts(engine: Engine, target_id: int, now: datetime, recheck: float,
-           ) -> tuple[dict[str, int], dict[str, int], int, int]:
-    """The listed URLs per state and per rule id, how many of them, and how many were checked
-    within ``recheck`` (the coverage)."""
-    u = url_states.c
-    since = now - timedelta(seconds=recheck)
-
-    def read(conn: Connection) -> tuple[dict[str, int], dict[str, int], int, int]:
-        by_state: dict[str, int] = {}
-        by_rule: dict[str, int] = {}
-        for state, rule, n in conn.execute(
-                select(u.state, u.rule, func.count())
-                .where(u.target_id == target_id, u.listed.is_(True)).group_by(u.state, u.rule)):
-            by_state[state] = by_state.get(state, 0) + int(n)
-            if rule is not None:
-                by_rule[rule] = by_rule.get(rule, 0) + int(n)
-        covered = conn.execute(select(func.count()).where(
-            u.target_id == target_id, u.listed.is_(True), u.checked_at >= since)).scalar() or 0
-        return by_state, by_rule, sum(by_state.values()), int(covered)
-
-    return transaction(engine, read)
-
-
 def health(engine: Engine, name: str) -> dict[str, Any] | None:
     """The target's URL health as the API tells it: the listed URLs per state now, how many
     were checked, and each state's estimated share of the listing with its 95% interval
@@ -503,34 +480,31 @@ def health(engine: Engine, name: str) -> dict[str, Any] | None:
     found = target_id(engine, name)
     if found is None:
         return None
-    states, _rules, listed, _covered = counts(engine, found, datetime.now(UTC), 1.0)
-    parts = urlsample.strata(engine, found)
+    counted = urlsample.counts(engine, found, datetime.now(UTC), 1.0)
+    parts = counted.strata
     return {
-        "target": name, "listed": listed, "checked": parts.checked,
+        "target": name, "listed": counted.listed, "checked": parts.checked,
         "unchecked": parts.listed - parts.checked if parts.unchecked is None else parts.unchecked,
-        "complete": parts.complete, "url_health": states,
+        "complete": parts.complete, "url_health": counted.states,
         "estimate": {state: e.as_json()
                      for state, e in sampling.estimate(parts, URL_STATES).items()},
     }
 
 
-def first_round(engine: Engine, target_id: int, now: datetime) -> tuple[bool, int]:
+def first_round(engine: Engine, target_id: int, now: datetime, unchecked: int) -> bool:
     """Whether every URL the target listed has been checked once (its first complete round,
-    kept as ``url_checks.first_round_at`` the first time it holds), and how many listed URLs
-    were never checked (none tried, not even without an answer)."""
-    u, k = url_states.c, url_checks.c
+    kept as ``url_checks.first_round_at`` the first time it holds), given how many listed URLs
+    were never tried (``urlsample.Counts.unchecked``, as the round counted them)."""
+    k = url_checks.c
 
-    def read(conn: Connection) -> tuple[bool, int]:
+    def read(conn: Connection) -> bool:
         done = conn.execute(select(k.first_round_at).where(k.target_id == target_id)
                             ).scalar() is not None
-        unchecked = int(conn.execute(select(func.count()).where(
-            u.target_id == target_id, u.listed.is_(True), u.checked_at.is_(None),
-            u.attempts == 0)).scalar() or 0)
         if not done and unchecked == 0:
             conn.execute(update(url_checks).where(k.target_id == target_id)
                          .values(first_round_at=now))
             done = True
-        return done, unchecked
+        return done
 
     return transaction(engine, read)
 

@@ -157,13 +157,12 @@ class Checker:
         return replace(checked, verdict=health.canonical_broken(verdict, judged.verdict))
 
     async def _canonical(self, url: str) -> Checked:
-        return (await self._follow(url))[0]
+        return (await self._follow(url, main=False))[0]
 
     async def _host_not_found(self, url: str) -> tuple[bytes, str | None]:
         """The fingerprint of ``url``'s host's own not-found page and where it ended (empty
         when the host answers a missing path with no 2xx page), asked at most once a day."""
-        parts = urlsplit(url)
-        origin = f"{parts.scheme}://{parts.netloc}"
+        origin = _origin(url)
         task = self._not_found.get(origin)
         if task is None:
             task = asyncio.ensure_future(self._probe(origin))
@@ -176,12 +175,12 @@ class Checker:
             if last is not None and self._now() - last.probed_at < PROBE_EVERY:
                 return last.fingerprint, last.final_url
         probe_url = f"{origin}/sitemap-monitor-{secrets.token_hex(12)}"
-        checked, answer = await self._follow(probe_url)
+        checked, answer = await self._follow(probe_url, main=True)
         status = checked.verdict.status
         found = b""
-        if (answer is not None and answer.page is not None and status is not None
+        if (answer is not None and answer.main is not None and status is not None
                 and 200 <= status < 300):
-            found = pages.fingerprint(pages.main_text(answer.head))
+            found = pages.fingerprint(answer.main)
         final = None if answer is None else answer.url
         if self._engine is not None and not checked.verdict.transient:
             await asyncio.to_thread(not_found_store.save, self._engine, not_found_store.Probe(
@@ -189,10 +188,12 @@ class Checker:
         return found, final
 
     async def _follow(self, url: str, *, server_errors: int = 0,
-                      validators: Validators = _NONE,
+                      validators: Validators = _NONE, main: bool | None = None,
                       ) -> tuple[Checked, health.Answered | None]:
         """One URL's verdict, its redirects (3xx and meta refresh) followed hop by hop, and
-        the last answer (None when none came)."""
+        the last answer (None when none came), with its page's main text read from the one
+        tree it was parsed into: always (``main`` True, the host's not-found page), never
+        (False), or when it may be matched with its host's not-found page (None)."""
         answers: list[health.Answered] = []
         seen = {url}
         current = url
@@ -212,7 +213,7 @@ class Checker:
                 return Checked(url, health.Verdict("unknown", status=304,
                                                    detail="not modified"),
                                not_modified=True), None
-            answered = _answered(answer)
+            answered, tree = _answered(answer)
             answers.append(answered)
             retry_after = self._pushed_back(answer)
             refresh = None if answer.location else health.refresh_of(answered)
@@ -221,6 +222,9 @@ class Checker:
                 errors = server_errors + 1 if answer.status >= 500 else 0
                 verdict = health.judge(answers, listed_url=url, server_errors=errors,
                                        now=self._now())
+                wanted = self._may_match(verdict, answer.url) if main is None else main
+                if tree is not None and wanted:
+                    answered = replace(answered, main=pages.main_text(tree))
                 kept = _NONE
                 if len(answers) == 1 and not verdict.transient:
                     kept = (answer.header("etag"), answer.header("last-modified"))
@@ -229,6 +233,18 @@ class Checker:
                 return Checked(url, health.judge(answers, listed_url=url, loop=True)), None
             seen.add(nxt)
             current = nxt
+            del tree  # many times the page's size: not held while the next hop is asked for
+
+    def _may_match(self, verdict: health.Verdict, url: str) -> bool:
+        """Whether ``check`` may match the page at ``url`` with its host's not-found page: an
+        ok page (or a redirect to one) on a host whose not-found page is not known to be
+        none (the match needs the page's main text, read before its tree is dropped)."""
+        if verdict.state not in ("ok", "redirect"):
+            return False
+        task = self._not_found.get(_origin(url))
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return True
+        return bool(task.result()[0])
 
     async def _barred(self, url: str, hops: int) -> health.Verdict | None:
         """The verdict when robots.txt keeps ``url`` (reached after ``hops`` redirects) from
@@ -299,11 +315,21 @@ def _done_reading(pending: dict[str, Any], robots: str, task: asyncio.Task[Any])
         del pending[robots]
 
 
-def _answered(answer: Answer) -> health.Answered:
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _answered(answer: Answer) -> tuple[health.Answered, pages.Tree | None]:
+    """The answer with its page read, and the tree it was read from (the caller reads the
+    main text from it, or drops it)."""
     answered = health.Answered(answer.url, answer.status, answer.headers, answer.head,
                                answer.truncated)
-    # parsed once here: for a meta refresh to follow, and for the verdict
-    return replace(answered, page=health.read_page(answered))
+    # parsed once here: for a meta refresh to follow, for the verdict and for the main text
+    tree = health.parse_page(answered)
+    if tree is None:
+        return answered, None
+    return replace(answered, page=pages.read(tree, answered.url)), tree
 
 
 async def check_all(checker: Checker, urls: Iterable[tuple[str, int]],
@@ -554,14 +580,15 @@ async def run_round(
             pending, retry = retry, {}
             await check_all(checker, [(loc, n) for loc, (_, n) in pending.items()], done_all)
     await saver.flush()
-    result.states, result.rules, result.listed, result.covered = await asyncio.to_thread(
-        urlstates.counts, engine, target_id, now(), recheck)
-    result.strata = await asyncio.to_thread(urlsample.strata, engine, target_id)
+    # read once: the metrics, the alert rules and the first round's test all take it
+    counted = await asyncio.to_thread(urlsample.counts, engine, target_id, now(), recheck)
+    result.states, result.rules, result.listed, result.covered, result.strata = (
+        counted.states, counted.rules, counted.listed, counted.covered, counted.strata)
     result.seconds = time.monotonic() - started
     if alerts is not None and any(firing.for_url_checks(r) and firing.matches(r, target.name)
                                   for r in alerts.rules):
         await asyncio.to_thread(_raise_alerts, engine, alerts, target, (target_id, snapshot_id),
-                                result, now())
+                                result, counted.unchecked, now())
     return result
 
 
@@ -586,10 +613,11 @@ async def _rejudge(engine: Engine, target_id: int, in_force: dict[str, RobotsRul
 
 
 def _raise_alerts(engine: Engine, alerts: Alerts, target: Target, ids: tuple[int, int],
-                  found: Round, now: datetime) -> None:
-    """The URL checks' alert rules on this round, written to the outbox in one transaction."""
+                  found: Round, unchecked: int, now: datetime) -> None:
+    """The URL checks' alert rules on this round (``unchecked``: its listed URLs never
+    tried), written to the outbox in one transaction."""
     target_id, snapshot_id = ids
-    complete, unchecked = urlstates.first_round(engine, target_id, now)
+    complete = urlstates.first_round(engine, target_id, now, unchecked)
     current = urlstates.examples(engine, target_id,
                              [s for s in found.states if s in health.STATES
                               and health.STATES[s] is not None],

@@ -1,10 +1,13 @@
 """One HTML page as an HTML5 parser builds it: what judging its health reads. Pure.
 
-``read`` parses the first bytes of a page with Lexbor (through selectolax), the way a browser
-and Googlebot build the document, so that text which only looks like a tag (inside a
-``<script>`` string, a ``<textarea>`` code sample, a ``<style>``, a ``<template>`` or a
-comment) is never taken for an element, and an element that cannot be in a ``<head>`` ends it
-exactly where a browser ends it. The result is a frozen ``Page``; the tree is dropped.
+``parse`` builds the tree of the first bytes of a page with Lexbor (through selectolax), the
+way a browser and Googlebot build the document, so that text which only looks like a tag
+(inside a ``<script>`` string, a ``<textarea>`` code sample, a ``<style>``, a ``<template>`` or
+a comment) is never taken for an element, and an element that cannot be in a ``<head>`` ends
+it exactly where a browser ends it. ``read`` turns the tree into a frozen ``Page``, and
+``main_text``, when a fingerprint is wanted, takes the main content's text from the same tree;
+both take bytes too (then they parse them). The caller drops the tree: it is many times the
+page's size.
 
 >>> page = read(b'<base href="/b/"><link rel=canonical href=page><p>Hi', "https://e.com/a/x")
 >>> page.canonicals, page.empty
@@ -21,7 +24,8 @@ from zlib import crc32
 
 from selectolax.lexbor import LexborHTMLParser
 
-__all__ = ["SKETCH", "Page", "Refresh", "fingerprint", "main_text", "read", "similar"]
+__all__ = ["SKETCH", "Page", "Refresh", "Tree", "fingerprint", "main_text", "parse", "read",
+           "similar"]
 
 # A body with one of these is not empty (a script may write the page, as Google renders it).
 _MEDIA = "img,video,audio,iframe,object,embed,canvas,svg,picture,script,input,form"
@@ -36,6 +40,7 @@ SKETCH = 64  # shingle hashes kept in a fingerprint
 # Fewer shingles than this say too little to match on: an application's shell ("Loading…")
 # is the same on every page of a site, its not-found page included.
 MIN_SHINGLES = 8
+Tree = LexborHTMLParser  # a page as the parser built it (``parse``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +69,17 @@ class Page:
     empty: bool  # a body with neither text nor media
 
 
-def read(html: bytes, url: str) -> Page:
-    """The page ``html`` (its first bytes) served at ``url``, as an HTML5 parser builds it:
-    in the encoding the page declares (UTF-8 when it declares none), and with scripting on,
-    as Googlebot renders it (a ``<noscript>`` is text, so a tracking pixel's ``<img>`` inside
-    one does not end the head)."""
-    tree = LexborHTMLParser(html, encoding=True, scripting=True)
+def parse(html: bytes) -> Tree:
+    """The tree of ``html`` (a page's first bytes) as an HTML5 parser builds it: in the
+    encoding the page declares (UTF-8 when it declares none), and with scripting on, as
+    Googlebot renders it (a ``<noscript>`` is text, so a tracking pixel's ``<img>`` inside one
+    does not end the head)."""
+    return LexborHTMLParser(html, encoding=True, scripting=True)
+
+
+def read(html: bytes | Tree, url: str) -> Page:
+    """The page ``html`` (its first bytes, or their tree from ``parse``) served at ``url``."""
+    tree = parse(html) if isinstance(html, bytes) else html
     base = url
     base_node = tree.css_first("base[href]")
     if base_node is not None:  # the first <base href> is the document's base URL
@@ -108,12 +118,12 @@ def read(html: bytes, url: str) -> Page:
     return Page(tuple(robots), tuple(canonicals), refresh, title, heading, empty)
 
 
-def main_text(html: bytes) -> str:
+def main_text(html: bytes | Tree) -> str:
     """The visible text of a page's main content: ``<main>`` (or ``[role=main]``) when there
     is one, else the body without its navigation, header, footer and asides; never a
-    script's or a style's. Read only when a fingerprint is needed: it costs more than
-    ``read``."""
-    body = LexborHTMLParser(html, encoding=True, scripting=True).body
+    script's or a style's. Read only when a fingerprint is needed. Given a tree, it takes
+    those parts out of it: ``read`` the tree first."""
+    body = (parse(html) if isinstance(html, bytes) else html).body
     if body is None:
         return ""
     body.strip_tags(_NOT_TEXT)

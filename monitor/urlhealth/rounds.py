@@ -141,11 +141,10 @@ class UrlChecks:
                                        self._lease):
             # Another replica's round: this one's gauges follow the database all the same, so
             # every replica's /metrics says the same.
-            states, _rules, listed, covered = await asyncio.to_thread(
-                urlstates.counts, self._engine, target_id, now,
-                target.settings.url_checks.recheck)
-            strata = await asyncio.to_thread(urlsample.strata, self._engine, target_id)
-            self._metrics.observe_urls(name, {}, states, listed, covered, strata)
+            counted = await asyncio.to_thread(urlsample.counts, self._engine, target_id, now,
+                                              target.settings.url_checks.recheck)
+            self._metrics.observe_urls(name, {}, counted.states, counted.listed,
+                                       counted.covered, counted.strata)
             return IDLE / 3
         try:
             with structlog.contextvars.bound_contextvars(target=name):

@@ -28,6 +28,7 @@ from monitor.core.model import (
     URL_STATES,
     Severity,
 )
+from monitor.core.rules import RuleId
 from monitor.robots.matcher import RobotsRules, robots_url
 from monitor.urlhealth import page as pages
 from monitor.urlhealth.notfound import says_not_found
@@ -36,7 +37,7 @@ __all__ = [
     "GOOGLEBOT_BYTES", "MAX_HOPS", "REASONS", "SERVER_ERROR_ATTEMPTS", "STATES", "Answered",
     "RobotsRules", "Verdict",
     "canonical_broken", "canonical_of", "failed", "host_not_found", "judge", "noindex_of",
-    "read_page",
+    "parse_page", "read_page",
     "refresh_of", "removal_reason", "robots_rules", "robots_url",
 ]
 
@@ -70,6 +71,9 @@ class Answered:
     head: bytes = b""  # the first bytes of a 2xx body
     truncated: bool = False  # the body went on past ``head``
     page: pages.Page | None = None  # ``head`` as parsed, when it is HTML (``read_page``)
+    # the main content's text (``pages.main_text``), when the caller read it from the tree it
+    # parsed ``page`` from: what ``host_not_found`` compares with the host's not-found page
+    main: str | None = None
 
     def header(self, name: str) -> list[str]:
         return [value for key, value in self.headers if key == name]
@@ -88,12 +92,12 @@ class Verdict:
     loop: bool = False  # a redirect state that is a loop (or ran out of hops)
     # An info finding of a state without a rule of its own (model.URL_NOTES): why an ok page
     # is ok, such as canonicals that disagree and are ignored
-    note: str | None = None
+    note: RuleId | None = None
     # a canonicalized page whose canonical is not ok itself (``canonical_broken``)
     broken_canonical: bool = False
 
     @property
-    def rule(self) -> str | None:
+    def rule(self) -> RuleId | None:
         """The rule id of this state (``url-redirect-loop`` for a loop), else its note's, or
         None."""
         if self.loop:
@@ -105,12 +109,9 @@ class Verdict:
 
     @property
     def severity(self) -> Severity | None:
-        if self.loop:
-            return "error"
-        known = STATES.get(self.state)
-        if known is None:
-            return None if self.note is None else "info"
-        return known[1]
+        """The severity of ``rule`` (a note's is ``info``), or None."""
+        rule = self.rule
+        return None if rule is None else rule.severity
 
     @property
     def broken(self) -> bool:
@@ -155,14 +156,21 @@ def judge(answers: Sequence[Answered], *, listed_url: str, loop: bool = False,
     return replace(end, final_url=final, hops=hops, detail=f"{via}: {end.detail}")
 
 
+def parse_page(answer: Answered) -> pages.Tree | None:
+    """The tree of a 2xx answer's HTML (``pages.parse``), or None when it is not HTML or has
+    no body: what ``read_page`` reads, and ``pages.main_text`` after it."""
+    if not 200 <= answer.status < 300 or not answer.head or not _is_html(answer):
+        return None
+    return pages.parse(answer.head)
+
+
 def read_page(answer: Answered) -> pages.Page | None:
     """The parsed HTML of a 2xx answer (``answer.page`` when it was read already), or None
     when it is not HTML or has no body."""
     if answer.page is not None:
         return answer.page
-    if not 200 <= answer.status < 300 or not answer.head or not _is_html(answer):
-        return None
-    return pages.read(answer.head, answer.url)
+    tree = parse_page(answer)
+    return None if tree is None else pages.read(tree, answer.url)
 
 
 def refresh_of(answer: Answered) -> pages.Refresh | None:
@@ -260,7 +268,8 @@ def host_not_found(verdict: Verdict, last: Answered | None, host_page: bytes,
                    host_url: str | None) -> Verdict:
     """An ``ok`` page (or a redirect to one) whose main content matches ``host_page``, the
     fingerprint of what its host answers for a path that cannot exist there (``host_url``,
-    where that answer ended), is that host's not-found page: a soft 404. The page at
+    where that answer ended), is that host's not-found page: a soft 404 (``last.main`` is
+    its main text when the caller read it, else it is read from ``last.head``). The page at
     ``host_url`` itself, listed as it is, stays what it is (a missing path that redirects to
     the home page does not make the home page a soft 404), and so does a site's root (a site
     that answers every path with its home page)."""
@@ -272,7 +281,8 @@ def host_not_found(verdict: Verdict, last: Answered | None, host_page: bytes,
         return verdict
     if host_url is not None and not verdict.hops and _same_page(last.url) == _same_page(host_url):
         return verdict
-    if not pages.similar(pages.fingerprint(pages.main_text(last.head)), host_page):
+    main = pages.main_text(last.head) if last.main is None else last.main
+    if not pages.similar(pages.fingerprint(main), host_page):
         return verdict
     return replace(verdict, state="soft-404",
                    detail="its content is the host's own not-found page (the answer to a path "

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from site_fixture import Site, index, url_set_at, urlset
 
-from monitor.check import walk
+from monitor.check import fetching
 from monitor.cli.commands import main
 from monitor.read import digest
 from monitor.read.workers import DigestPool
@@ -137,7 +137,7 @@ def test_workers_import_this_installation_whatever_the_working_directory(
     assert r["urls"] == 6 * N
 
 
-@pytest.mark.parametrize("bound", [0, walk.DIGEST_HERE_MAX])
+@pytest.mark.parametrize("bound", [0, fetching.DIGEST_HERE_MAX])
 def test_past_its_fingerprints_bound_a_check_leaves_big_documents_to_the_workers(
     site: Site, db: str, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch, bound: int,
@@ -147,7 +147,7 @@ def test_past_its_fingerprints_bound_a_check_leaves_big_documents_to_the_workers
     peak), and the worker digests them all. Below it, this process takes its share while the
     worker is busy. The URL sets are the same either way."""
     monkeypatch.setenv("SITEMAP_MONITOR_PARSE_WORKERS", "1")
-    monkeypatch.setattr(walk, "DIGEST_HERE_MAX", bound)
+    monkeypatch.setattr(fetching, "DIGEST_HERE_MAX", bound)
     here: list[str] = []
     digest_here = DigestPool._here
 

@@ -57,6 +57,34 @@ def test_index_cycle_nested_index_and_out_of_scope_child(
     assert not site.server.requests_to("/c.xml"), "an out-of-scope child is never fetched"
 
 
+def test_an_index_at_the_depth_limit_is_read_and_its_children_are_not(
+    site: Site, db: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``max_depth: 2``: the index two levels down is read, the ones it lists are not, and it
+    says so once a check, read anew or unchanged (304)."""
+    config = tmp_path / "c.yaml"
+    config.write_text(f"targets:\n  - name: t\n    url: {site.url('/index.xml')}\n"
+                      "    max_depth: 2\n")
+    site.set("/index.xml", index([site.url("/a.xml"), site.url("/inner.xml")]))
+    site.set("/inner.xml", index([site.url("/b.xml"), site.url("/deep.xml")]))
+    site.set("/deep.xml", index([site.url("/c.xml")]))
+    site.set("/a.xml", urlset({U + "1": None}))
+    site.set("/b.xml", urlset({U + "2": None}))
+    site.set("/c.xml", urlset({U + "3": None}))
+    for outcome in ("ok", "not_modified"):
+        code = main(["check", "t", "--config", str(config), "--database-url", db, "--json"])
+        r = json.loads(capsys.readouterr().out)
+        assert code == 0
+        assert r["urls"] == 2
+        limit = [(i["rule"], i["document"]) for i in r["issues"] if "depth limit" in i["message"]]
+        assert limit == [("index-nested", site.url("/deep.xml"))]
+        assert [d["url"].rsplit("/", 1)[1] for d in r["documents"]] == [
+            "index.xml", "a.xml", "inner.xml", "b.xml", "deep.xml"]
+        assert r["documents"][-1]["outcome"] == outcome
+    assert len(site.server.requests_to("/deep.xml")) == 2
+    assert not site.server.requests_to("/c.xml"), "a child past the depth limit is not read"
+
+
 def test_child_at_metadata_address_is_refused_without_a_packet(
     site: Site, db: str, capsys: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:
@@ -142,3 +170,25 @@ def test_gzip_bomb_fails_the_check_quickly_in_a_subprocess(
         ("size-too-large", http_server.url("/s.xml.gz"))]
     assert elapsed < 20
     assert peak_mib < 250, f"peak RSS {peak_mib:.0f} MiB"
+
+
+def test_a_nested_index_stays_an_issue_while_nothing_changes(
+    site: Site, db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An index inside an index is an issue at every check, read anew or unchanged (304): a
+    re-check that reads nothing new neither drops it from the current issues nor counts it
+    gone."""
+    site.set("/index.xml", index([site.url("/a.xml"), site.url("/inner.xml")]))
+    site.set("/inner.xml", index([site.url("/b.xml")]))
+    site.set("/a.xml", urlset({U + "1": None}))
+    site.set("/b.xml", urlset({U + "2": None}))
+    nested = [("index-nested", site.url("/index.xml"))]
+    for outcome in ("ok", "unchanged"):
+        code, r = check(capsys, site.url("/index.xml"), db)
+        assert (code, r["outcome"]) == (0, outcome)
+        assert [(i["rule"], i["document"]) for i in r["issues"]
+                if i["rule"] == "index-nested"] == nested
+        assert main(["issues", site.url("/index.xml"), "--database-url", db, "--rule",
+                     "index-nested", "--format", "ndjson"]) == 0
+        listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [i["rule"] for i in listed] == ["index-nested"], outcome

@@ -26,7 +26,9 @@ from monitor.store.schema import changes, notifications
 # The last commit of the rules v1 (RULES_VERSION = 1, migrations up to 0002).
 OLD = "ddf2767f513092260b9f2cbb4662224b8efe0e7e"
 ROOT = Path(__file__).resolve().parents[2]
-_RUN = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import monitor.cli.commands as cli; "
+_RUN = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import monitor.cli as cli; "
+        "cli = cli if hasattr(cli, 'main') else "
+        "__import__('monitor.cli.commands', fromlist=['main']); "
         "assert cli.__file__.startswith(sys.path[0]), cli.__file__; sys.exit(cli.main())")
 
 
