@@ -27,14 +27,11 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 import httpx
-import structlog
 
 from monitor.net import connections
 from monitor.net.addresses import Resolver, check_host, system_resolver
 
 __all__ = ["KEEP", "Reply", "read", "send"]
-
-log = structlog.get_logger("monitor.net.bounded")
 
 KEEP = 4096  # what a caller needs of a receiver's body: an error message, a short JSON
 _PLAIN = ("", "identity")
@@ -80,8 +77,13 @@ async def read(response: httpx.Response, *, where: str, keep: int = KEEP,
         # An answer not read to its end is closed with its connection: nothing waits for it.
         await response.aclose()
     if cut:
-        log.warning("answer cut at its bound; the connection was closed", url=where,
-                    status=response.status_code, kept_bytes=keep)
+        # structlog only here: ``monitor.read.fetch`` imports this module, and a ``check``
+        # that never posts would spend 150 M instructions importing structlog and rich.
+        import structlog
+
+        structlog.get_logger("monitor.net.bounded").warning(
+            "answer cut at its bound; the connection was closed", url=where,
+            status=response.status_code, kept_bytes=keep)
     return Reply(response.status_code, response.headers, b"" if encoded else bytes(kept), cut)
 
 

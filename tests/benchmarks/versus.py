@@ -25,8 +25,17 @@ import measure
 import workloads
 from harness import child_env, database, serve
 
-_RUN = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import monitor.cli.commands as cli; "
-        "assert cli.__file__.startswith(sys.path[0]), cli.__file__; sys.exit(cli.main())")
+# The side's tree first on the path; its CLI's ``main``: ``monitor.cli.commands`` once the CLI
+# is a package, ``monitor.cli`` (a module) before that.
+_RUN = """
+import importlib, importlib.util, sys
+sys.path.insert(0, sys.argv.pop(1))
+cli = importlib.import_module("monitor.cli")
+if hasattr(cli, "__path__") and importlib.util.find_spec("monitor.cli.commands"):
+    cli = importlib.import_module("monitor.cli.commands")
+assert cli.__file__.startswith(sys.path[0]), cli.__file__
+sys.exit(cli.main())
+"""
 EXPECTED = workloads.W1_CHILDREN * workloads.W1_URLS_PER_CHILD
 
 
@@ -49,6 +58,8 @@ def main() -> None:
     args.data_dir = workloads.folder(args.workload, args.data_dir)
     workloads.ensure(args.workload, args.data_dir)
     walls: dict[str, list[float]] = {args.rev: [], "this": []}
+    cpus: dict[str, list[float]] = {args.rev: [], "this": []}
+    trees_cpu: dict[str, list[float]] = {args.rev: [], "this": []}
     with (tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as empty,
           serve(args.data_dir, "w1") as server):
         _unpack(args.rev, Path(tmp))
@@ -71,13 +82,18 @@ def main() -> None:
                           file=sys.stderr)
                     sys.exit(1)
                 walls[side].append(m.wall)
+                cpus[side].append(m.cpu)
+                trees_cpu[side].append(m.tree_cpu)
                 print(f"round {round_number} {side:>8}: wall {m.wall:.2f} s, cpu {m.cpu:.2f} s "
                       f"(tree {m.tree_cpu:.2f} s), peak {m.tree_rss_mb:.0f} MB", flush=True)
     print(f"{args.workload} first check [{args.database}], {args.rounds} rounds alternated:")
     for side, values in walls.items():
-        print(f"  {side:>8}: median {statistics.median(values):.2f} s, fastest {min(values):.2f} s")
-    before, after = (statistics.median(walls[args.rev]), statistics.median(walls["this"]))
-    print(f"  this / {args.rev}: {after / before:.3f} (median)")
+        print(f"  {side:>8}: median {statistics.median(values):.2f} s, fastest {min(values):.2f} s"
+              f"; CPU median {statistics.median(cpus[side]):.2f} s (tree "
+              f"{statistics.median(trees_cpu[side]):.2f} s)")
+    for name, figures in (("wall", walls), ("CPU", cpus), ("tree CPU", trees_cpu)):
+        before, after = statistics.median(figures[args.rev]), statistics.median(figures["this"])
+        print(f"  this / {args.rev}, {name}: {after / before:.3f} (median)")
 
 
 if __name__ == "__main__":
