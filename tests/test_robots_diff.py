@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor.robots.diff import of_change, unified
+from monitor.robots.versiondiff import of_change, unified
 
 URL = "https://shop.example/robots.txt"
 

@@ -18,7 +18,7 @@ from monitor.alerts.payload import iso, target_link
 from monitor.config import Rule
 from monitor.core.model import CheckResult
 from monitor.core.rules import RuleId
-from monitor.robots import diff as robotsdiff
+from monitor.robots import versiondiff
 
 __all__ = ["check_links", "documents", "dropped_text", "issues", "news_links", "removal_links",
            "robots", "state_links"]
@@ -123,7 +123,7 @@ def robots(result: CheckResult) -> list[dict[str, Any]]:
     for found in result.robots:
         if not found.get("changed"):
             continue
-        diff = robotsdiff.unified(found.get("before"), found.get("after"), found["url"])
+        diff = versiondiff.unified(found.get("before"), found.get("after"), found["url"])
         out.append({"url": found["url"], "http_status": found.get("http_status"),
                     "diff": diff.text, "added": diff.added, "removed": diff.removed,
                     "diff_truncated": diff.omitted > 0})

@@ -427,7 +427,7 @@ def _validate(args: argparse.Namespace) -> int:
             finally:
                 engine.dispose()
     else:
-        from monitor.cli.validate import validate_file
+        from monitor.cli.validatefile import validate_file
 
         result = validate_file(Path(source), cfg)
     output = result.as_json()
@@ -578,7 +578,7 @@ def _story(args: argparse.Namespace) -> int:
     from monitor.listing import params as listing
     from monitor.listing import story
     from monitor.read import validate
-    from monitor.store.story import read_story
+    from monitor.store.storyreads import read_story
 
     cfg = _config(args, read_only=True)
     loc = args.loc.strip()

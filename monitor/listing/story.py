@@ -1,6 +1,6 @@
 """One URL's whole story as a person reads it (pure): the text the ``url`` command prints.
 
-The story itself is read by ``monitor.store.story.read_story``; the page shows the same
+The story itself is read by ``monitor.store.storyreads.read_story``; the page shows the same
 dictionary through its template, and ``--json`` prints it as it is.
 """
 

@@ -137,7 +137,7 @@ def sorts_of(suffix: str, status: str | None) -> str:
 
 async def story(request: Request, name: str, read: Read) -> dict[str, Any]:
     """One URL's whole story (``?loc=``); raises ``BadParameter`` and ``NotFound``."""
-    from monitor.store.story import read_story
+    from monitor.store.storyreads import read_story
 
     loc = (_text(request, "loc") or "").strip()
     if not loc:

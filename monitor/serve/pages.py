@@ -41,8 +41,7 @@ from monitor.core.model import (
 )
 from monitor.listing import params as listing
 from monitor.listing import sorting, story
-from monitor.robots import diff as robotsdiff
-from monitor.robots import tester
+from monitor.robots import tester, versiondiff
 from monitor.robots.matcher import GOOGLEBOT, RobotsRules
 from monitor.serve import charts
 from monitor.serve import listingapi as api_listings
@@ -82,7 +81,7 @@ def _robots_diff(change: dict[str, Any]) -> str:
     found = change.get("diff")
     if isinstance(found, dict):
         return str(found.get("text") or "")
-    return robotsdiff.of_change(change.get("before"), change.get("after"),
+    return versiondiff.of_change(change.get("before"), change.get("after"),
                                 str(change.get("loc") or "robots.txt")).text
 
 
@@ -306,7 +305,7 @@ def routes(read: api_listings.Read, configured: Callable[[], Collection[str]],
             return not_found(request, f"no target named {name!r}")
         for host in hosts:
             for version in host["versions"]:
-                version["diff"] = robotsdiff.unified(version["before"], version["text"],
+                version["diff"] = versiondiff.unified(version["before"], version["text"],
                                                      host["url"]).text
         params = request.query_params
         chosen = params.get("robots") or (hosts[0]["url"] if hosts else "")

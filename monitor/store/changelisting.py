@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine, func, select, tuple_
 from monitor.core.model import CHANGE_RULES, REMOVAL_REASONS
 from monitor.listing.params import KINDS, Listing, SnapshotRef, read_cursor
 from monitor.listing.sorting import Sort, offered
-from monitor.robots import diff as robotsdiff
+from monitor.robots import versiondiff
 from monitor.store import changelocs
 from monitor.store.retry import transaction
 from monitor.store.rowreads import Packs, Rows, pinned, streaming, target_id
@@ -318,7 +318,7 @@ def _change_rows(engine: Engine, bounded: tuple[int, int | None], floor: int, gr
                        "before": None if before_text is None else loads(before_text),
                        "after": after_value, "reason": reason, "rule": rule}
                 if kind == "robots":  # the lines that moved, not two whole files to compare
-                    row["diff"] = robotsdiff.of_change(row["before"], row["after"],
+                    row["diff"] = versiondiff.of_change(row["before"], row["after"],
                                                        loc).as_json()
                 still = (members - j - 1 if ascending else j) if members is not None else 0
                 yield row, (snapshot_id, change_id, still)

@@ -44,7 +44,7 @@ from monitor.read import validate
 from monitor.store import db
 from monitor.store import listingreads as store_listing
 from monitor.store.schema import changes, entry_sets, snapshots, targets, url_states
-from monitor.store.story import read_story
+from monitor.store.storyreads import read_story
 
 PER_DOCUMENT = 50_000
 SNAPSHOTS = 100
