@@ -10,6 +10,7 @@ check's transaction.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -26,7 +27,7 @@ from monitor.check.tally import (
     one_issue,
 )
 from monitor.codec.states import DocumentState
-from monitor.core.model import RULES
+from monitor.core.model import RULES, Issue
 from monitor.core.rules import RuleId, rule_id
 from monitor.robots.sitemaps import parse_robots
 
@@ -80,24 +81,29 @@ def _nested(ctx: Context, url: str, parent: str | None) -> list[Found]:
 
 
 def _robots(ctx: Context, got: Got, text: str) -> Turn:
-    """A site target's root: its robots.txt, whose ``Sitemap:`` lines are its children."""
+    """A site target's root: its robots.txt, whose ``Sitemap:`` lines are its children. Its
+    warnings are its own, stored with its state: they stand while the file is unchanged."""
     url = got.url
     limit = ctx.target.limits.max_children
     relative: list[str] = []
     children = parse_robots(text, url, limit=limit + 1, relative=relative)
     doc = replace(got.doc, outcome="ok", kind="robots")
-    found = [one_issue(RuleId.ROBOTS_SITEMAP_RELATIVE, f"{url} has a relative Sitemap: line "
-                       f"{value!r}: search engines require a full URL, it is ignored", url)
-             for value in relative]
+    issues = [Issue(RuleId.ROBOTS_SITEMAP_RELATIVE, f"{url} has a relative Sitemap: line "
+                    f"{value!r}: search engines require a full URL, it is ignored", document=url)
+              for value in relative]
     if len(children) > limit:
-        found.append(one_issue(RuleId.INDEX_TOO_MANY, f"{url} lists more than {limit} sitemaps; "
-                               f"the first {limit} are read", url))
+        issues.append(Issue(RuleId.INDEX_TOO_MANY, f"{url} lists more than {limit} sitemaps; "
+                            f"the first {limit} are read", document=url))
         del children[limit:]
     if not children:
         return Turn(failure(doc, "no-sitemaps", f"{url} lists no Sitemap: lines", None,
-                            root=True, found=found))
-    return Turn(DocumentOutcome(
-        doc, found, state=document_state(url, doc, "robots", children=children)), children)
+                            root=True, found=[Found(tuple(issues))]))
+    state = document_state(url, doc, "robots", children=children,
+                           issues=[{"rule": i.rule, "message": i.message, "loc": i.loc}
+                                   for i in issues],
+                           counts=Counter(i.rule for i in issues))
+    return Turn(DocumentOutcome(doc, [Found(tuple(issues), counted=False)], state=state),
+                children)
 
 
 async def _sitemap(ctx: Context, entries: Entries, got: Got, *, root: bool) -> Turn:

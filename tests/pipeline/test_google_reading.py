@@ -270,6 +270,24 @@ def test_a_site_targets_sitemap_lines_as_google_reads_them(
     assert "/relative.xml" in relative["message"]
 
 
+def test_a_relative_sitemap_line_stays_an_issue_while_robots_txt_is_unchanged(
+    site: Site, db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The warnings of a ``site:`` target's robots.txt are its own: a re-check whose robots.txt
+    answers the same keeps them among the current issues, as a sitemap's own issues are."""
+    listing(site, ["/a"])
+    robots(site, f"Sitemap: {site.url('/sitemap.xml')}\nSitemap: /relative.xml\n")
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text(f"targets:\n  - {{name: t, site: '{site.url('/')}'}}\n", encoding="utf-8")
+    for outcome in ("ok", "unchanged"):
+        assert check(capsys, str(cfg), db)["outcome"] == outcome
+        assert main(["issues", "t", "--config", str(cfg), "--database-url", db,
+                     "--format", "ndjson"]) == 0
+        listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [(i["rule"], i["document"]) for i in listed] == [
+            ("robots-sitemap-relative", site.url("/robots.txt"))], outcome
+
+
 # ---- the URL states as Search Console reports them ------------------------------------------
 
 def chain(server: TestServer, name: str, hops: int, end: str) -> None:
