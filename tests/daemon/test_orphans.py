@@ -13,7 +13,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -122,13 +124,24 @@ def test_no_helper_process_outlives_a_sigkilled_daemon(
 
 
 
-def _index_of_big_children(http_server: TestServer) -> str:
-    """A sitemap index whose children are digested by the worker processes."""
+def _index_of_big_children(http_server: TestServer, held: threading.Event | None = None) -> str:
+    """A sitemap index whose children are digested by the worker processes; with ``held``, a
+    last child whose answer waits for it, so that the check is still running until it is set."""
     children = []
     for c in range(CHILDREN):
         body = sitemap({f"http://127.0.0.1/{c}/{i:06d}/{'x' * 60}": None for i in range(URLS)})
         http_server.route(f"/c{c}.xml", Reply(body=body))
         children.append(http_server.url(f"/c{c}.xml"))
+    if held is not None:
+        last = sitemap({"http://127.0.0.1/held": None})
+
+        def answer() -> Iterator[bytes]:
+            yield last[:20]
+            held.wait(60)
+            yield last[20:]
+
+        http_server.route("/held.xml", Reply(body=answer))
+        children.append(http_server.url("/held.xml"))
     http_server.route("/index.xml", Reply(body=(
         '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
         + "".join(f"<sitemap><loc>{u}</loc></sitemap>" for u in children)
@@ -173,20 +186,26 @@ def test_a_check_interrupted_by_ctrl_c_stops_its_workers_cleanly(
     http_server: TestServer, tmp_path: Path,
 ) -> None:
     """``sitemap-monitor check`` stopped by a Ctrl-C (SIGINT to its whole process group) while
-    its parse workers digest: exit 130, its workers stopped by it, nothing in stderr about an
-    interrupted worker or the pool's semaphores left behind."""
-    url = _index_of_big_children(http_server)
+    its parse workers are up and a child is still being read: exit 130, its workers stopped by
+    it, nothing in stderr about an interrupted worker or the pool's semaphores left behind."""
+    # The last child answers only once the Ctrl-C is sent: the check cannot have ended by then
+    # (a check that had printed its result and was on its way out would exit 0).
+    held = threading.Event()
+    url = _index_of_big_children(http_server, held)
     check = subprocess.Popen(
         [*command(), "check", url, "--database-url", f"sqlite:///{tmp_path}/m.db"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, "SITEMAP_MONITOR_PARSE_WORKERS": "2"})
-    until(lambda: check.poll() is not None or _pool_up(check.pid), every=0.02,
-          what="the parse workers")
-    assert len(_descendants(check.pid)) >= 4, "the check ended before its workers were up"
-    os.killpg(check.pid, signal.SIGINT)
     try:
+        until(lambda: check.poll() is not None or _pool_up(check.pid), every=0.02,
+              what="the parse workers")
+        assert len(_descendants(check.pid)) >= 4, "the check ended before its workers were up"
+        until(lambda: http_server.requests_to("/held.xml") or check.poll() is not None,
+              what="the held child asked for")
+        os.killpg(check.pid, signal.SIGINT)
         _, err = check.communicate(timeout=60)  # to its end: the resource tracker's too
     finally:
+        held.set()
         if check.poll() is None:
             os.killpg(check.pid, signal.SIGKILL)
     assert check.returncode == 130
