@@ -48,6 +48,13 @@ def _pool_up(pid: int) -> dict[int, str]:
     return helpers if len(helpers) >= 4 else {}
 
 
+def _ignores_sigint(pid: int) -> bool:
+    """Whether ``pid`` ignores SIGINT (its ``SigIgn`` mask in /proc)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        mask = next(line for line in status if line.startswith("SigIgn:")).split()[1]
+    return bool(int(mask, 16) & (1 << (signal.SIGINT - 1)))
+
+
 def _descendants(root: int) -> dict[int, str]:
     """Every live process below ``root``: pid -> its start time (to tell a reused pid)."""
     parents: dict[int, tuple[int, str]] = {}
@@ -192,11 +199,16 @@ def test_a_check_interrupted_by_ctrl_c_stops_its_workers_cleanly(
     # (a check that had printed its result and was on its way out would exit 0).
     held = threading.Event()
     url = _index_of_big_children(http_server, held)
+    # As a terminal starts a job: SIGINT at its default. An ignored SIGINT is inherited through
+    # exec, and a process that starts with it ignored keeps ignoring it (Python too), so the
+    # test does not take the disposition of whichever process runs it.
     check = subprocess.Popen(
         [*command(), "check", url, "--database-url", f"sqlite:///{tmp_path}/m.db"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "SITEMAP_MONITOR_PARSE_WORKERS": "2"})
+        env={**os.environ, "SITEMAP_MONITOR_PARSE_WORKERS": "2"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
+        assert not _ignores_sigint(check.pid)
         until(lambda: check.poll() is not None or _pool_up(check.pid), every=0.02,
               what="the parse workers")
         assert len(_descendants(check.pid)) >= 4, "the check ended before its workers were up"
