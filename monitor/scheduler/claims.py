@@ -51,7 +51,7 @@ class Claims:
         await asyncio.to_thread(targetrows.upsert_targets, self._engine, rows, now)
 
     def configure(self, configured: str) -> None:
-        """The targets of this replica's configuration now (``targetrows.targets.configured``)."""
+        """The targets of this replica's configuration now (``targetrows.configured``)."""
         self._configured = configured
         self._listed = False
 

@@ -31,7 +31,7 @@ from monitor.store import targetrows
 __all__ = ["CheckFn", "Scheduler"]
 
 # A check of one target under a lease: a result with a snapshot id was stored, and the lease
-# given back with the target's next due time in the same transaction (targetrows.targets.give_back).
+# given back with the target's next due time in the same transaction (targetrows.give_back).
 CheckFn = Callable[[config.Target, targetrows.Lease], Awaitable[CheckResult]]
 log = structlog.get_logger("monitor.scheduler")
 # Targets applied between two passes of the event loop in ``update`` (about 0.1 s of work).
@@ -220,7 +220,7 @@ class Scheduler:
             # Its lease ran out under a check of it here (paused past it) and no other replica
             # holds it now. That check gives this lease back when it stores, unless another
             # replica stored a check of the target meanwhile: then it stores nothing
-            # (targetrows.checkplan) and the target is released when it ends.
+            # (store.checkplan) and the target is released when it ends.
             return
         if target is None and name in self._removed:
             # Removed by a reload while the claim was in the database: parked, as it would be.

@@ -6,7 +6,7 @@ the answers, robots.txt's rules). ``Budget`` spaces requests to each host ``rate
 (token bucket of one), slows a host that answers 429 and waits out its ``Retry-After``.
 ``check_all`` runs many URLs through a bounded set of workers and hands each verdict on as it
 comes, so memory holds the workers' pages, never the URL list's results. ``run_round`` is one
-round for one target: bring its URL states up to its latest snapshot (``urlstates.health.sync``),
+round for one target: bring its URL states up to its latest snapshot (``urlstates.sync``),
 check the URLs that are due (or, for ``check --urls``, every one), and save the verdicts in
 small transactions, with a removed URL's reason. A round's re-check of a URL is conditional:
 it sends the validators of the URL's last answer back, and a 304 keeps the URL's state (as a

@@ -1,7 +1,7 @@
 """WHEN the daemon checks listed URLs: rounds of a few URLs per target, leased.
 
 For each target whose ``url_checks.enabled`` is set, the daemon runs one round at a time: it
-takes the target's URL-check lease in the database (``urlstates.health.claim``: one replica at a
+takes the target's URL-check lease in the database (``urlstates.claim``: one replica at a
 time, so no URL is checked twice in a period and a host's ``rate`` holds across replicas),
 checks the next due URLs (``urlcheck.run_round``: new URLs first, then the rest in a random
 order until each was checked once, then the oldest), gives the lease back and reports to the
