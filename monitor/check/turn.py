@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from monitor.check.context import Context
 from monitor.check.entries import Entries
@@ -99,9 +100,7 @@ def _robots(ctx: Context, got: Got, text: str) -> Turn:
         return Turn(failure(doc, "no-sitemaps", f"{url} lists no Sitemap: lines", None,
                             root=True, found=[Found(tuple(issues))]))
     state = document_state(url, doc, "robots", children=children,
-                           issues=[{"rule": i.rule, "message": i.message, "loc": i.loc}
-                                   for i in issues],
-                           counts=Counter(i.rule for i in issues))
+                           issues=_stored(issues), counts=Counter(i.rule for i in issues))
     return Turn(DocumentOutcome(doc, [Found(tuple(issues), counted=False)], state=state),
                 children)
 
@@ -116,9 +115,7 @@ async def _sitemap(ctx: Context, entries: Entries, got: Got, *, root: bool) -> T
                             root=root, found=(Found((found.failure,)),)))
     doc = replace(doc, outcome="ok")
     own = Found(tuple(found.issues), counted=False)
-    stored_issues = [
-        {"rule": i.rule, "message": i.message, "loc": i.loc} for i in found.issues
-    ]
+    stored_issues = _stored(found.issues)
     if found.kind == "sitemapindex":
         notes = [own, *_nested(ctx, url, doc.parent)]
         outcome = DocumentOutcome(doc, notes, state=document_state(
@@ -137,6 +134,11 @@ async def _sitemap(ctx: Context, entries: Entries, got: Got, *, root: bool) -> T
         recorded=entries.recorded(url, found), fetched_bytes=wire)
     await entries.record(url, found, got.job, got.stored)
     return Turn(outcome)
+
+
+def _stored(issues: Sequence[Issue]) -> list[dict[str, Any]]:
+    """A document's own issues as its stored state keeps them."""
+    return [{"rule": i.rule, "message": i.message, "loc": i.loc} for i in issues]
 
 
 def _lastmods(doc: DocumentState) -> int:
